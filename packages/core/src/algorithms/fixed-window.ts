@@ -1,0 +1,66 @@
+/**
+ * `fixed-window` (SPEC 3.1). State: `[windowStart, count]`.
+ *
+ * `align: 'clock'` windows cover `[k·W, (k+1)·W)`; `'first-request'` windows start at a
+ * key's first admitted request. Calendar quotas (SPEC 8.5) use UTC days or months.
+ * Known flaw, kept on purpose: up to 2·L can pass around a boundary.
+ */
+import type { RuleSpec } from '../types.js';
+import { type Algorithm, admitted, refused } from './types.js';
+
+/** Start of the window that contains `t`. */
+export function windowStart(t: number, r: RuleSpec): number {
+  if (r.calendar === 'month') {
+    const d = new Date(t);
+    return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+  }
+  return t - (t % r.windowMs);
+}
+
+/** End (exclusive) of the window that starts at `start`. */
+export function windowEnd(start: number, r: RuleSpec): number {
+  if (r.calendar === 'month') {
+    const d = new Date(start);
+    return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+  }
+  return start + r.windowMs;
+}
+
+export const fixedWindow: Algorithm = {
+  check(state, now, r, cost) {
+    let start: number;
+    let count = 0;
+    if (r.align === 'first-request') {
+      // A window opens at the first request at or after the previous window's end.
+      if (state !== undefined && now < (state[0] as number) + r.windowMs) {
+        start = state[0] as number;
+        count = state[1] as number;
+      } else start = now;
+    } else {
+      start = windowStart(now, r);
+      // A stored window later than now means time went backwards: stay in it.
+      if (state !== undefined && (state[0] as number) >= start) {
+        start = state[0] as number;
+        count = state[1] as number;
+      }
+    }
+    const end = r.align === 'first-request' ? start + r.windowMs : windowEnd(start, r);
+    if (count + cost <= r.limit) {
+      const used = count + cost;
+      return admitted(r.limit - used, used > 0 ? end - now : 0, 0, [start, used]);
+    }
+    return refused(r.limit - count, end - now, end - now, r.countRejected ? [start, count + cost] : undefined);
+  },
+
+  refund(state, now, r, cost, at) {
+    const start = state[0] as number;
+    const end = r.align === 'first-request' ? start + r.windowMs : windowEnd(start, r);
+    if (at < start || at >= end || now >= end) return state;
+    return [start, Math.max(0, (state[1] as number) - cost)];
+  },
+
+  expiresAt(state, r) {
+    const start = state[0] as number;
+    return r.align === 'first-request' ? start + r.windowMs : windowEnd(start, r);
+  },
+};

@@ -1,0 +1,74 @@
+/**
+ * `sliding-window` counter (SPEC 3.3). State: `[start, prev, cur]` where `start` is the
+ * clock-aligned start of the current window k, `prev` the count of window k-1 and `cur`
+ * the count of window k.
+ *
+ * estimate = prev · (1 - elapsed/W) + cur, and a request is admitted iff
+ * floor(estimate) + cost <= L. Everything is computed in integers scaled by W:
+ * floor(estimate) + cost <= L  ⟺  prev·(W - e) + cur·W < (L - cost + 1)·W.
+ */
+import { type Algorithm, admitted, refused } from './types.js';
+
+export const slidingWindow: Algorithm = {
+  check(state, now, r, cost) {
+    const W = r.windowMs;
+    let prev = 0;
+    let cur = 0;
+    let start = now - (now % W);
+    if (state !== undefined) {
+      const s0 = state[0] as number;
+      if (s0 >= start) {
+        // Same window, or time went backwards (treated as no time passing).
+        start = s0;
+        now = Math.max(now, s0);
+        prev = state[1] as number;
+        cur = state[2] as number;
+      } else if (s0 === start - W) prev = state[2] as number;
+    }
+    const e = now - start;
+    const scaled = prev * (W - e) + cur * W;
+    const floorEstimate = Math.floor(scaled / W);
+    if (scaled < (r.limit - cost + 1) * W) {
+      const after = cur + cost;
+      const resetMs = after > 0 ? start + 2 * W - now : prev > 0 ? start + W - now : 0;
+      return admitted(Math.max(0, r.limit - floorEstimate - cost), resetMs, 0, [start, prev, after]);
+    }
+    const resetMs = cur > 0 ? start + 2 * W - now : start + W - now;
+    return refused(
+      Math.max(0, r.limit - floorEstimate),
+      resetMs,
+      retryAt(start, prev, cur, W, r.limit - cost + 1) - now,
+      r.countRejected ? [start, prev, cur + cost] : undefined,
+    );
+  },
+
+  refund(state, now, r, cost, at) {
+    const W = r.windowMs;
+    const start = state[0] as number;
+    const atStart = at - (at % W);
+    if (atStart === start) return [start, state[1] as number, Math.max(0, (state[2] as number) - cost)];
+    if (atStart === start - W) return [start, Math.max(0, (state[1] as number) - cost), state[2] as number];
+    void now;
+    return state;
+  },
+
+  expiresAt(state, r) {
+    return (state[0] as number) + ((state[2] as number) > 0 ? 2 : 1) * r.windowMs;
+  },
+};
+
+/**
+ * The earliest time at which prev·(W - e) + cur·W < room·W holds, room = L - cost + 1 >= 1.
+ * Within window k the estimate decays with prev; from window k+1 on, prev' = cur.
+ */
+function retryAt(start: number, prev: number, cur: number, W: number, room: number): number {
+  const a = room - cur;
+  if (a > 0 && prev > 0) {
+    // need prev·e > W·(prev - a)
+    const e = Math.floor((W * (prev - a)) / prev) + 1;
+    if (e < W) return start + e;
+  }
+  // Window k+1: need cur·(W - e) < room·W, i.e. cur·e > W·(cur - room).
+  if (cur < room) return start + W;
+  return start + W + Math.floor((W * (cur - room)) / cur) + 1;
+}

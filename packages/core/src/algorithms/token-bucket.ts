@@ -1,0 +1,48 @@
+/**
+ * `token-bucket` (SPEC 3.4). State: `[last, scaled]` where `scaled = tokens · W`.
+ *
+ * Refill is r = L/W tokens per ms, so in scaled units a bucket gains exactly L per ms:
+ * every quantity stays an integer and `retryAfterMs = ceil((cost·W - scaled) / L)` is
+ * exact. Capacity B = `burst` (default L). A new key starts full; an idle bucket never
+ * exceeds B, so in any interval T at most B + r·T units pass.
+ */
+import type { RuleSpec } from '../types.js';
+import { type Algorithm, admitted, refused, type State } from './types.js';
+
+function level(state: State | undefined, now: number, r: RuleSpec): { now: number; scaled: number } {
+  const cap = r.burst * r.windowMs;
+  if (state === undefined) return { now, scaled: cap };
+  const last = state[0] as number;
+  if (now <= last) return { now: last, scaled: state[1] as number };
+  const gained = r.limit * (now - last);
+  const scaled = state[1] as number;
+  return { now, scaled: gained >= cap - scaled ? cap : scaled + gained };
+}
+
+export const tokenBucket: Algorithm = {
+  check(state, at, r, cost) {
+    const { now, scaled } = level(state, at, r);
+    const W = r.windowMs;
+    const need = cost * W;
+    const cap = r.burst * W;
+    if (scaled >= need) {
+      const left = scaled - need;
+      return admitted(Math.floor(left / W), Math.ceil((cap - left) / r.limit), 0, [now, left]);
+    }
+    return refused(
+      Math.floor(scaled / W),
+      Math.ceil((cap - scaled) / r.limit) + (now - at),
+      Math.ceil((need - scaled) / r.limit) + (now - at),
+      r.countRejected ? [now, scaled - need] : undefined,
+    );
+  },
+
+  refund(state, now, r, cost) {
+    const cur = level(state, now, r);
+    return [cur.now, Math.min(r.burst * r.windowMs, cur.scaled + cost * r.windowMs)];
+  },
+
+  expiresAt(state, r) {
+    return (state[0] as number) + Math.ceil((r.burst * r.windowMs - (state[1] as number)) / r.limit);
+  },
+};

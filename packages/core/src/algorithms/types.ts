@@ -1,0 +1,36 @@
+/**
+ * The algorithm interface: pure functions of (state, now, params).
+ *
+ * States are small arrays of numbers so that the Redis store's Lua scripts can
+ * mirror them field for field. `check` never mutates its input; it returns the
+ * state the store should write if the request is committed.
+ */
+import type { Outcome, RuleSpec } from '../types.js';
+
+export type State = number[];
+
+export interface Check extends Outcome {
+  /**
+   * The state after consuming `cost`: written when the stack is admitted, or on a
+   * rejection when the rule counts rejected requests. `undefined` when there is
+   * nothing to write.
+   */
+  next: State | undefined;
+}
+
+export interface Algorithm {
+  /** Decides `cost` at `now`. `cost <= r.maxCost` is guaranteed by the caller. */
+  check(state: State | undefined, now: number, r: RuleSpec, cost: number): Check;
+  /** The state after giving back `cost` consumed at time `at`. */
+  refund(state: State, now: number, r: RuleSpec, cost: number, at: number): State | undefined;
+  /** The time from which `state` decides exactly like no state at all (for expiry and TTLs). */
+  expiresAt(state: State, r: RuleSpec): number;
+}
+
+export function admitted(remaining: number, resetMs: number, delayMs: number, next: State): Check {
+  return { allowed: true, remaining, resetMs, retryAfterMs: 0, delayMs, reason: undefined, next };
+}
+
+export function refused(remaining: number, resetMs: number, retryAfterMs: number, next: State | undefined): Check {
+  return { allowed: false, remaining, resetMs, retryAfterMs, delayMs: 0, reason: 'limit', next };
+}

@@ -1,0 +1,87 @@
+/**
+ * The error catalogue of @tollgate/core (SPEC 12).
+ *
+ * Every error carries a stable `code`. Messages say what was expected, what was
+ * received and how to fix it. `instanceof TollgateError` holds across duplicate
+ * installs of the package because the class is branded with a registry symbol.
+ */
+
+const BRAND = Symbol.for('tollgate.error');
+
+/** Codes and their one-line meaning. `docs/errors.md` documents every one (a test checks). */
+export const ERROR_CODES = {
+  TG_INVALID_OPTION: 'An option has the wrong type or value.',
+  TG_UNKNOWN_OPTION: 'An options object contains a key tollgate does not know.',
+  TG_INVALID_DURATION: 'A duration is not a positive number of milliseconds or a string like "15m".',
+  TG_INVALID_RATE: 'A rate shorthand is not of the form "<limit>/<duration>".',
+  TG_INVALID_LIMIT: 'A limit, burst, queue or quota is not a positive integer.',
+  TG_INVALID_COST: 'A cost is not a positive integer, or can never be admitted by the rule.',
+  TG_UNKNOWN_ALGORITHM: 'The algorithm name is not one of the five tollgate provides.',
+  TG_DUPLICATE_RULE: 'Two rules of one stack have the same name.',
+  TG_NO_RULES: 'A limiter was created without rules.',
+  TG_INVALID_KEY: 'A rule key is not a function.',
+  TG_INVALID_TRUST_PROXY: 'A trustProxy setting cannot be understood.',
+  TG_INVALID_HEADERS: 'A headers mode is not one of draft-10, draft-7, draft-6, legacy or false.',
+  TG_STORE_CLOSED: 'A store was used after close().',
+  TG_STORE_ERROR: 'A store failed to decide (wraps the cause).',
+  TG_STORE_TIMEOUT: 'A store call did not answer within its deadline.',
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export interface ErrorDetails {
+  /** What tollgate expected. */
+  expected: string;
+  /** What it received (already rendered for humans). */
+  received: string;
+  /** What to do about it. */
+  fix: string;
+  /** Where the problem is, e.g. `rules[2].window`. */
+  path?: string;
+}
+
+export class TollgateError extends Error {
+  readonly code: ErrorCode;
+  readonly path: string | undefined;
+  readonly expected: string | undefined;
+  readonly received: string | undefined;
+  readonly fix: string | undefined;
+
+  constructor(code: ErrorCode, message: string, details?: ErrorDetails, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'TollgateError';
+    this.code = code;
+    this.path = details?.path;
+    this.expected = details?.expected;
+    this.received = details?.received;
+    this.fix = details?.fix;
+  }
+
+  get [BRAND](): true {
+    return true;
+  }
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[BRAND] === true;
+  }
+}
+
+/** Renders any value for an error message: short, never the whole of a huge string. */
+export function describe(value: unknown): string {
+  if (typeof value === 'string') {
+    const s = value.length > 60 ? `${value.slice(0, 57)}...` : value;
+    return JSON.stringify(s);
+  }
+  if (typeof value === 'number') return Number.isNaN(value) ? 'NaN' : String(value);
+  if (typeof value === 'function') return 'a function';
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return `an array of ${value.length}`;
+  if (typeof value === 'object') return 'an object';
+  return String(value);
+}
+
+/** Builds the error users see for a bad option: "<path>: expected X, received Y. Fix." */
+export function configError(code: ErrorCode, details: ErrorDetails): TollgateError {
+  const where = details.path ? `${details.path}: ` : '';
+  return new TollgateError(code, `${where}expected ${details.expected}, received ${details.received}. ${details.fix}`, details);
+}

@@ -1,0 +1,244 @@
+/**
+ * The stacking engine (SPEC 4): `createLimiter({ rules, store, clock })`.
+ *
+ * Per request it resolves each rule's key and cost, drops rules whose key is
+ * undefined/null, and hands the rest to the store as one all-or-nothing decision.
+ */
+import { createHash } from 'node:crypto';
+import type { Clock } from './clock.js';
+import { configError, describe } from './errors.js';
+import { ip } from './keys.js';
+import { MemoryStore } from './memory-store.js';
+import { type CompiledRule, compileRules, type KeyFn, type Rule } from './rules.js';
+import type { Decision, RuleResult, Store, StoreDecision, StoreOp } from './types.js';
+
+export interface LimiterOptions<R> {
+  /** The stack: every rule must admit a request for it to pass. */
+  rules: readonly Rule<R>[];
+  /** @default new MemoryStore() */
+  store?: Store;
+  /** Time source; when omitted the store's own clock decides (Redis: `TIME`). */
+  clock?: Clock;
+  /** Namespace of every store key. @default 'tg' */
+  prefix?: string;
+  /** Key used by rules that name none. @default ip() */
+  defaultKey?: KeyFn<R>;
+}
+
+export interface Limiter<R> {
+  readonly rules: readonly CompiledRule<R>[];
+  readonly store: Store;
+  readonly clock: Clock | undefined;
+  readonly prefix: string;
+  /** Decides the request and consumes from every rule if all admit. */
+  consume(req: R, options?: { cost?: number }): Promise<Decision>;
+  /** Decides without consuming. */
+  peek(req: R, options?: { cost?: number }): Promise<Decision>;
+  /** Gives back what `decision` consumed (no-op for a rejected decision). */
+  refund(req: R, decision: Decision, options?: { rules?: readonly string[] }): Promise<void>;
+  /** Forgets the request's keys for every rule. */
+  reset(req: R): Promise<void>;
+  /** A limiter deciding this stack plus `rules` as one stack (same store, clock, prefix). */
+  extend(rules: readonly Rule<R>[]): Limiter<R>;
+  /** The ops this request maps to (for adapters and diagnostics). */
+  resolve(req: R, cost?: number): StoreOp[];
+}
+
+const RECEIPT = Symbol('tollgate.receipt');
+type WithReceipt = Decision & { [RECEIPT]?: StoreOp[] };
+
+const KEY_MAX = 128;
+// Printable ASCII except space, braces and a leading '#': kept verbatim. Anything else is hashed,
+// so a client-chosen string can neither grow without bound nor steer a Redis Cluster slot.
+const PLAIN_KEY = /^[\x21-\x7a|~][\x21-\x7a|~]*$/;
+
+/** Turns any key into a bounded store-safe string. Exported for stores and tests. */
+export function sanitizeKey(key: string): string {
+  if (key.length <= KEY_MAX && PLAIN_KEY.test(key) && key.charCodeAt(0) !== 35) return key;
+  return `#${createHash('sha256').update(key).digest('base64url').slice(0, 32)}`;
+}
+
+function resolveCost<R>(rule: CompiledRule<R>, req: R, override: number | undefined): number {
+  const raw = override ?? rule.cost ?? (rule.costFn as (req: R) => number)(req);
+  // A cost that is not a finite non-negative number fails closed: the rule refuses it.
+  if (typeof raw !== 'number' || !(raw >= 0) || raw === Number.POSITIVE_INFINITY) return rule.spec.maxCost + 1;
+  return Math.ceil(raw);
+}
+
+function toResults(ops: readonly StoreOp[], d: StoreDecision): Decision {
+  const rules: RuleResult[] = new Array(ops.length);
+  const rejectedBy: string[] = [];
+  const dryRunRejectedBy: string[] = [];
+  let retryAfterMs = 0;
+  let delayMs = 0;
+  for (let i = 0; i < ops.length; i++) {
+    const spec = (ops[i] as StoreOp).rule;
+    const o = d.outcomes[i] as StoreDecision['outcomes'][number];
+    const r: RuleResult = {
+      name: spec.name,
+      allowed: o.allowed,
+      limit: spec.limit,
+      remaining: o.remaining,
+      windowMs: spec.windowMs,
+      resetMs: o.resetMs,
+      retryAfterMs: o.retryAfterMs,
+      delayMs: o.delayMs,
+    };
+    if (o.reason !== undefined) r.reason = o.reason;
+    if (spec.dryRun) r.dryRun = true;
+    rules[i] = r;
+    if (!o.allowed) {
+      if (spec.dryRun) dryRunRejectedBy.push(spec.name);
+      else {
+        rejectedBy.push(spec.name);
+        if (o.retryAfterMs > retryAfterMs) retryAfterMs = o.retryAfterMs;
+      }
+    } else if (o.delayMs > delayMs) delayMs = o.delayMs;
+  }
+  return {
+    allowed: d.allowed,
+    delayMs: d.allowed ? delayMs : 0,
+    retryAfterMs: d.allowed ? 0 : retryAfterMs,
+    rejectedBy,
+    dryRunRejectedBy,
+    rules,
+    at: d.now,
+  };
+}
+
+/**
+ * Creates a limiter for a stack of rules.
+ * @example
+ * const limiter = createLimiter({ rules: [{ name: 'ip', rate: '100/min' }] });
+ * const decision = await limiter.consume(req);
+ */
+export function createLimiter<R = unknown>(options: LimiterOptions<R>): Limiter<R> {
+  if (typeof options !== 'object' || options === null) {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'createLimiter',
+      expected: 'an options object { rules, store?, clock? }',
+      received: describe(options),
+      fix: 'Pass { rules: [...] }.',
+    });
+  }
+  const { rules, store, clock, prefix = 'tg', defaultKey, ...rest } = options;
+  const unknown = Object.keys(rest)[0];
+  if (unknown !== undefined) {
+    throw configError('TG_UNKNOWN_OPTION', {
+      path: `createLimiter.${unknown}`,
+      expected: 'rules, store, clock, prefix or defaultKey',
+      received: JSON.stringify(unknown),
+      fix: 'Remove the option or check its spelling.',
+    });
+  }
+  if (typeof prefix !== 'string' || !/^[\x21-\x7a|~]{1,32}$/.test(prefix)) {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'prefix',
+      expected: '1 to 32 visible ASCII characters without braces',
+      received: describe(prefix),
+      fix: 'Use a short prefix such as "tg" or "myapp".',
+    });
+  }
+  if (clock !== undefined && typeof clock?.now !== 'function') {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'clock',
+      expected: 'an object with now(): number',
+      received: describe(clock),
+      fix: 'Pass a Clock such as new ManualClock().',
+    });
+  }
+  if (store !== undefined && (typeof store !== 'object' || typeof (store as Store).consume !== 'function')) {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'store',
+      expected: 'a Store (MemoryStore, RedisStore, ...)',
+      received: describe(store),
+      fix: 'Pass new MemoryStore() or a RedisStore.',
+    });
+  }
+  if (defaultKey !== undefined && typeof defaultKey !== 'function') {
+    throw configError('TG_INVALID_KEY', {
+      path: 'defaultKey',
+      expected: 'a function (req) => string | undefined',
+      received: describe(defaultKey),
+      fix: 'Pass ip({ trustProxy }) or another key function.',
+    });
+  }
+  return build(
+    compileRules(rules, prefix),
+    store ?? new MemoryStore(clock ? { clock } : {}),
+    clock,
+    prefix,
+    (defaultKey ?? ip()) as KeyFn<R>,
+  );
+}
+
+function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | undefined, prefix: string, defaultKey: KeyFn<R>): Limiter<R> {
+  const n = compiled.length;
+  const keyFns = compiled.map((c) => c.key ?? defaultKey);
+
+  function resolve(req: R, cost?: number): StoreOp[] {
+    const ops: StoreOp[] = [];
+    for (let i = 0; i < n; i++) {
+      const k = (keyFns[i] as KeyFn<R>)(req);
+      if (k === undefined || k === null) continue;
+      const rule = compiled[i] as CompiledRule<R>;
+      ops.push({ rule: rule.spec, key: sanitizeKey(typeof k === 'string' ? k : String(k)), cost: resolveCost(rule, req, cost) });
+    }
+    return ops;
+  }
+
+  const now = clock ? () => clock.now() : () => undefined;
+
+  const limiter: Limiter<R> = {
+    rules: compiled,
+    store,
+    clock,
+    prefix,
+    resolve,
+    async consume(req, o) {
+      const ops = resolve(req, o?.cost);
+      const d = toResults(ops, await store.consume(ops, now()));
+      if (d.allowed) (d as WithReceipt)[RECEIPT] = ops;
+      return d;
+    },
+    async peek(req, o) {
+      const ops = resolve(req, o?.cost);
+      return toResults(ops, await store.peek(ops, now()));
+    },
+    async refund(_req, decision, o) {
+      let ops = (decision as WithReceipt)[RECEIPT];
+      if (!ops || !decision.allowed) return;
+      if (o?.rules) {
+        const names = new Set(o.rules);
+        ops = ops.filter((op) => names.has(op.rule.name));
+      }
+      // A rule that did not admit (dry-run refusal) consumed nothing: nothing to give back.
+      const admitted = new Set(decision.rules.filter((r) => r.allowed).map((r) => r.name));
+      ops = ops.filter((op) => admitted.has(op.rule.name));
+      if (ops.length > 0) await store.refund(ops, decision.at, now());
+    },
+    async reset(req) {
+      await Promise.all(resolve(req).map((op) => store.reset(op.rule, op.key)));
+    },
+    extend(rules) {
+      return build([...compiled, ...extendRules(compiled, rules, prefix)], store, clock, prefix, defaultKey);
+    },
+  };
+  return limiter;
+}
+
+function extendRules<R>(existing: CompiledRule<R>[], rules: readonly Rule<R>[], prefix: string): CompiledRule<R>[] {
+  const added = compileRules(rules, prefix, 'route rules');
+  const names = new Set(existing.map((c) => c.spec.name));
+  for (const [i, c] of added.entries()) {
+    if (names.has(c.spec.name)) {
+      throw configError('TG_DUPLICATE_RULE', {
+        path: `route rules[${i}].name`,
+        expected: 'route rule names that differ from the app-level rule names',
+        received: JSON.stringify(c.spec.name),
+        fix: 'Rename the route rule; it adds to the app-level stack rather than replacing it.',
+      });
+    }
+  }
+  return added;
+}

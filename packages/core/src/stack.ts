@@ -1,0 +1,109 @@
+/**
+ * The stack decision (SPEC 4), shared by every store that decides in JavaScript
+ * (the Redis store's Lua mirrors it line for line).
+ *
+ * All-or-nothing: the request is admitted only if every rule admits it (dry-run rules
+ * excepted), and if any rule rejects, no rule consumes anything. Rejecting rules may
+ * still write: a new `blockFor` block, or the penalty of `countRejected`.
+ */
+import { algorithms, type State } from './algorithms/index.js';
+import type { Outcome, RuleSpec, StoreOp } from './types.js';
+
+/** What a store keeps per (rule, key): the algorithm's state and a block deadline. */
+export interface Entry {
+  s: State | undefined;
+  /** Blocked until this time (ms); 0 when not blocked. */
+  b: number;
+}
+
+export interface RuleVerdict {
+  outcome: Outcome;
+  /** The entry to write if the verdict is committed, or undefined for no write. */
+  write: Entry | undefined;
+}
+
+/** Decides one rule of a stack. Pure. */
+export function checkRule(entry: Entry | undefined, now: number, r: RuleSpec, cost: number): RuleVerdict {
+  if (cost > r.maxCost) {
+    return {
+      outcome: { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: 'cost_exceeds_limit' },
+      write: undefined,
+    };
+  }
+  const c = algorithms[r.algorithm].check(entry?.s, now, r, cost);
+  const blockedUntil = entry?.b ?? 0;
+  if (blockedUntil > now) {
+    const wait = blockedUntil - now;
+    return {
+      outcome: {
+        allowed: false,
+        remaining: 0,
+        resetMs: Math.max(c.resetMs, wait),
+        retryAfterMs: Math.max(wait, c.allowed ? 0 : c.retryAfterMs),
+        delayMs: 0,
+        reason: 'blocked',
+      },
+      write: undefined,
+    };
+  }
+  const outcome: Outcome = {
+    allowed: c.allowed,
+    remaining: c.remaining,
+    resetMs: c.resetMs,
+    retryAfterMs: c.retryAfterMs,
+    delayMs: c.delayMs,
+    reason: c.reason,
+  };
+  if (c.allowed) return { outcome, write: c.next === undefined ? undefined : { s: c.next, b: 0 } };
+  let write: Entry | undefined = c.next === undefined ? undefined : { s: c.next, b: 0 };
+  if (r.blockForMs > 0) {
+    write = { s: c.next ?? entry?.s, b: now + r.blockForMs };
+    outcome.retryAfterMs = Math.max(outcome.retryAfterMs, r.blockForMs);
+    outcome.resetMs = Math.max(outcome.resetMs, r.blockForMs);
+    outcome.remaining = 0;
+  }
+  return { outcome, write };
+}
+
+/** The absolute time after which an entry decides like no entry at all. */
+export function entryExpiresAt(e: Entry, r: RuleSpec): number {
+  const s = e.s === undefined ? 0 : algorithms[r.algorithm].expiresAt(e.s, r);
+  return Math.max(s, e.b);
+}
+
+/**
+ * Decides a stack given each op's current entry; returns the outcomes and, per op, the
+ * entry to write (`undefined`: leave it).
+ */
+export function decideStack(
+  ops: readonly StoreOp[],
+  entries: readonly (Entry | undefined)[],
+  now: number,
+): { allowed: boolean; outcomes: Outcome[]; writes: (Entry | undefined)[] } {
+  const verdicts: RuleVerdict[] = new Array(ops.length);
+  let allowed = true;
+  for (let i = 0; i < ops.length; i++) {
+    const op = ops[i] as StoreOp;
+    const v = checkRule(entries[i], now, op.rule, op.cost);
+    verdicts[i] = v;
+    if (!v.outcome.allowed && !op.rule.dryRun) allowed = false;
+  }
+  const outcomes: Outcome[] = new Array(ops.length);
+  const writes: (Entry | undefined)[] = new Array(ops.length);
+  for (let i = 0; i < ops.length; i++) {
+    const v = verdicts[i] as RuleVerdict;
+    outcomes[i] = v.outcome;
+    // An admitting rule consumes only when the whole stack is admitted; a rejecting
+    // rule writes its block or penalty either way.
+    writes[i] = v.outcome.allowed && !allowed ? undefined : v.write;
+    if (!allowed) v.outcome.delayMs = 0;
+  }
+  return { allowed, outcomes, writes };
+}
+
+/** The entry after giving back `cost` consumed at `at`. */
+export function refundEntry(e: Entry, now: number, r: RuleSpec, cost: number, at: number): Entry | undefined {
+  if (e.s === undefined) return e;
+  const s = algorithms[r.algorithm].refund(e.s, now, r, cost, at);
+  return s === undefined && e.b === 0 ? undefined : { s, b: e.b };
+}

@@ -1,0 +1,118 @@
+/**
+ * Shapes shared by the engine, the algorithms and every store.
+ */
+
+export type AlgorithmName = 'fixed-window' | 'sliding-log' | 'sliding-window' | 'token-bucket' | 'leaky-bucket';
+
+/** Why a rule refused a request. */
+export type RejectReason = 'limit' | 'blocked' | 'cost_exceeds_limit';
+
+/**
+ * The store-facing, serialisable form of a rule: everything an algorithm (in JS or in
+ * Lua) needs to decide. Produced once at construction by `compileRules`.
+ */
+export interface RuleSpec {
+  /** The rule's name: unique in a stack; the policy name in headers. */
+  readonly name: string;
+  /** Storage identity: `<prefix>:<group ?? name>`, already escaped. */
+  readonly id: string;
+  readonly algorithm: AlgorithmName;
+  /** L: units per window (for buckets the refill is L per window). */
+  readonly limit: number;
+  /** W in ms. For a calendar quota, the nominal length (a day, or 31 days for a month). */
+  readonly windowMs: number;
+  /** B: bucket capacity (token/leaky meter). Defaults to `limit`. */
+  readonly burst: number;
+  /** Q: places in a leaky queue. Defaults to `limit`. */
+  readonly queue: number;
+  readonly align: 'clock' | 'first-request';
+  readonly mode: 'meter' | 'queue';
+  /** UTC calendar windows for quotas (fixed-window only). */
+  readonly calendar: 'day' | 'month' | undefined;
+  /** 0 when the rule does not block. */
+  readonly blockForMs: number;
+  readonly countRejected: boolean;
+  readonly dryRun: boolean;
+  /** The largest cost this rule can ever admit. */
+  readonly maxCost: number;
+}
+
+/** One rule's verdict, as a store computes it. */
+export interface Outcome {
+  allowed: boolean;
+  /** Whole units left now (after this request if it was admitted). */
+  remaining: number;
+  /** ms until the full quota is restored if nothing else arrives. */
+  resetMs: number;
+  /** ms until the same request would be admitted; 0 when admitted or when waiting cannot help. */
+  retryAfterMs: number;
+  /** ms the request must wait before it proceeds (leaky queue); 0 otherwise. */
+  delayMs: number;
+  reason: RejectReason | undefined;
+}
+
+/** The per-rule figures of a decision, in the order the rules were declared. */
+export interface RuleResult {
+  name: string;
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  windowMs: number;
+  resetMs: number;
+  retryAfterMs: number;
+  delayMs: number;
+  /** Why the rule refused, when it did. */
+  reason?: RejectReason;
+  /** The rule is in dry-run mode: its refusal does not refuse the request. */
+  dryRun?: boolean;
+}
+
+/** The outcome of one request against a stack (SPEC 1, 4). */
+export interface Decision {
+  allowed: boolean;
+  /** The longest delay among the rules (leaky queue); 0 when rejected. */
+  delayMs: number;
+  /** The largest retryAfterMs among the rejecting rules; 0 when allowed. */
+  retryAfterMs: number;
+  /** Names of every rule that rejected (dry-run rules excluded). */
+  rejectedBy: string[];
+  /** Rules that would have rejected but are in dry-run mode. */
+  dryRunRejectedBy: string[];
+  /** One entry per applied rule, in declaration order. */
+  rules: RuleResult[];
+  /** The time (store clock, ms) at which the decision was made. */
+  at: number;
+}
+
+/** One rule applied to one request, as handed to a store. */
+export interface StoreOp {
+  readonly rule: RuleSpec;
+  /** The sanitised key (never longer than the bound, never with `{` or `}`). */
+  readonly key: string;
+  readonly cost: number;
+}
+
+/** What a store returns for a stack. `outcomes[i]` belongs to `ops[i]`. */
+export interface StoreDecision {
+  allowed: boolean;
+  now: number;
+  outcomes: Outcome[];
+}
+
+/**
+ * The store contract (SPEC 6.1). Only atomic operations: a stack is decided as one
+ * all-or-nothing step. `now` is supplied when the limiter has a clock; otherwise the
+ * store uses its own time (Redis: `TIME`).
+ */
+export interface Store {
+  /** Decide a stack and consume every rule's cost if (and only if) all admit. */
+  consume(ops: readonly StoreOp[], now?: number): Promise<StoreDecision>;
+  /** Decide without changing anything. */
+  peek(ops: readonly StoreOp[], now?: number): Promise<StoreDecision>;
+  /** Give back what a decision made at `at` consumed. */
+  refund(ops: readonly StoreOp[], at: number, now?: number): Promise<void>;
+  /** Forget a key's state for a rule. */
+  reset(rule: RuleSpec, key: string): Promise<void>;
+  /** Release timers and connections owned by the store. */
+  close(): Promise<void>;
+}
