@@ -65,10 +65,18 @@ function resolveCost<R>(rule: CompiledRule<R>, req: R, override: number | undefi
   return Math.ceil(raw);
 }
 
+const NONE: string[] = Object.freeze([]) as unknown as string[];
+
+function finish(ops: StoreOp[], d: StoreDecision): Decision {
+  const decision = toResults(ops, d);
+  if (decision.allowed) (decision as WithReceipt)[RECEIPT] = ops;
+  return decision;
+}
+
 function toResults(ops: readonly StoreOp[], d: StoreDecision): Decision {
   const rules: RuleResult[] = new Array(ops.length);
-  const rejectedBy: string[] = [];
-  const dryRunRejectedBy: string[] = [];
+  let rejectedBy = NONE;
+  let dryRunRejectedBy = NONE;
   let retryAfterMs = 0;
   let delayMs = 0;
   for (let i = 0; i < ops.length; i++) {
@@ -88,8 +96,11 @@ function toResults(ops: readonly StoreOp[], d: StoreDecision): Decision {
     if (spec.dryRun) r.dryRun = true;
     rules[i] = r;
     if (!o.allowed) {
-      if (spec.dryRun) dryRunRejectedBy.push(spec.name);
-      else {
+      if (spec.dryRun) {
+        if (dryRunRejectedBy === NONE) dryRunRejectedBy = [];
+        dryRunRejectedBy.push(spec.name);
+      } else {
+        if (rejectedBy === NONE) rejectedBy = [];
         rejectedBy.push(spec.name);
         if (o.retryAfterMs > retryAfterMs) retryAfterMs = o.retryAfterMs;
       }
@@ -188,6 +199,7 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
   }
 
   const now = clock ? () => clock.now() : () => undefined;
+  const consumeSync = store.consumeSync;
 
   const limiter: Limiter<R> = {
     rules: compiled,
@@ -195,11 +207,16 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
     clock,
     prefix,
     resolve,
-    async consume(req, o) {
-      const ops = resolve(req, o?.cost);
-      const d = toResults(ops, await store.consume(ops, now()));
-      if (d.allowed) (d as WithReceipt)[RECEIPT] = ops;
-      return d;
+    consume(req, o) {
+      let ops: StoreOp[];
+      try {
+        ops = resolve(req, o?.cost);
+        // In-process stores decide synchronously: one promise per decision, not two.
+        if (consumeSync !== undefined) return Promise.resolve(finish(ops, consumeSync.call(store, ops, now())));
+      } catch (err) {
+        return Promise.reject(err);
+      }
+      return store.consume(ops, now()).then((d) => finish(ops, d));
     },
     async peek(req, o) {
       const ops = resolve(req, o?.cost);

@@ -10,7 +10,7 @@
  */
 import { type Clock, systemClock } from './clock.js';
 import { configError, describe, TollgateError } from './errors.js';
-import { decideStack, type Entry, entryExpiresAt, refundEntry } from './stack.js';
+import { checkRule, decideStack, type Entry, entryExpiresAt, refundEntry } from './stack.js';
 import type { RuleSpec, Store, StoreDecision, StoreOp } from './types.js';
 
 interface Slot extends Entry {
@@ -170,7 +170,18 @@ export class MemoryStore implements Store {
   /** The synchronous core of `consume`, for callers that can use it (the simulator). */
   consumeSync(ops: readonly StoreOp[], now?: number): StoreDecision {
     const t = this.#now(now);
-    const entries = ops.map((op) => this.#get(op.rule.id, op.key, t));
+    if (ops.length === 1) {
+      // One rule: the stack is the rule, so its write (consumption, block or penalty) always lands.
+      const op = ops[0] as StoreOp;
+      const v = checkRule(this.#get(op.rule.id, op.key, t), t, op.rule, op.cost);
+      if (v.write !== undefined) this.#set(op.rule, op.key, v.write, t);
+      return { allowed: v.outcome.allowed || op.rule.dryRun, now: t, outcomes: [v.outcome] };
+    }
+    const entries: (Entry | undefined)[] = new Array(ops.length);
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as StoreOp;
+      entries[i] = this.#get(op.rule.id, op.key, t);
+    }
     const d = decideStack(ops, entries, t);
     for (let i = 0; i < ops.length; i++) {
       const w = d.writes[i];

@@ -115,4 +115,9 @@ export interface Store {
   reset(rule: RuleSpec, key: string): Promise<void>;
   /** Release timers and connections owned by the store. */
   close(): Promise<void>;
+  /**
+   * Optional ability: the same decision as `consume`, returned synchronously. Stores that
+   * decide in-process (MemoryStore) declare it so the engine skips a promise hop.
+   */
+  consumeSync?(ops: readonly StoreOp[], now?: number): StoreDecision;
 }
