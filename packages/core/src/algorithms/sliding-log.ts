@@ -8,19 +8,21 @@
 import { type Algorithm, admitted, refused, type State } from './types.js';
 
 export const slidingLog: Algorithm = {
-  check(state, now, r, cost) {
+  check(state, at, r, cost) {
     const W = r.windowMs;
     let first = 0;
     let sum = 0;
+    // Time that goes backwards is treated as no time passing: decide at the newest entry's
+    // time, but report resetMs and retryAfterMs from the caller's clock reading `at`.
+    let now = at;
     if (state !== undefined && state.length > 0) {
-      // Time that goes backwards is treated as no time passing.
-      now = Math.max(now, state[state.length - 2] as number);
+      now = Math.max(at, state[state.length - 2] as number);
       while (first < state.length && (state[first] as number) <= now - W) first += 2;
       for (let i = first + 1; i < state.length; i += 2) sum += state[i] as number;
     }
     if (sum + cost <= r.limit) {
       const newest = cost > 0 ? now : sum > 0 ? ((state as State)[(state as State).length - 2] as number) : now - W;
-      return admitted(r.limit - sum - cost, newest + W - now, 0, append(state, first, now, cost));
+      return admitted(r.limit - sum - cost, newest + W - at, 0, append(state, first, now, cost));
     }
     // The earliest time enough entries have expired for `cost` to fit.
     const s = state as State;
@@ -34,7 +36,7 @@ export const slidingLog: Algorithm = {
       }
     }
     const newest = s[s.length - 2] as number;
-    return refused(Math.max(0, r.limit - sum), newest + W - now, retryAt - now, r.countRejected ? append(s, first, now, cost) : undefined);
+    return refused(Math.max(0, r.limit - sum), newest + W - at, retryAt - at, r.countRejected ? append(s, first, now, cost) : undefined);
   },
 
   refund(state, _now, _r, cost, at) {

@@ -10,15 +10,18 @@
 import { type Algorithm, admitted, refused } from './types.js';
 
 export const slidingWindow: Algorithm = {
-  check(state, now, r, cost) {
+  check(state, at, r, cost) {
     const W = r.windowMs;
     let prev = 0;
     let cur = 0;
+    let now = at;
     let start = now - (now % W);
     if (state !== undefined) {
       const s0 = state[0] as number;
       if (s0 >= start) {
-        // Same window, or time went backwards (treated as no time passing).
+        // Same window, or time went backwards: treated as no time passing (decide at the
+        // stored window's start at the earliest), while resetMs and retryAfterMs are
+        // reported from the caller's clock reading `at`.
         start = s0;
         now = Math.max(now, s0);
         prev = state[1] as number;
@@ -30,14 +33,14 @@ export const slidingWindow: Algorithm = {
     const floorEstimate = Math.floor(scaled / W);
     if (scaled < (r.limit - cost + 1) * W) {
       const after = cur + cost;
-      const resetMs = after > 0 ? start + 2 * W - now : prev > 0 ? start + W - now : 0;
+      const resetMs = after > 0 ? start + 2 * W - at : prev > 0 ? start + W - at : 0;
       return admitted(Math.max(0, r.limit - floorEstimate - cost), resetMs, 0, [start, prev, after]);
     }
-    const resetMs = cur > 0 ? start + 2 * W - now : start + W - now;
+    const resetMs = cur > 0 ? start + 2 * W - at : start + W - at;
     return refused(
       Math.max(0, r.limit - floorEstimate),
       resetMs,
-      retryAt(start, prev, cur, W, r.limit - cost + 1) - now,
+      retryAt(start, prev, cur, W, r.limit - cost + 1) - at,
       r.countRejected ? [start, prev, cur + cost] : undefined,
     );
   },

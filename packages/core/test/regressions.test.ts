@@ -1,0 +1,54 @@
+/**
+ * Regression tests, each named after the bug it pins (found by the store conformance
+ * suite, test/conformance). SPEC 1: retryAfterMs is exact; SPEC 3: time that goes
+ * backwards is treated as no time passing.
+ */
+import { constant, createLimiter, ManualClock, MemoryStore, type Rule } from '@tollgate/core';
+import { describe, expect, it } from 'vitest';
+
+async function exactAfterBackwards(rule: Omit<Rule, 'name' | 'key'>) {
+  const clock = new ManualClock(10_000);
+  const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+  const l = createLimiter({ rules: [{ name: 'r', key: constant('k'), ...rule }], store, clock });
+  await l.consume({});
+  await l.consume({});
+  clock.set(7_500); // the clock steps back 2.5 s
+  const d = await l.consume({});
+  expect(d.allowed).toBe(false);
+  // The entries at 10 000 expire at 11 000: 3 500 ms after the clock's reading (the bug said 1 000).
+  expect(d.retryAfterMs).toBe(3500);
+  clock.set(7_500 + d.retryAfterMs - 1);
+  expect((await l.peek({})).allowed).toBe(false);
+  clock.set(7_500 + d.retryAfterMs);
+  expect((await l.peek({})).allowed).toBe(true);
+  await store.close();
+}
+
+describe('regressions', () => {
+  it('sliding-log: retryAfterMs after the clock stepped back was measured from the newest entry, not from now', async () => {
+    await exactAfterBackwards({ algorithm: 'sliding-log', limit: 2, window: '1s' });
+  });
+
+  it('sliding-window: retryAfterMs after the clock stepped back was measured from the stored window, not from now', async () => {
+    // Two in window [10 000, 11 000). From 11 000 they are prev = 2, which has decayed to
+    // 1.998 at 11 001: floor 1 + 1 <= 2. The bug reported 1 001 ms from the clock's reading.
+    const clock = new ManualClock(10_000);
+    const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+    const l = createLimiter({
+      rules: [{ name: 'r', key: constant('k'), algorithm: 'sliding-window', limit: 2, window: '1s' }],
+      store,
+      clock,
+    });
+    await l.consume({});
+    await l.consume({});
+    clock.set(7_500);
+    const d = await l.consume({});
+    expect(d.allowed).toBe(false);
+    expect(d.retryAfterMs).toBe(11_001 - 7_500);
+    clock.set(11_000);
+    expect((await l.peek({})).allowed).toBe(false);
+    clock.set(11_001);
+    expect((await l.peek({})).allowed).toBe(true);
+    await store.close();
+  });
+});
