@@ -51,6 +51,14 @@ export function checkRule(entry: Entry | undefined, now: number, r: RuleSpec, co
   const outcome: Outcome = c;
   if (c.allowed) return { outcome, write: c.next === undefined ? undefined : { s: c.next, b: 0 } };
   let write: Entry | undefined = c.next === undefined ? undefined : { s: c.next, b: 0 };
+  if (c.next !== undefined) {
+    // countRejected: the refusal itself is written, so the figures must describe the state
+    // it leaves behind (SPEC 1: retryAfterMs is exact for that state, not the one before).
+    const after = algorithms[r.algorithm].check(c.next, now, r, cost);
+    outcome.remaining = Math.max(0, Math.min(c.remaining, after.remaining));
+    outcome.resetMs = Math.max(c.resetMs, after.resetMs);
+    outcome.retryAfterMs = after.retryAfterMs;
+  }
   if (r.blockForMs > 0) {
     write = { s: c.next ?? entry?.s, b: now + r.blockForMs };
     outcome.retryAfterMs = Math.max(outcome.retryAfterMs, r.blockForMs);

@@ -51,4 +51,28 @@ describe('regressions', () => {
     expect((await l.peek({})).allowed).toBe(true);
     await store.close();
   });
+
+  for (const algorithm of ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket'] as const) {
+    it(`countRejected (${algorithm}): retryAfterMs ignored the penalty the refusal itself writes`, async () => {
+      const clock = new ManualClock(20_000);
+      const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+      const l = createLimiter({
+        rules: [{ name: 'r', key: constant('k'), algorithm, limit: 2, window: '1s', countRejected: true }],
+        store,
+        clock,
+      });
+      await l.consume({});
+      await l.consume({});
+      clock.advance(300);
+      const d = await l.consume({});
+      expect(d.allowed).toBe(false);
+      expect(d.rules[0]?.remaining).toBe(0);
+      const now = clock.now();
+      clock.set(now + d.retryAfterMs - 1);
+      expect((await l.peek({})).allowed).toBe(false);
+      clock.set(now + d.retryAfterMs);
+      expect((await l.peek({})).allowed).toBe(true);
+      await store.close();
+    });
+  }
 });
