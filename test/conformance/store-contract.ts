@@ -1,0 +1,727 @@
+/**
+ * The store conformance suite (SPEC 6.1): one call per store, the same cases for all.
+ *
+ *   storeContract('MemoryStore', (clock) => new MemoryStore({ clock }));
+ *
+ * Everything goes through the public limiter (`createLimiter({ rules, store, clock, prefix })`)
+ * with a `ManualClock`, so the suite never reaches into a store's internals and works for
+ * any store (the Redis store runs it against standalone Redis and Redis Cluster). Every test
+ * uses its own random prefix, so a shared server never leaks state from one test to another.
+ *
+ * Covers SPEC 1 (retryAfterMs exact for every algorithm), 3 (each algorithm, weighted cost,
+ * blockFor, countRejected, time going backwards, peek), 4 (stacks, undefined keys, groups,
+ * dry-run), 6.1 (refund, reset, expiry) and 8.5 (calendar quotas).
+ */
+import { type Clock, createLimiter, type Decision, type Limiter, ManualClock, type Rule, type Store } from '@tollgate/core';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+
+/** What the suite's rules read from a "request". */
+export interface ContractReq {
+  /** The key of rules that use `byKey` (default "a"). */
+  k?: string;
+  /** The cost read by rules with a cost function. */
+  n?: number;
+  /** A per-user key; `undefined`/`null` means the rule does not apply. */
+  user?: string | null;
+}
+
+export interface StoreContractOptions {
+  /** Runs after each test, before the store is closed (e.g. to check for keys without TTL). */
+  afterEach?: (store: Store) => Promise<void> | void;
+  /** Start of every test's prefix (a random part is appended). @default 'ct' */
+  prefix?: string;
+}
+
+/** A UTC midnight: a multiple of every window used below (1 s, 60 s, 10 s, 1 h, 1 d). */
+const START = Date.UTC(2026, 0, 1);
+
+const byKey = (req: ContractReq): string => req.k ?? 'a';
+
+/** The public figures of a decision, without its time (for comparing two keys). */
+function figures(d: Decision) {
+  return { allowed: d.allowed, delayMs: d.delayMs, retryAfterMs: d.retryAfterMs, rejectedBy: d.rejectedBy, rules: d.rules };
+}
+
+/** A small deterministic PRNG (mulberry32), so failures replay. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The algorithm configurations every per-algorithm case runs over. */
+export const ALGORITHM_CASES: readonly { label: string; rule: Omit<Rule<ContractReq>, 'name'> }[] = [
+  { label: 'fixed-window clock', rule: { algorithm: 'fixed-window', limit: 5, window: '1s' } },
+  { label: 'fixed-window first-request', rule: { algorithm: 'fixed-window', align: 'first-request', limit: 5, window: '1s' } },
+  { label: 'sliding-log', rule: { algorithm: 'sliding-log', limit: 5, window: '1s' } },
+  { label: 'sliding-window', rule: { algorithm: 'sliding-window', limit: 5, window: '1s' } },
+  { label: 'token-bucket', rule: { algorithm: 'token-bucket', limit: 5, window: '1s' } },
+  { label: 'leaky-bucket meter', rule: { algorithm: 'leaky-bucket', limit: 5, window: '1s' } },
+  { label: 'leaky-bucket queue', rule: { algorithm: 'leaky-bucket', mode: 'queue', limit: 5, window: '1s' } },
+];
+
+/** Parameter sets for retryAfterMs exactness: costs above 1, non-whole-ms intervals (3/s). */
+const EXACTNESS_CASES: readonly { label: string; rule: Omit<Rule<ContractReq>, 'name'>; maxCost: number; span: number }[] = [
+  { label: 'fixed-window 5/1s', rule: { algorithm: 'fixed-window', limit: 5, window: '1s' }, maxCost: 1, span: 1000 },
+  { label: 'fixed-window 7/1s cost<=3', rule: { algorithm: 'fixed-window', limit: 7, window: '1s' }, maxCost: 3, span: 1000 },
+  {
+    label: 'fixed-window first-request 3/999ms cost<=2',
+    rule: { algorithm: 'fixed-window', align: 'first-request', limit: 3, window: 999 },
+    maxCost: 2,
+    span: 999,
+  },
+  { label: 'sliding-log 5/1s', rule: { algorithm: 'sliding-log', limit: 5, window: '1s' }, maxCost: 1, span: 1000 },
+  { label: 'sliding-log 10/997ms cost<=4', rule: { algorithm: 'sliding-log', limit: 10, window: 997 }, maxCost: 4, span: 997 },
+  { label: 'sliding-window 5/1s', rule: { algorithm: 'sliding-window', limit: 5, window: '1s' }, maxCost: 1, span: 1000 },
+  { label: 'sliding-window 3/1s', rule: { algorithm: 'sliding-window', limit: 3, window: '1s' }, maxCost: 1, span: 1000 },
+  { label: 'sliding-window 10/997ms cost<=4', rule: { algorithm: 'sliding-window', limit: 10, window: 997 }, maxCost: 4, span: 997 },
+  { label: 'token-bucket 3/s', rule: { algorithm: 'token-bucket', rate: '3/s' }, maxCost: 1, span: 1000 },
+  { label: 'token-bucket 3/s burst 7 cost<=5', rule: { algorithm: 'token-bucket', rate: '3/s', burst: 7 }, maxCost: 5, span: 1000 },
+  { label: 'token-bucket 100/1m cost<=9', rule: { algorithm: 'token-bucket', rate: '100/1m', burst: 10 }, maxCost: 9, span: 2000 },
+  { label: 'leaky meter 3/s', rule: { algorithm: 'leaky-bucket', rate: '3/s' }, maxCost: 1, span: 1000 },
+  { label: 'leaky meter 7/s burst 4 cost<=3', rule: { algorithm: 'leaky-bucket', rate: '7/s', burst: 4 }, maxCost: 3, span: 1000 },
+  { label: 'leaky queue 3/s Q=4', rule: { algorithm: 'leaky-bucket', mode: 'queue', rate: '3/s', queue: 4 }, maxCost: 1, span: 1000 },
+  {
+    label: 'leaky queue 7/s Q=5 cost<=3',
+    rule: { algorithm: 'leaky-bucket', mode: 'queue', rate: '7/s', queue: 5 },
+    maxCost: 3,
+    span: 1000,
+  },
+  {
+    label: 'fixed-window countRejected 4/1s cost<=2',
+    rule: { algorithm: 'fixed-window', limit: 4, window: '1s', countRejected: true },
+    maxCost: 2,
+    span: 1000,
+  },
+  {
+    label: 'sliding-log countRejected 4/1s',
+    rule: { algorithm: 'sliding-log', limit: 4, window: '1s', countRejected: true },
+    maxCost: 1,
+    span: 1000,
+  },
+  {
+    label: 'sliding-window countRejected 4/1s',
+    rule: { algorithm: 'sliding-window', limit: 4, window: '1s', countRejected: true },
+    maxCost: 1,
+    span: 1000,
+  },
+  {
+    label: 'token-bucket countRejected 3/s cost<=2',
+    rule: { algorithm: 'token-bucket', rate: '3/s', countRejected: true },
+    maxCost: 2,
+    span: 1000,
+  },
+  {
+    label: 'leaky meter countRejected 3/s',
+    rule: { algorithm: 'leaky-bucket', rate: '3/s', countRejected: true },
+    maxCost: 1,
+    span: 1000,
+  },
+  {
+    label: 'fixed-window blockFor 2.5s',
+    rule: { algorithm: 'fixed-window', limit: 3, window: '1s', blockFor: 2500 },
+    maxCost: 1,
+    span: 1000,
+  },
+];
+
+/**
+ * Registers the conformance suite for one store.
+ * @param factory builds a fresh store for each test; it receives the test's clock.
+ * @example storeContract('MemoryStore', (clock) => new MemoryStore({ clock }));
+ */
+export function storeContract(
+  name: string,
+  factory: (clock: ManualClock) => Store | Promise<Store>,
+  options: StoreContractOptions = {},
+): void {
+  describe(`store contract: ${name}`, () => {
+    let clock: ManualClock;
+    let store: Store;
+    let prefix: string;
+    let serial = 0;
+
+    beforeEach(async () => {
+      clock = new ManualClock(START);
+      store = await factory(clock);
+      serial++;
+      prefix = `${options.prefix ?? 'ct'}${serial}x${Math.floor(Math.random() * 2 ** 40).toString(36)}`;
+    });
+
+    afterEach(async () => {
+      await options.afterEach?.(store);
+      await store.close();
+    });
+
+    /** A limiter over the test's store, clock and prefix. */
+    function limiter(rules: Rule<ContractReq>[], clk: Clock = clock): Limiter<ContractReq> {
+      return createLimiter<ContractReq>({ rules, store, clock: clk, prefix });
+    }
+
+    /** A one-rule limiter; the rule is named "r" and counts under `req.k`. */
+    function one(rule: Omit<Rule<ContractReq>, 'name'>): Limiter<ContractReq> {
+      return limiter([{ name: 'r', key: byKey, ...rule }]);
+    }
+
+    /** Consumes `n` requests at the current time and returns the decisions. */
+    async function burst(l: Limiter<ContractReq>, n: number, req: ContractReq = {}): Promise<Decision[]> {
+      const out: Decision[] = [];
+      for (let i = 0; i < n; i++) out.push(await l.consume(req));
+      return out;
+    }
+
+    /**
+     * SPEC 1: at now + retryAfterMs - 1 the same request is still rejected, at now +
+     * retryAfterMs it is admitted. Uses peek, so nothing is consumed by the check.
+     */
+    async function expectExactRetry(l: Limiter<ContractReq>, d: Decision, req: ContractReq, cost: number | undefined, what: string) {
+      const now = clock.now();
+      expect(d.allowed, `${what}: rejected`).toBe(false);
+      expect(d.retryAfterMs, `${what}: retryAfterMs > 0`).toBeGreaterThan(0);
+      expect(Number.isInteger(d.retryAfterMs), `${what}: whole ms`).toBe(true);
+      const opt = cost === undefined ? undefined : { cost };
+      clock.set(now + d.retryAfterMs - 1);
+      expect((await l.peek(req, opt)).allowed, `${what}: still rejected at +${d.retryAfterMs - 1}`).toBe(false);
+      clock.set(now + d.retryAfterMs);
+      expect((await l.peek(req, opt)).allowed, `${what}: admitted at +${d.retryAfterMs}`).toBe(true);
+    }
+
+    describe('fixed-window', () => {
+      it('clock-aligned: an instant exactly at (k+1)·W opens a new window (and 2·L pass around it)', async () => {
+        const l = one({ algorithm: 'fixed-window', limit: 2, window: '1s' });
+        clock.set(START + 999);
+        const [a, b, c] = await burst(l, 3);
+        expect([a?.allowed, b?.allowed, c?.allowed]).toEqual([true, true, false]);
+        expect(a?.rules[0]?.remaining).toBe(1);
+        expect(c?.retryAfterMs).toBe(1);
+        clock.set(START + 1000);
+        const next = await burst(l, 3);
+        // The documented flaw: four admitted within 2 ms around the boundary.
+        expect(next.map((d) => d.allowed)).toEqual([true, true, false]);
+        expect(next[2]?.retryAfterMs).toBe(1000);
+        expect(next[0]?.rules[0]?.resetMs).toBe(1000);
+      });
+
+      it('first-request: the window starts at the first request and the first one at or after s+W opens the next', async () => {
+        const l = one({ algorithm: 'fixed-window', align: 'first-request', limit: 2, window: '1s' });
+        clock.set(START + 300);
+        expect((await burst(l, 2)).every((d) => d.allowed)).toBe(true);
+        clock.set(START + 1299);
+        const d = await l.consume({});
+        expect(d.allowed).toBe(false);
+        expect(d.retryAfterMs).toBe(1);
+        clock.set(START + 1300);
+        expect((await l.consume({})).allowed).toBe(true);
+        // The new window started at 1300, not at a clock boundary.
+        clock.set(START + 2000);
+        expect((await l.consume({})).allowed).toBe(true);
+        const e = await l.consume({});
+        expect(e.allowed).toBe(false);
+        expect(e.retryAfterMs).toBe(300);
+        // A window opens at the first request after the previous one ended, however late.
+        clock.set(START + 5700);
+        const f = await l.consume({});
+        expect(f.allowed).toBe(true);
+        expect(f.rules[0]?.resetMs).toBe(1000);
+      });
+    });
+
+    describe('sliding-log', () => {
+      it('an entry exactly W old has expired', async () => {
+        const l = one({ algorithm: 'sliding-log', limit: 2, window: '1s' });
+        expect((await l.consume({})).allowed).toBe(true);
+        clock.set(START + 400);
+        expect((await l.consume({})).allowed).toBe(true);
+        clock.set(START + 999);
+        const d = await l.consume({});
+        expect(d.allowed).toBe(false);
+        expect(d.retryAfterMs).toBe(1);
+        clock.set(START + 1000);
+        expect((await l.consume({})).allowed).toBe(true);
+        const e = await l.consume({});
+        expect(e.allowed).toBe(false);
+        expect(e.retryAfterMs).toBe(400);
+      });
+
+      it('admits by cost sum: a request of cost 3 waits for enough entries to expire', async () => {
+        const l = one({ algorithm: 'sliding-log', limit: 4, window: '1s' });
+        for (const t of [0, 100, 200, 300]) {
+          clock.set(START + t);
+          expect((await l.consume({})).allowed).toBe(true);
+        }
+        clock.set(START + 500);
+        const d = await l.consume({}, { cost: 3 });
+        expect(d.allowed).toBe(false);
+        // Entries at 0, 100 and 200 must expire: at 1200.
+        expect(d.retryAfterMs).toBe(700);
+        await expectExactRetry(l, d, {}, 3, 'cost 3');
+      });
+    });
+
+    describe('sliding-window', () => {
+      it('SPEC worked example: L=100, W=60s, prev=80, cur=30, 15 s in → admitted, estimate 90', async () => {
+        const l = one({ algorithm: 'sliding-window', limit: 100, window: '60s', cost: (req) => req.n ?? 1 });
+        clock.set(START + 30_000);
+        expect((await l.consume({ n: 80 })).allowed).toBe(true);
+        clock.set(START + 75_000);
+        // estimate before: 80·0.75 + 0 = 60; 60 + 30 <= 100
+        expect((await l.consume({ n: 30 })).allowed).toBe(true);
+        const d = await l.consume({ n: 1 });
+        expect(d.allowed).toBe(true);
+        // remaining = L - floor(estimate) - cost = 100 - 90 - 1
+        expect(d.rules[0]?.remaining).toBe(9);
+        const p = await l.peek({ n: 10 });
+        // estimate now 91: 91 + 10 > 100
+        expect(p.allowed).toBe(false);
+        expect((await l.peek({ n: 9 })).allowed).toBe(true);
+      });
+
+      it('admits iff floor(estimate) + cost <= L over a range of prev/cur/elapsed, with exact retryAfterMs', async () => {
+        const L = 10;
+        const W = 1000;
+        let checked = 0;
+        let rejected = 0;
+        for (const prev of [0, 1, 3, 7, 10]) {
+          for (const cur of [0, 1, 4, 9, 10]) {
+            const g = `g${prev}_${cur}`;
+            // The loader counts rejected requests too, so it can set cur to any value; the
+            // probe shares its counter (same group) but never writes when rejected.
+            const loader = limiter([
+              {
+                name: 'load',
+                group: g,
+                key: byKey,
+                algorithm: 'sliding-window',
+                limit: L,
+                window: W,
+                countRejected: true,
+                cost: (r) => r.n ?? 1,
+              },
+            ]);
+            const probe = limiter([{ name: 'probe', group: g, key: byKey, algorithm: 'sliding-window', limit: L, window: W }]);
+            const base = START + 10 * W;
+            clock.set(base - W);
+            if (prev > 0) await loader.consume({ n: prev });
+            clock.set(base);
+            if (cur > 0) await loader.consume({ n: cur });
+            for (const e of [0, 1, 250, 500, 999]) {
+              for (const cost of [1, 2, 5]) {
+                clock.set(base + e);
+                const d = await probe.peek({}, { cost });
+                const floorEstimate = Math.floor((prev * (W - e) + cur * W) / W);
+                const what = `prev=${prev} cur=${cur} e=${e} cost=${cost}`;
+                expect(d.allowed, what).toBe(floorEstimate + cost <= L);
+                expect(d.rules[0]?.remaining, what).toBe(Math.max(0, L - floorEstimate - (d.allowed ? cost : 0)));
+                checked++;
+                if (!d.allowed) {
+                  rejected++;
+                  await expectExactRetry(probe, d, {}, cost, what);
+                }
+              }
+            }
+          }
+        }
+        expect(checked).toBe(375);
+        expect(rejected).toBeGreaterThan(50);
+      });
+    });
+
+    describe('token-bucket', () => {
+      it('starts full at burst, refills fractionally at L/W and never exceeds the burst', async () => {
+        // r = 3 tokens per second, B = 5
+        const l = one({ algorithm: 'token-bucket', limit: 3, window: '1s', burst: 5 });
+        const first = await burst(l, 6);
+        expect(first.map((d) => d.allowed)).toEqual([true, true, true, true, true, false]);
+        expect(first[4]?.rules[0]?.remaining).toBe(0);
+        // One token takes 333.3 ms: exactly 334 whole ms.
+        expect(first[5]?.retryAfterMs).toBe(334);
+        clock.set(START + 500); // 1.5 tokens
+        expect((await l.consume({})).allowed).toBe(true);
+        const d = await l.consume({});
+        expect(d.allowed).toBe(false);
+        // 0.5 token left: 0.5 more takes 166.7 ms → 167
+        expect(d.retryAfterMs).toBe(167);
+        await expectExactRetry(l, d, {}, undefined, 'fractional');
+        // Idle for an hour: the bucket holds B, not more.
+        clock.set(START + 3_600_000);
+        const after = await burst(l, 6);
+        expect(after.filter((x) => x.allowed)).toHaveLength(5);
+      });
+    });
+
+    describe('leaky-bucket', () => {
+      it('meter: a level draining at r with capacity B; decisions are immediate', async () => {
+        // T = 100 ms, B = 10
+        const l = one({ algorithm: 'leaky-bucket', limit: 10, window: '1s' });
+        const first = await burst(l, 11);
+        expect(first.filter((d) => d.allowed)).toHaveLength(10);
+        expect(first.every((d) => d.delayMs === 0)).toBe(true);
+        expect(first[10]?.retryAfterMs).toBe(100);
+        clock.set(START + 250); // level 7.5
+        const next = await burst(l, 3);
+        expect(next.map((d) => d.allowed)).toEqual([true, true, false]);
+        // level 9.5: room for 1 at level 9
+        expect(next[2]?.retryAfterMs).toBe(50);
+      });
+
+      it('queue: SPEC example, 9 at once, Q=6, T=0.5 s → delays 500..3000 and three rejected', async () => {
+        const l = one({ algorithm: 'leaky-bucket', mode: 'queue', limit: 2, window: '1s', queue: 6 });
+        const ds = await burst(l, 9);
+        expect(ds.map((d) => d.allowed)).toEqual([true, true, true, true, true, true, false, false, false]);
+        expect(ds.slice(0, 6).map((d) => d.delayMs)).toEqual([500, 1000, 1500, 2000, 2500, 3000]);
+        for (const d of ds.slice(6)) {
+          expect(d.delayMs).toBe(0);
+          expect(d.rejectedBy).toEqual(['r']);
+          expect(d.retryAfterMs).toBe(500);
+        }
+        await expectExactRetry(l, ds[8] as Decision, {}, undefined, 'queue');
+        // Once the queue has drained, a request leaves one interval after it arrives.
+        clock.set(START + 10_000);
+        expect((await l.consume({})).delayMs).toBe(500);
+      });
+    });
+
+    describe('retryAfterMs is exact for every algorithm (SPEC 1)', () => {
+      for (const c of EXACTNESS_CASES) {
+        it(c.label, async () => {
+          const l = one({ ...c.rule, cost: (req) => req.n ?? 1 });
+          const rnd = prng(c.label.length * 7919 + 17);
+          let verified = 0;
+          for (let step = 0; step < 160; step++) {
+            // Mostly short gaps so the limit is reached; sometimes a longer pause.
+            const gap = rnd() < 0.85 ? Math.floor(rnd() * (c.span / 8)) : Math.floor(rnd() * c.span);
+            clock.advance(gap);
+            const n = 1 + Math.floor(rnd() * c.maxCost);
+            const d = await l.consume({ n });
+            if (!d.allowed && d.rules[0]?.reason !== 'cost_exceeds_limit') {
+              await expectExactRetry(l, d, { n }, undefined, `${c.label} step ${step} cost ${n}`);
+              verified++;
+            }
+          }
+          expect(verified, 'the sequence must reach the limit often').toBeGreaterThan(10);
+        });
+      }
+
+      for (const c of ALGORITHM_CASES) {
+        it(`${c.label}: with one unit left, a cost-3 and a cost-1 request each retry exactly`, async () => {
+          const l = one(c.rule);
+          // Separate keys: a peek far ahead may let a store expire the state, and going
+          // back afterwards would then (rightly) find a fresh key.
+          await burst(l, 4, { k: 'c3' });
+          const d3 = await l.peek({ k: 'c3' }, { cost: 3 });
+          await expectExactRetry(l, d3, { k: 'c3' }, 3, `${c.label} cost 3`);
+          clock.set(START);
+          await burst(l, 5, { k: 'c1' });
+          const d1 = await l.consume({ k: 'c1' });
+          await expectExactRetry(l, d1, { k: 'c1' }, 1, `${c.label} cost 1`);
+          expect(d3.retryAfterMs).toBeGreaterThan(0);
+        });
+      }
+    });
+
+    describe('stacks (SPEC 4)', () => {
+      it('all-or-nothing: when one rule rejects, the others consume nothing', async () => {
+        const l = limiter([
+          { name: 'small', key: byKey, algorithm: 'fixed-window', limit: 2, window: '1m' },
+          { name: 'log', key: () => 'log', algorithm: 'sliding-log', limit: 5, window: '1m' },
+          { name: 'win', key: () => 'win', algorithm: 'sliding-window', limit: 5, window: '1m' },
+          { name: 'tb', key: () => 'tb', algorithm: 'token-bucket', limit: 5, window: '1m' },
+          { name: 'gcra', key: () => 'gcra', algorithm: 'leaky-bucket', limit: 5, window: '1m' },
+          { name: 'q', key: () => 'q', algorithm: 'leaky-bucket', mode: 'queue', limit: 5, window: '1m' },
+        ]);
+        await burst(l, 2);
+        for (let i = 0; i < 5; i++) {
+          const d = await l.consume({});
+          expect(d.allowed).toBe(false);
+          expect(d.rejectedBy).toEqual(['small']);
+          expect(d.delayMs).toBe(0);
+        }
+        // Another key passes "small", so the shared rules show what was consumed: only 2.
+        const p = await l.peek({ k: 'other' });
+        expect(p.allowed).toBe(true);
+        const remaining = Object.fromEntries(p.rules.map((r) => [r.name, r.remaining]));
+        // remaining after this request: 5 - 2 consumed - 1
+        expect(remaining).toEqual({ small: 1, log: 2, win: 2, tb: 2, gcra: 2, q: 2 });
+        const d = await l.consume({ k: 'other' });
+        expect(d.allowed).toBe(true);
+        // Two 12 s intervals consumed before, this one third.
+        expect(d.rules.find((r) => r.name === 'q')?.delayMs).toBe(36_000);
+        expect(d.delayMs).toBe(36_000);
+      });
+
+      it('retryAfterMs is the maximum over the rejecting rules, and rejectedBy names all of them', async () => {
+        const l = limiter([
+          { name: 'a', key: byKey, algorithm: 'fixed-window', limit: 1, window: '1s' },
+          { name: 'b', key: byKey, algorithm: 'fixed-window', limit: 1, window: '10s' },
+          { name: 'c', key: byKey, algorithm: 'fixed-window', limit: 5, window: '10s' },
+        ]);
+        expect((await l.consume({})).allowed).toBe(true);
+        const d = await l.consume({});
+        expect(d.allowed).toBe(false);
+        expect(d.rejectedBy).toEqual(['a', 'b']);
+        expect(d.retryAfterMs).toBe(10_000);
+        expect(d.rules.map((r) => r.retryAfterMs)).toEqual([1000, 10_000, 0]);
+        await expectExactRetry(l, d, {}, undefined, 'stack');
+      });
+
+      it('a rule whose key is undefined or null does not apply', async () => {
+        const l = limiter([
+          { name: 'user', key: (req) => req.user, algorithm: 'fixed-window', limit: 1, window: '1m' },
+          { name: 'all', key: () => 'all', algorithm: 'fixed-window', limit: 10, window: '1m' },
+        ]);
+        const anon = await burst(l, 3, {});
+        expect(anon.every((d) => d.allowed)).toBe(true);
+        expect(anon[0]?.rules.map((r) => r.name)).toEqual(['all']);
+        const nulls = await burst(l, 2, { user: null });
+        expect(nulls.every((d) => d.allowed && d.rules.length === 1)).toBe(true);
+        const u = await burst(l, 2, { user: 'u1' });
+        expect(u.map((d) => d.allowed)).toEqual([true, false]);
+        expect(u[1]?.rejectedBy).toEqual(['user']);
+        // 3 + 2 anonymous + 1 user admitted, and this one
+        expect((await l.peek({})).rules[0]?.remaining).toBe(3);
+      });
+
+      it('groups: rules of different limiters with the same group share one counter', async () => {
+        const csv = limiter([{ name: 'csv', group: 'export', key: byKey, algorithm: 'fixed-window', limit: 3, window: '1m' }]);
+        const pdf = limiter([{ name: 'pdf', group: 'export', key: byKey, algorithm: 'fixed-window', limit: 3, window: '1m' }]);
+        const other = limiter([{ name: 'other', key: byKey, algorithm: 'fixed-window', limit: 3, window: '1m' }]);
+        expect((await burst(csv, 2)).every((d) => d.allowed)).toBe(true);
+        expect((await pdf.consume({})).allowed).toBe(true);
+        expect((await pdf.consume({})).rejectedBy).toEqual(['pdf']);
+        expect((await csv.consume({})).rejectedBy).toEqual(['csv']);
+        expect((await other.consume({})).allowed).toBe(true);
+      });
+
+      it('dryRun rules decide and count but never refuse', async () => {
+        const l = limiter([
+          { name: 'shadow', key: byKey, algorithm: 'fixed-window', limit: 1, window: '1m', dryRun: true },
+          { name: 'real', key: byKey, algorithm: 'fixed-window', limit: 3, window: '1m' },
+        ]);
+        const ds = await burst(l, 4);
+        expect(ds.map((d) => d.allowed)).toEqual([true, true, true, false]);
+        expect(ds[1]?.dryRunRejectedBy).toEqual(['shadow']);
+        expect(ds[1]?.rejectedBy).toEqual([]);
+        expect(ds[1]?.retryAfterMs).toBe(0);
+        expect(ds[1]?.rules[0]).toMatchObject({ name: 'shadow', allowed: false, dryRun: true });
+        expect(ds[3]?.rejectedBy).toEqual(['real']);
+      });
+    });
+
+    describe('weighted cost (SPEC 3.6)', () => {
+      it('static cost: remaining is reported in the rule’s own units', async () => {
+        const l = one({ algorithm: 'sliding-window', limit: 5, window: '1m', cost: 2 });
+        const ds = await burst(l, 3);
+        expect(ds.map((d) => d.allowed)).toEqual([true, true, false]);
+        expect(ds.map((d) => d.rules[0]?.remaining)).toEqual([3, 1, 1]);
+      });
+
+      it('cost function: the request decides its own cost', async () => {
+        const l = one({ algorithm: 'token-bucket', limit: 10, window: '10s', cost: (req) => req.n ?? 1 });
+        expect((await l.consume({ n: 7 })).rules[0]?.remaining).toBe(3);
+        const d = await l.consume({ n: 4 });
+        expect(d.allowed).toBe(false);
+        expect(d.retryAfterMs).toBe(1000);
+        expect((await l.consume({ n: 3 })).allowed).toBe(true);
+      });
+
+      for (const c of ALGORITHM_CASES) {
+        it(`${c.label}: a cost above what the rule can ever admit → cost_exceeds_limit, retryAfterMs 0, nothing consumed`, async () => {
+          const l = limiter([
+            { name: 'r', key: byKey, ...c.rule, cost: (req) => req.n ?? 1 },
+            { name: 'other', key: byKey, algorithm: 'fixed-window', limit: 100, window: '1m' },
+          ]);
+          const d = await l.consume({ n: 6 });
+          expect(d.allowed).toBe(false);
+          expect(d.rejectedBy).toEqual(['r']);
+          expect(d.retryAfterMs).toBe(0);
+          expect(d.rules[0]?.reason).toBe('cost_exceeds_limit');
+          const p = await l.peek({ n: 5 });
+          expect(p.allowed).toBe(true);
+          // remaining after this request: nothing was consumed before it
+          expect(p.rules[1]?.remaining).toBe(99);
+        });
+      }
+    });
+
+    describe('blockFor and countRejected (SPEC 3.7, 3)', () => {
+      it('blockFor: once rejected, the key stays rejected for the block, then recovers exactly', async () => {
+        const l = one({ algorithm: 'fixed-window', limit: 2, window: '1s', blockFor: '10s' });
+        await burst(l, 2);
+        const d = await l.consume({});
+        expect(d.allowed).toBe(false);
+        expect(d.retryAfterMs).toBe(10_000);
+        clock.set(START + 5000);
+        const blocked = await l.consume({});
+        expect(blocked.allowed).toBe(false);
+        expect(blocked.rules[0]?.reason).toBe('blocked');
+        expect(blocked.retryAfterMs).toBe(5000);
+        clock.set(START);
+        await expectExactRetry(l, d, {}, undefined, 'blockFor');
+        // Another key is not blocked.
+        expect((await l.consume({ k: 'b' })).allowed).toBe(true);
+      });
+
+      it('countRejected: a rejected request counts, so retrying while refused pushes recovery back', async () => {
+        const counted = one({ algorithm: 'sliding-log', limit: 1, window: '1s', countRejected: true });
+        const plain = limiter([{ name: 'p', key: byKey, algorithm: 'sliding-log', limit: 1, window: '1s' }]);
+        for (const l of [counted, plain]) {
+          clock.set(START);
+          expect((await l.consume({})).allowed).toBe(true);
+          clock.set(START + 500);
+          expect((await l.consume({})).allowed).toBe(false);
+        }
+        clock.set(START + 1000);
+        expect((await plain.consume({})).allowed).toBe(true);
+        expect((await counted.consume({})).allowed).toBe(false);
+        clock.set(START + 1500);
+        expect((await counted.consume({})).allowed).toBe(false);
+      });
+    });
+
+    describe('refunds', () => {
+      for (const c of ALGORITHM_CASES) {
+        it(`${c.label}: after a refund the unit is available again`, async () => {
+          const l = one(c.rule);
+          const ds = await burst(l, 5);
+          expect(ds.every((d) => d.allowed)).toBe(true);
+          const rejected = await l.consume({});
+          expect(rejected.allowed).toBe(false);
+          await l.refund({}, rejected); // a rejected decision consumed nothing: no-op
+          expect((await l.peek({})).allowed).toBe(false);
+          await l.refund({}, ds[4] as Decision);
+          const again = await l.consume({});
+          expect(again.allowed).toBe(true);
+          expect((await l.consume({})).allowed).toBe(false);
+        });
+      }
+
+      it('a refund gives back exactly the decision’s cost, in every rule of the stack', async () => {
+        const l = limiter([
+          { name: 'a', key: byKey, algorithm: 'sliding-window', limit: 10, window: '1m', cost: (r) => r.n ?? 1 },
+          { name: 'b', key: () => 'b', algorithm: 'token-bucket', limit: 10, window: '1m', cost: (r) => r.n ?? 1 },
+        ]);
+        await l.consume({ n: 3 });
+        const d = await l.consume({ n: 4 });
+        clock.advance(10);
+        await l.refund({}, d);
+        const p = await l.peek({});
+        // 3 still consumed, and the peeked request's own unit
+        expect(p.rules[0]?.remaining).toBe(6);
+        expect(p.rules[1]?.remaining).toBe(6);
+      });
+    });
+
+    describe('reset, peek, expiry', () => {
+      for (const c of ALGORITHM_CASES) {
+        it(`${c.label}: reset forgets the key`, async () => {
+          const l = one(c.rule);
+          await burst(l, 6);
+          expect((await l.peek({})).allowed).toBe(false);
+          await l.reset({});
+          const d = await l.consume({});
+          expect(d.allowed).toBe(true);
+          expect(d.rules[0]?.remaining).toBe(4);
+        });
+
+        it(`${c.label}: peek never changes state`, async () => {
+          // countRejected makes a rejected consume write, so a peek that wrote would show.
+          const l = one(c.rule.mode === 'queue' ? c.rule : { ...c.rule, countRejected: true });
+          const rnd = prng(99);
+          let rejected = 0;
+          for (let i = 0; i < 40; i++) {
+            clock.advance(Math.floor(rnd() * 150));
+            for (let j = 0; j < 3; j++) await l.peek({ k: 'x' }, { cost: 1 + j });
+            const a = await l.consume({ k: 'x' });
+            const b = await l.consume({ k: 'y' });
+            if (!a.allowed) rejected++;
+            // The peeked key and an un-peeked twin with the same history decide alike.
+            expect(figures(a), `step ${i}`).toEqual(figures(b));
+          }
+          expect(rejected).toBeGreaterThan(0);
+        });
+
+        it(`${c.label}: after resetMs the key decides like a fresh one`, async () => {
+          const l = one(c.rule);
+          await burst(l, 3);
+          clock.advance(201);
+          const last = await l.consume({});
+          const resetMs = last.rules[0]?.resetMs ?? 0;
+          expect(resetMs).toBeGreaterThan(0);
+          clock.advance(resetMs);
+          const used = await l.consume({});
+          const fresh = await l.consume({ k: 'fresh' });
+          expect(figures(used)).toEqual(figures(fresh));
+        });
+      }
+    });
+
+    describe('time going backwards (SPEC 3)', () => {
+      for (const c of ALGORITHM_CASES) {
+        it(`${c.label}: never admits more than at the latest time, retryAfterMs stays exact, state recovers`, async () => {
+          const l = one(c.rule);
+          const t0 = START + 5000;
+          clock.set(t0);
+          await burst(l, 3, { k: 'back' });
+          await burst(l, 3, { k: 'twin' });
+          clock.set(t0 - 2500);
+          const back = await burst(l, 4, { k: 'back' });
+          clock.set(t0);
+          const twin = await burst(l, 4, { k: 'twin' });
+          const admitted = (ds: Decision[]) => ds.filter((d) => d.allowed).length;
+          expect(admitted(back)).toBeLessThanOrEqual(admitted(twin));
+          for (const d of back) {
+            for (const r of d.rules) {
+              expect(Number.isFinite(r.remaining) && r.remaining >= 0 && r.resetMs >= 0 && r.retryAfterMs >= 0).toBe(true);
+            }
+          }
+          // Exact retry from the earlier clock reading.
+          clock.set(t0 - 2500);
+          const rej = await l.consume({ k: 'back' });
+          expect(rej.allowed).toBe(false);
+          await expectExactRetry(l, rej, { k: 'back' }, undefined, `${c.label} backwards`);
+          // Long after, the key decides like a fresh one.
+          clock.set(t0 + 3_600_000);
+          const d = await l.consume({ k: 'back' });
+          const fresh = await l.consume({ k: 'never-seen' });
+          expect(figures(d)).toEqual(figures(fresh));
+        });
+      }
+    });
+
+    describe('calendar quotas (SPEC 8.5)', () => {
+      it('per day: resets at UTC midnight', async () => {
+        const l = limiter([{ name: 'q', key: byKey, quota: 3, per: 'day' }]);
+        clock.set(Date.UTC(2026, 2, 10, 23, 59, 59, 999) - 5000);
+        await burst(l, 3);
+        const d = await l.consume({});
+        expect(d.allowed).toBe(false);
+        expect(d.retryAfterMs).toBe(5001);
+        await expectExactRetry(l, d, {}, undefined, 'day');
+        expect(d.rules[0]?.windowMs).toBe(86_400_000);
+      });
+
+      for (const [label, now, next] of [
+        ['February of a common year', Date.UTC(2027, 1, 15, 12), Date.UTC(2027, 2, 1)],
+        ['February of a leap year', Date.UTC(2028, 1, 28, 23), Date.UTC(2028, 2, 1)],
+        ['a 31-day month from its first instant', Date.UTC(2027, 0, 1), Date.UTC(2027, 1, 1)],
+        ['December into January', Date.UTC(2026, 11, 31, 23, 59, 59, 999), Date.UTC(2027, 0, 1)],
+      ] as const) {
+        it(`per month: ${label}`, async () => {
+          const l = limiter([{ name: 'q', key: byKey, quota: 2, per: 'month' }]);
+          clock.set(now);
+          await burst(l, 2);
+          const d = await l.consume({});
+          expect(d.allowed).toBe(false);
+          expect(d.retryAfterMs).toBe(next - now);
+          await expectExactRetry(l, d, {}, undefined, label);
+          expect((await l.consume({})).rules[0]?.remaining).toBe(1);
+        });
+      }
+    });
+  });
+}
