@@ -6,11 +6,61 @@
 export type { Algorithm, Check, State } from './algorithms/index.js';
 export { algorithms } from './algorithms/index.js';
 export { type Clock, ManualClock, systemClock } from './clock.js';
+export {
+  CHANNEL_NAMES,
+  channels,
+  type DecisionMessage,
+  publishDecision,
+  publishStoreError,
+  type StoreErrorAction,
+  type StoreErrorMessage,
+} from './diagnostics.js';
 export { type Duration, parseDuration, parseRate } from './duration.js';
 export { ERROR_CODES, type ErrorCode, TollgateError } from './errors.js';
-export { constant, ip, normalizeAddress, type RequestLike } from './keys.js';
+export {
+  appendHeaderValue,
+  applyHeaders,
+  compileHeaders,
+  type HeaderField,
+  type HeaderFormatter,
+  type HeaderMode,
+  type HeaderOptions,
+  type HeadersOption,
+  mostRestrictive,
+  parseHeaderModes,
+  resetMsOf,
+  windowSeconds,
+} from './headers.js';
+export {
+  compileTrust,
+  constant,
+  header,
+  type IpOptions,
+  ip,
+  normalizeAddress,
+  type RequestLike,
+  TRUST_PROXY_WARNING,
+  type TrustFn,
+  type TrustProxy,
+  tenant,
+  user,
+} from './keys.js';
 export { createLimiter, type Limiter, type LimiterOptions, sanitizeKey } from './limiter.js';
 export { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
+export {
+  capacityProblem,
+  capacityRefusal,
+  isCapacityRefusal,
+  type MaybeDegraded,
+  PROBLEM_CONTENT_TYPE,
+  PROBLEM_QUOTA_EXCEEDED,
+  PROBLEM_REDUCED_CAPACITY,
+  type ProblemBody,
+  quotaProblem,
+  type Refusal,
+  refusal,
+  retryAfterSeconds,
+} from './response.js';
 export { type CompiledRule, compileRule, compileRules, type KeyFn, type Rule } from './rules.js';
 export { checkRule, decideStack, type Entry, entryExpiresAt, refundEntry } from './stack.js';
 export type {

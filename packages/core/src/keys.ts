@@ -1,8 +1,23 @@
 /**
- * Client identity (SPEC 5). The default key is the client address from the socket.
- * (Trusted proxies, Forwarded and subnet grouping: see the full implementation.)
+ * Client identity (SPEC 5): the `ip()` key behind trusted proxies, and the other
+ * built-in key extractors (`header`, `user`, `tenant`, `constant`).
+ *
+ * The address comes from the socket. `X-Forwarded-For` (or the `for=` nodes of RFC 7239
+ * `Forwarded`) is walked only when `trustProxy` says the socket peer is a proxy of
+ * ours: right to left, skipping trusted hops, the first untrusted address is the
+ * client. A malformed, `unknown` or obfuscated hop ends the walk and the key is the
+ * last well-formed address seen, so a client can never choose a key that is not an
+ * address it could have connected from. Work per request is bounded: at most
+ * `maxHops` entries are ever looked at, each at most a few dozen characters, and the
+ * header is scanned from its right end only as far as those entries.
+ *
+ * Addresses are normalised (IPv4-mapped IPv6 to IPv4, zone ids dropped, RFC 5952
+ * text) and IPv6 is grouped by `ipv6Subnet` (default /56: one home or site).
  */
+import parseForwarded from 'forwarded-parse';
 import ipaddr from 'ipaddr.js';
+import proxyaddr from 'proxy-addr';
+import { configError, describe } from './errors.js';
 
 /** The parts of an HTTP request that key extraction reads (Node's IncomingMessage fits). */
 export interface RequestLike {
@@ -10,25 +25,377 @@ export interface RequestLike {
   socket?: { remoteAddress?: string | undefined } | null;
 }
 
-/** Normalises an address: IPv4-mapped IPv6 to IPv4, zone ids dropped, RFC 5952 text. */
-export function normalizeAddress(addr: string): string | undefined {
-  const zone = addr.indexOf('%');
-  const bare = zone === -1 ? addr : addr.slice(0, zone);
-  if (!ipaddr.isValid(bare)) return undefined;
-  const parsed = ipaddr.parse(bare);
-  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) return (parsed as ipaddr.IPv6).toIPv4Address().toString();
-  return parsed.toString();
+/**
+ * Which hops are proxies of ours.
+ * - `false` (default): none; the socket address is the client.
+ * - a number `n`: the `n` hops nearest to this server (the socket peer first).
+ * - addresses, CIDRs and the presets `loopback`, `linklocal`, `uniquelocal`, as an array
+ *   or a comma-separated string (`'loopback, 10.0.0.0/8'`).
+ * - a function `(addr, hop) => boolean`; `hop` 0 is the socket peer.
+ * - `true`: every hop (accepted with a warning: any client can then pick its key).
+ */
+export type TrustProxy = boolean | number | string | readonly string[] | ((addr: string, hop: number) => boolean);
+
+/** A compiled trust decision: is `addr`, `hop` steps away from this server, one of our proxies? */
+export type TrustFn = (addr: string, hop: number) => boolean;
+
+export interface IpOptions {
+  /**
+   * Which hops are trusted proxies (see {@link TrustProxy}).
+   * @default false
+   * @example ip({ trustProxy: 'loopback, 10.0.0.0/8' })
+   */
+  trustProxy?: TrustProxy;
+  /**
+   * Where the forwarded address is read when the socket peer is trusted:
+   * `'x-forwarded-for'` (walked), `'forwarded'` (RFC 7239, walked), or a single-value
+   * header such as `'x-real-ip'` or `'cf-connecting-ip'`.
+   * @default 'x-forwarded-for'
+   * @example ip({ trustProxy: 'loopback', header: 'cf-connecting-ip' })
+   */
+  header?: string;
+  /**
+   * Prefix length IPv6 clients are grouped by; `false` keys on whole addresses.
+   * @default 56
+   */
+  ipv6Subnet?: number | false;
+  /**
+   * The most forwarded entries ever looked at per request (walks stop there).
+   * @default 32
+   */
+  maxHops?: number;
 }
 
-/** The client address key. */
-export function ip(): (req: unknown) => string {
-  return function ipKey(req: unknown): string {
-    const addr = (req as RequestLike).socket?.remoteAddress;
-    return (addr && normalizeAddress(addr)) || 'unknown';
+/** The warning code emitted (once per process) when `trustProxy: true` is used. */
+export const TRUST_PROXY_WARNING = 'TOLLGATE_TRUST_PROXY_TRUE';
+
+const DEFAULT_SUBNET = 56;
+const DEFAULT_MAX_HOPS = 32;
+/** Longer than any address with brackets, zone id and port a proxy would write. */
+const MAX_NODE_CHARS = 100;
+const MAX_FORWARDED_ELEMENT_CHARS = 512;
+const TOKEN = /^[!#$%&'*+.^_`|~0-9a-z-]{1,64}$/;
+const CANONICAL_V4 = /^(?:::ffff:)?((?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3})$/i;
+
+let warnedTrustAll = false;
+
+/**
+ * Normalises an address: IPv4-mapped IPv6 to IPv4, zone ids dropped, IPv6 in RFC 5952
+ * form. Returns `undefined` for anything that is not an IP address (IPv4 must be four
+ * decimal parts: `127.1` and `0x7f.0.0.1` are refused).
+ */
+export function normalizeAddress(addr: string): string | undefined {
+  if (typeof addr !== 'string' || addr.length === 0 || addr.length > MAX_NODE_CHARS) return undefined;
+  const fast = CANONICAL_V4.exec(addr);
+  if (fast) return fast[1];
+  const zone = addr.indexOf('%');
+  const bare = zone === -1 ? addr : addr.slice(0, zone);
+  if (ipaddr.IPv4.isValidFourPartDecimal(bare)) return ipaddr.IPv4.parse(bare).toString();
+  if (!ipaddr.IPv6.isValid(bare)) return undefined;
+  const v6 = ipaddr.IPv6.parse(bare);
+  if (v6.isIPv4MappedAddress()) return v6.toIPv4Address().toString();
+  return v6.toRFC5952String();
+}
+
+/** The key of a normalised address: IPv4 as is, IPv6 masked to its `/bits` network. */
+function groupAddress(addr: string, bits: number | false): string {
+  if (bits === false || addr.indexOf(':') === -1) return addr;
+  const parts = ipaddr.IPv6.parse(addr).parts.slice();
+  for (let i = 0; i < 8; i++) {
+    const keep = Math.max(0, Math.min(16, bits - i * 16));
+    parts[i] = (parts[i] as number) & (keep === 0 ? 0 : (0xffff << (16 - keep)) & 0xffff);
+  }
+  return `${new ipaddr.IPv6(parts).toRFC5952String()}/${bits}`;
+}
+
+/**
+ * Compiles a `trustProxy` setting once (SPEC 5). Throws `TG_INVALID_TRUST_PROXY` for
+ * anything it cannot understand.
+ */
+export function compileTrust(value: TrustProxy | undefined, path = 'trustProxy'): TrustFn | undefined {
+  if (value === undefined || value === false || value === 0) return undefined;
+  if (value === true) {
+    if (!warnedTrustAll) {
+      warnedTrustAll = true;
+      process.emitWarning(
+        'trustProxy: true trusts every X-Forwarded-For / Forwarded hop, so any client can choose its own rate-limit key. ' +
+          'Name your proxies instead (a hop count, their addresses or CIDRs); see docs/keys-and-proxies.md.',
+        { type: 'TollgateWarning', code: TRUST_PROXY_WARNING },
+      );
+    }
+    return () => true;
+  }
+  if (typeof value === 'number') {
+    if (!Number.isSafeInteger(value) || value < 0) {
+      throw configError('TG_INVALID_TRUST_PROXY', {
+        path,
+        expected: 'a hop count as a whole number of 0 or more',
+        received: describe(value),
+        fix: 'Use the number of proxies in front of the app, e.g. 1 for one load balancer.',
+      });
+    }
+    const n = value;
+    return (_addr, hop) => hop < n;
+  }
+  if (typeof value === 'function') {
+    const fn = value;
+    return (addr, hop) => fn(addr, hop) === true;
+  }
+  const list = typeof value === 'string' ? value.split(',') : Array.isArray(value) ? value : undefined;
+  if (list === undefined) {
+    throw configError('TG_INVALID_TRUST_PROXY', {
+      path,
+      expected: 'false, a hop count, addresses/CIDRs/presets (array or comma-separated string), a function, or true',
+      received: describe(value),
+      fix: "For one proxy on this machine use 'loopback'; see docs/keys-and-proxies.md.",
+    });
+  }
+  const entries = list.map((s) => (typeof s === 'string' ? s.trim() : s));
+  for (const [i, entry] of entries.entries()) {
+    if (typeof entry !== 'string' || entry === '') {
+      throw configError('TG_INVALID_TRUST_PROXY', {
+        path: `${path}[${i}]`,
+        expected: "an address, a CIDR, or one of 'loopback', 'linklocal', 'uniquelocal'",
+        received: describe(entry),
+        fix: "Write e.g. '10.0.0.0/8' or 'loopback'.",
+      });
+    }
+  }
+  try {
+    return proxyaddr.compile(entries as string[]);
+  } catch (err) {
+    throw configError('TG_INVALID_TRUST_PROXY', {
+      path,
+      expected: "addresses, CIDRs, or the presets 'loopback', 'linklocal', 'uniquelocal'",
+      received: `${describe(typeof value === 'string' ? value : entries.join(', '))} (${(err as Error).message})`,
+      fix: "Check each entry, e.g. '10.0.0.0/8, fd00::/8' or ['loopback', '203.0.113.7'].",
+    });
+  }
+}
+
+function headerValue(req: RequestLike, name: string): string | undefined {
+  const v = req.headers[name];
+  if (v === undefined) return undefined;
+  return typeof v === 'string' ? v : v.join(', ');
+}
+
+/** One `X-Forwarded-For` entry: an address, tolerating `[v6]:port` and `v4:port`. */
+function parseXffNode(raw: string): string | undefined {
+  const s = raw.trim();
+  if (s.length === 0 || s.length > MAX_NODE_CHARS) return undefined;
+  return parseNode(s);
+}
+
+/** A node as proxies write it: bare address, `[v6]`, `[v6]:port` or `v4:port`. */
+function parseNode(s: string): string | undefined {
+  if (s.charCodeAt(0) === 91 /* [ */) {
+    const close = s.indexOf(']');
+    if (close === -1) return undefined;
+    const rest = s.slice(close + 1);
+    if (rest !== '' && !/^:\d{1,5}$/.test(rest)) return undefined;
+    const inner = s.slice(1, close);
+    return inner.indexOf(':') === -1 ? undefined : normalizeAddress(inner);
+  }
+  const colon = s.indexOf(':');
+  if (colon !== -1 && colon === s.lastIndexOf(':')) {
+    // IPv4 with a port: one colon only (IPv6 has at least two).
+    if (!/^\d{1,5}$/.test(s.slice(colon + 1))) return undefined;
+    const v4 = s.slice(0, colon);
+    return ipaddr.IPv4.isValidFourPartDecimal(v4) ? normalizeAddress(v4) : undefined;
+  }
+  return normalizeAddress(s);
+}
+
+/** One `Forwarded` element: its `for=` node, parsed by forwarded-parse; undefined ends the walk. */
+function parseForwardedElement(element: string): string | undefined {
+  const s = element.trim();
+  if (s.length === 0 || s.length > MAX_FORWARDED_ELEMENT_CHARS) return undefined;
+  let parsed: Array<Record<string, string | undefined>>;
+  try {
+    parsed = parseForwarded(s) as Array<Record<string, string | undefined>>;
+  } catch {
+    return undefined;
+  }
+  if (parsed.length !== 1) return undefined;
+  const node = parsed[0]?.for;
+  // `unknown` and obfuscated identifiers (`_hidden`) name no address: the walk ends.
+  if (node === undefined || node.length === 0 || node.length > MAX_NODE_CHARS) return undefined;
+  return parseNode(node);
+}
+
+/**
+ * Walks a comma-separated list from its right end. `parse` turns an entry into a
+ * normalised address or `undefined` (malformed). Returns the client address.
+ */
+function walk(list: string, socket: string, trust: TrustFn, maxHops: number, parse: (entry: string) => string | undefined): string {
+  let client = socket;
+  let end = list.length;
+  for (let hop = 1; hop <= maxHops && end >= 0; hop++) {
+    const comma = list.lastIndexOf(',', end - 1);
+    // An entry longer than any address is malformed: slice at most a bounded piece.
+    const start = comma + 1;
+    const entry = end - start > MAX_FORWARDED_ELEMENT_CHARS ? '' : list.slice(start, end);
+    const addr = parse(entry);
+    if (addr === undefined) return client;
+    client = addr;
+    if (!trust(addr, hop)) return addr;
+    if (comma === -1) return addr;
+    end = comma;
+  }
+  return client;
+}
+
+/**
+ * The client address key (SPEC 5).
+ * @example
+ * rules: [{ name: 'ip', rate: '100/min', key: ip({ trustProxy: 'loopback' }) }]
+ * @example
+ * ip({ trustProxy: 1, header: 'forwarded', ipv6Subnet: 64 })
+ */
+export function ip(options: IpOptions = {}): (req: RequestLike) => string {
+  if (typeof options !== 'object' || options === null) {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'ip',
+      expected: 'an options object { trustProxy?, header?, ipv6Subnet?, maxHops? }',
+      received: describe(options),
+      fix: 'Call ip() or ip({ trustProxy: "loopback" }).',
+    });
+  }
+  const { trustProxy, header: headerName = 'x-forwarded-for', ipv6Subnet = DEFAULT_SUBNET, maxHops = DEFAULT_MAX_HOPS, ...rest } = options;
+  const unknown = Object.keys(rest)[0];
+  if (unknown !== undefined) {
+    throw configError('TG_UNKNOWN_OPTION', {
+      path: `ip.${unknown}`,
+      expected: 'trustProxy, header, ipv6Subnet or maxHops',
+      received: JSON.stringify(unknown),
+      fix: 'Remove the option or check its spelling.',
+    });
+  }
+  if (ipv6Subnet !== false && (!Number.isInteger(ipv6Subnet) || ipv6Subnet < 1 || ipv6Subnet > 128)) {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'ip.ipv6Subnet',
+      expected: 'a prefix length from 1 to 128, or false',
+      received: describe(ipv6Subnet),
+      fix: 'Keep the default 56, use 64 for one LAN, or false for whole addresses.',
+    });
+  }
+  if (typeof headerName !== 'string' || !TOKEN.test(headerName.toLowerCase())) {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'ip.header',
+      expected: "a header name such as 'x-forwarded-for', 'forwarded' or 'x-real-ip'",
+      received: describe(headerName),
+      fix: 'Name the header your proxy writes.',
+    });
+  }
+  if (!Number.isSafeInteger(maxHops) || maxHops < 1 || maxHops > 1000) {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'ip.maxHops',
+      expected: 'a whole number from 1 to 1000',
+      received: describe(maxHops),
+      fix: 'Keep the default 32; a real proxy chain is a handful of hops.',
+    });
+  }
+  const trust = compileTrust(trustProxy, 'ip.trustProxy');
+  const name = headerName.toLowerCase();
+  const subnet = ipv6Subnet;
+
+  function socketAddress(req: RequestLike): string {
+    const raw = req.socket?.remoteAddress;
+    return (raw !== undefined && normalizeAddress(raw)) || 'unknown';
+  }
+
+  if (trust === undefined) {
+    return function ipKey(req: RequestLike): string {
+      const addr = socketAddress(req);
+      return addr === 'unknown' ? addr : groupAddress(addr, subnet);
+    };
+  }
+  const t = trust;
+  const parse = name === 'forwarded' ? parseForwardedElement : parseXffNode;
+  const walked = name === 'forwarded' || name === 'x-forwarded-for';
+  return function ipKey(req: RequestLike): string {
+    const socket = socketAddress(req);
+    if (socket === 'unknown' || !t(socket, 0)) return socket === 'unknown' ? socket : groupAddress(socket, subnet);
+    const value = headerValue(req, name);
+    let client = socket;
+    if (value !== undefined) {
+      if (walked) client = walk(value, socket, t, maxHops, parse);
+      else client = (value.length <= MAX_NODE_CHARS && parseXffNode(value)) || socket;
+    }
+    return groupAddress(client, subnet);
   };
 }
 
-/** A constant key, for global limits. */
+/**
+ * A key read from a request header (for example an API key). The value is whatever
+ * the client sends: use it for values your own layer has authenticated.
+ * @example { name: 'api-key', rate: '1000/h', key: header('x-api-key') }
+ */
+export function header(name: string): (req: RequestLike) => string | undefined {
+  if (typeof name !== 'string' || !TOKEN.test(name.toLowerCase())) {
+    throw configError('TG_INVALID_KEY', {
+      path: 'header',
+      expected: 'a header name such as "x-api-key"',
+      received: describe(name),
+      fix: 'Pass the header name as a string.',
+    });
+  }
+  const lower = name.toLowerCase();
+  return function headerKey(req: RequestLike): string | undefined {
+    const v = headerValue(req, lower);
+    return v === undefined || v === '' ? undefined : v;
+  };
+}
+
+function idExtractor<R>(what: 'user' | 'tenant', fn: (req: R) => unknown): (req: R) => string | undefined {
+  if (typeof fn !== 'function') {
+    throw configError('TG_INVALID_KEY', {
+      path: what,
+      expected: `a function (req) => ${what} id | undefined`,
+      received: describe(fn),
+      fix: `Pass e.g. ${what}((req) => req.${what}?.id).`,
+    });
+  }
+  return function idKey(req: R): string | undefined {
+    const id = fn(req);
+    if (typeof id === 'string') return id === '' ? undefined : id;
+    if (typeof id === 'number' || typeof id === 'bigint') return String(id);
+    // Anything else (undefined, null, an object) means "no id": the rule does not apply.
+    return undefined;
+  };
+}
+
+/**
+ * A per-user key: the rule applies only to requests with a user id (anonymous requests
+ * are left to other rules). Long or non-ASCII ids are hashed by the limiter.
+ * @example { name: 'user', rate: '100/min', key: user((req) => req.user?.id) }
+ */
+export function user<R>(fn: (req: R) => unknown): (req: R) => string | undefined {
+  return idExtractor('user', fn);
+}
+
+/**
+ * A per-tenant key (organisation, account, project).
+ * @example { name: 'tenant', rate: '4000/min', key: tenant((req) => req.user?.orgId) }
+ */
+export function tenant<R>(fn: (req: R) => unknown): (req: R) => string | undefined {
+  return idExtractor('tenant', fn);
+}
+
+/**
+ * A constant key, for limits shared by every request (a global limit).
+ * @example { name: 'global', rate: '10000/min', key: constant('all') }
+ */
 export function constant(name: string): () => string {
-  return () => name;
+  if (typeof name !== 'string' || name === '') {
+    throw configError('TG_INVALID_KEY', {
+      path: 'constant',
+      expected: 'a non-empty string',
+      received: describe(name),
+      fix: 'Pass a name such as constant("global").',
+    });
+  }
+  return function constantKey(): string {
+    return name;
+  };
 }

@@ -1,0 +1,212 @@
+/**
+ * Rate-limit response headers (SPEC 7.2): pure functions of (rule results, now, options).
+ *
+ * - `'draft-10'` (default): draft-ietf-httpapi-ratelimit-headers-10, structured-field
+ *   lists with one item per applied rule, in declaration order:
+ *   `RateLimit-Policy: "user";q=100;w=60` and `RateLimit: "user";r=42;t=18`.
+ * - `'draft-7'`: `RateLimit-Policy: 100;w=60` and `RateLimit: limit=100, remaining=42, reset=18`.
+ * - `'draft-6'`: `RateLimit-Policy` plus `RateLimit-Limit`, `-Remaining`, `-Reset`.
+ * - `'legacy'`: `X-RateLimit-Limit`, `-Remaining`, `-Reset` (Unix epoch seconds, as GitHub).
+ *
+ * draft-10 items are marked `append`: an adapter appends them to what earlier limiters
+ * of the same response wrote, so stacked limiters never overwrite each other. The
+ * single-value modes describe the most restrictive rule (lowest remaining) and are
+ * computed from every rule the request has met so far, so they are simply set.
+ */
+import { createHash } from 'node:crypto';
+import { configError, describe } from './errors.js';
+import type { RuleResult } from './types.js';
+
+export type HeaderMode = 'draft-10' | 'draft-7' | 'draft-6' | 'legacy';
+
+/**
+ * Which headers to send: one mode, several (`['draft-10', 'legacy']`), or `false` for none.
+ * `true` means the default, `'draft-10'`.
+ * @default 'draft-10'
+ */
+export type HeadersOption = HeaderMode | readonly HeaderMode[] | boolean;
+
+export interface HeaderOptions {
+  /**
+   * Add the draft-10 partition key `pk` to each item: a salted hash of the rule's key,
+   * so a client can tell its partitions apart without learning the key. Off by default
+   * because even a hash links requests to one another.
+   * @default false
+   * @example { partitionKey: { salt: process.env.RATELIMIT_PK_SALT } }
+   */
+  partitionKey?: false | { salt: string };
+}
+
+/** One header to write. `append`: join to an existing value with `, ` instead of replacing it. */
+export interface HeaderField {
+  name: string;
+  value: string;
+  append: boolean;
+}
+
+/**
+ * Renders the headers of one limiter's decision.
+ * @param rules the limiter's own rule results (draft-10 items are rendered from these)
+ * @param now the decision time in ms (for `legacy` epoch resets)
+ * @param context.all every rule result the request has met so far, this limiter's included
+ *   (single-value modes pick the most restrictive among them); defaults to `rules`
+ * @param context.keys the store key of each of `rules` (only read when `partitionKey` is on)
+ */
+export type HeaderFormatter = (
+  rules: readonly RuleResult[],
+  now: number,
+  context?: { all?: readonly RuleResult[]; keys?: readonly (string | undefined)[] },
+) => HeaderField[];
+
+const MODES: readonly HeaderMode[] = ['draft-10', 'draft-7', 'draft-6', 'legacy'];
+
+/** Whole seconds, rounded up. */
+function seconds(ms: number): number {
+  return ms <= 0 ? 0 : Math.ceil(ms / 1000);
+}
+
+/** The policy window `w` in whole seconds, at least 1. */
+export function windowSeconds(r: RuleResult): number {
+  return Math.max(1, seconds(r.windowMs));
+}
+
+/**
+ * The draft-10 `t` figure in ms: with units left, the time until the full quota is back;
+ * with none left, the time until a request could pass again — `retryAfterMs` on a
+ * refusal (so `t` equals `Retry-After`). An admitted request that took the last unit
+ * reports `resetMs`: exact for fixed windows, an upper bound for the other algorithms
+ * (a client that waits that long is never refused for this rule).
+ */
+export function resetMsOf(r: RuleResult): number {
+  if (r.remaining > 0) return r.resetMs;
+  if (!r.allowed && r.retryAfterMs > 0) return r.retryAfterMs;
+  return r.resetMs;
+}
+
+/** The rule a single-value header describes: lowest remaining, then the longest wait. */
+export function mostRestrictive(rules: readonly RuleResult[]): RuleResult | undefined {
+  let best: RuleResult | undefined;
+  for (const r of rules) {
+    if (best === undefined || r.remaining < best.remaining || (r.remaining === best.remaining && resetMsOf(r) > resetMsOf(best))) best = r;
+  }
+  return best;
+}
+
+function partitionKey(salt: string, rule: string, key: string): string {
+  const digest = createHash('sha256').update(salt).update('\0').update(rule).update('\0').update(key).digest();
+  return `:${digest.subarray(0, 12).toString('base64')}:`;
+}
+
+/** Validates a headers option once; returns the list of modes (empty for `false`). */
+export function parseHeaderModes(option: HeadersOption | undefined, path = 'headers'): HeaderMode[] {
+  if (option === undefined || option === true) return ['draft-10'];
+  if (option === false) return [];
+  const list = typeof option === 'string' ? [option] : Array.isArray(option) ? option : undefined;
+  const bad = list === undefined ? option : list.find((m) => !MODES.includes(m as HeaderMode));
+  if (list === undefined || bad !== undefined || list.length === 0) {
+    throw configError('TG_INVALID_HEADERS', {
+      path,
+      expected: `one of ${MODES.map((m) => `'${m}'`).join(', ')}, an array of them, or false`,
+      received: describe(list?.length === 0 ? list : bad),
+      fix: "Use the default 'draft-10', or e.g. ['draft-10', 'legacy'].",
+    });
+  }
+  const modes = [...new Set(list)] as HeaderMode[];
+  const standard = modes.filter((m) => m !== 'legacy');
+  if (standard.length > 1) {
+    throw configError('TG_INVALID_HEADERS', {
+      path,
+      expected: "at most one of 'draft-10', 'draft-7', 'draft-6' (they write the same header names), plus 'legacy' if wanted",
+      received: describe(standard.join(' + ')),
+      fix: "Pick one draft, e.g. ['draft-10', 'legacy'].",
+    });
+  }
+  return modes;
+}
+
+/**
+ * Compiles the headers option once. Returns `undefined` when headers are off, so the
+ * per-request path can skip all header work with one check.
+ * @example
+ * const format = compileHeaders(['draft-10', 'legacy']);
+ * for (const f of format?.(decision.rules, decision.at) ?? []) ...
+ */
+export function compileHeaders(option?: HeadersOption, options: HeaderOptions = {}): HeaderFormatter | undefined {
+  const modes = parseHeaderModes(option);
+  if (modes.length === 0) return undefined;
+  const pk = options.partitionKey;
+  if (pk !== undefined && pk !== false && (typeof pk !== 'object' || typeof pk.salt !== 'string' || pk.salt.length < 8)) {
+    throw configError('TG_INVALID_HEADERS', {
+      path: 'partitionKey',
+      expected: '{ salt: string } with a secret salt of at least 8 characters, or false',
+      received: describe(pk),
+      fix: 'Pass a secret salt from your configuration, or leave partitionKey off.',
+    });
+  }
+  const salt = pk ? pk.salt : undefined;
+  const draft10 = modes.includes('draft-10');
+  const draft7 = modes.includes('draft-7');
+  const draft6 = modes.includes('draft-6');
+  const legacy = modes.includes('legacy');
+
+  return function formatHeaders(rules, now, context) {
+    const fields: HeaderField[] = [];
+    if (draft10 && rules.length > 0) {
+      const policy: string[] = new Array(rules.length);
+      const state: string[] = new Array(rules.length);
+      for (let i = 0; i < rules.length; i++) {
+        const r = rules[i] as RuleResult;
+        const key = salt === undefined ? undefined : context?.keys?.[i];
+        const pkParam = key === undefined || salt === undefined ? '' : `;pk=${partitionKey(salt, r.name, key)}`;
+        policy[i] = `"${r.name}";q=${r.limit};w=${windowSeconds(r)}${pkParam}`;
+        state[i] = `"${r.name}";r=${Math.max(0, r.remaining)};t=${seconds(resetMsOf(r))}${pkParam}`;
+      }
+      fields.push({ name: 'RateLimit-Policy', value: policy.join(', '), append: true });
+      fields.push({ name: 'RateLimit', value: state.join(', '), append: true });
+    }
+    if (draft7 || draft6 || legacy) {
+      const top = mostRestrictive(context?.all ?? rules);
+      if (top === undefined) return fields;
+      const limit = String(top.limit);
+      const remaining = String(Math.max(0, top.remaining));
+      const resetMs = resetMsOf(top);
+      const reset = String(seconds(resetMs));
+      if (draft7) {
+        fields.push({ name: 'RateLimit-Policy', value: `${limit};w=${windowSeconds(top)}`, append: false });
+        fields.push({ name: 'RateLimit', value: `limit=${limit}, remaining=${remaining}, reset=${reset}`, append: false });
+      }
+      if (draft6) {
+        fields.push({ name: 'RateLimit-Policy', value: `${limit};w=${windowSeconds(top)}`, append: false });
+        fields.push({ name: 'RateLimit-Limit', value: limit, append: false });
+        fields.push({ name: 'RateLimit-Remaining', value: remaining, append: false });
+        fields.push({ name: 'RateLimit-Reset', value: reset, append: false });
+      }
+      if (legacy) {
+        fields.push({ name: 'X-RateLimit-Limit', value: limit, append: false });
+        fields.push({ name: 'X-RateLimit-Remaining', value: remaining, append: false });
+        fields.push({ name: 'X-RateLimit-Reset', value: String(Math.ceil((now + resetMs) / 1000)), append: false });
+      }
+    }
+    return fields;
+  };
+}
+
+/** Joins a new list value to what a header already holds (`a, b`), for appended fields. */
+export function appendHeaderValue(existing: unknown, value: string): string {
+  if (existing === undefined || existing === null || existing === '') return value;
+  const prior = Array.isArray(existing) ? existing.join(', ') : String(existing);
+  return prior === '' ? value : `${prior}, ${value}`;
+}
+
+/**
+ * Writes fields through an adapter's getter and setter: appended fields are joined to
+ * the current value, the others replace it.
+ * @example applyHeaders(fields, (n) => res.getHeader(n), (n, v) => res.setHeader(n, v))
+ */
+export function applyHeaders(
+  fields: readonly HeaderField[],
+  get: (name: string) => unknown,
+  set: (name: string, value: string) => void,
+): void {
+  for (const f of fields) set(f.name, f.append ? appendHeaderValue(get(f.name), f.value) : f.value);
+}
