@@ -75,4 +75,25 @@ describe('regressions', () => {
       await store.close();
     });
   }
+
+  for (const mode of ['meter', 'queue'] as const) {
+    it(`leaky-bucket ${mode}: a fresh key was refused at epoch-sized times when T is fractional (now + T - now > T)`, async () => {
+      // T = 0.1 ms; at 1.7e12 ms, (now + 0.1) - now rounds to 0.10009765625.
+      const clock = new ManualClock(1_700_000_000_000);
+      const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+      const sized = mode === 'meter' ? { burst: 1 } : { mode, queue: 1 };
+      const l = createLimiter({
+        rules: [{ name: 'r', key: constant('k'), algorithm: 'leaky-bucket', limit: 10, window: 1, ...sized }],
+        store,
+        clock,
+      });
+      expect((await l.consume({})).allowed).toBe(true);
+      const d = await l.consume({});
+      expect(d.allowed).toBe(false);
+      expect(d.retryAfterMs).toBe(1);
+      clock.advance(1);
+      expect((await l.consume({})).allowed).toBe(true);
+      await store.close();
+    });
+  }
 });

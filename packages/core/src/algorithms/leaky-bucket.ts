@@ -26,18 +26,29 @@ function settle(candidate: number, fits: (t: number) => boolean): number {
   return t;
 }
 
+/**
+ * The backlog ahead of a request at `now`: how far the stored time lies in the future.
+ * Computed first, as a small number: `stored - now` is exact for two epoch-sized times,
+ * whereas `now + c·T - now` is not (at 1.7e12 ms one ulp is 0.00024 ms, enough to refuse
+ * a fresh key's request of cost B when T is fractional).
+ */
+function backlog(state: number[] | undefined, now: number): number {
+  return state === undefined ? 0 : Math.max(0, (state[0] as number) - now);
+}
+
 const meter: Algorithm = {
   check(state, now, r, cost) {
     const T = interval(r);
     const tol = r.burst * T;
-    const tat = state === undefined ? now : Math.max(state[0] as number, now);
-    const next = tat + cost * T;
-    if (next - now <= tol) {
-      return admitted(Math.floor((tol - (next - now)) / T), Math.ceil(next - now), 0, [next]);
+    const ahead = backlog(state, now);
+    const level = ahead + cost * T;
+    if (level <= tol) {
+      return admitted(Math.floor((tol - level) / T), Math.ceil(level), 0, [now + level]);
     }
-    const fits = (t: number) => tat + cost * T - t <= tol;
-    const retry = settle(Math.ceil(tat + cost * T - tol), fits) - now;
-    return refused(Math.max(0, Math.floor((tol - (tat - now)) / T)), Math.ceil(tat - now), retry, r.countRejected ? [next] : undefined);
+    // The same test this function makes at a later whole ms t (state unchanged).
+    const fits = (t: number) => backlog(state, t) + cost * T <= tol;
+    const retry = settle(now + Math.ceil(ahead - (tol - cost * T)), fits) - now;
+    return refused(Math.max(0, Math.floor((tol - ahead) / T)), Math.ceil(ahead), retry, r.countRejected ? [now + level] : undefined);
   },
 
   refund(state, now, r, cost) {
@@ -54,15 +65,15 @@ const queue: Algorithm = {
   check(state, now, r, cost) {
     const T = interval(r);
     const max = r.queue * T;
-    const last = state === undefined ? now : Math.max(state[0] as number, now);
-    const departure = last + cost * T;
-    if (departure - now <= max) {
-      const delay = Math.ceil(departure - now);
-      return admitted(Math.max(0, Math.floor((max - (departure - now)) / T)), delay, delay, [departure]);
+    const wait = backlog(state, now) + cost * T;
+    if (wait <= max) {
+      const delay = Math.ceil(wait);
+      return admitted(Math.max(0, Math.floor((max - wait) / T)), delay, delay, [now + wait]);
     }
-    const fits = (t: number) => last + cost * T - t <= max;
-    const retry = settle(Math.ceil(last + cost * T - max), fits) - now;
-    return refused(Math.max(0, Math.floor((max - (last - now)) / T)), Math.ceil(last - now), retry, undefined);
+    const ahead = backlog(state, now);
+    const fits = (t: number) => backlog(state, t) + cost * T <= max;
+    const retry = settle(now + Math.ceil(ahead - (max - cost * T)), fits) - now;
+    return refused(Math.max(0, Math.floor((max - ahead) / T)), Math.ceil(ahead), retry, undefined);
   },
 
   refund(state, now, r, cost) {
