@@ -106,7 +106,7 @@ function toResults(ops: readonly StoreOp[], d: StoreDecision): Decision {
       }
     } else if (o.delayMs > delayMs) delayMs = o.delayMs;
   }
-  return {
+  const decision: Decision = {
     allowed: d.allowed,
     delayMs: d.allowed ? delayMs : 0,
     retryAfterMs: d.allowed ? 0 : retryAfterMs,
@@ -115,6 +115,8 @@ function toResults(ops: readonly StoreOp[], d: StoreDecision): Decision {
     rules,
     at: d.now,
   };
+  if (d.degraded !== undefined) decision.degraded = d.degraded;
+  return decision;
 }
 
 /**

@@ -82,6 +82,8 @@ export interface Decision {
   rules: RuleResult[];
   /** The time (store clock, ms) at which the decision was made. */
   at: number;
+  /** Set when the store's failure policy decided (SPEC 6.5); `'deny'` answers 503. */
+  degraded?: 'allow' | 'deny' | 'local';
 }
 
 /** One rule applied to one request, as handed to a store. */
@@ -97,6 +99,11 @@ export interface StoreDecision {
   allowed: boolean;
   now: number;
   outcomes: Outcome[];
+  /**
+   * Set when the store could not decide and its failure policy answered instead (SPEC 6.5):
+   * `'deny'` maps to 503 at the HTTP layer. Absent for a normal decision.
+   */
+  degraded?: 'allow' | 'deny' | 'local';
 }
 
 /**
