@@ -55,7 +55,9 @@ const PLAIN_KEY = /^[\x21-\x7a|~][\x21-\x7a|~]*$/;
 /** Turns any key into a bounded store-safe string. Exported for stores and tests. */
 export function sanitizeKey(key: string): string {
   if (key.length <= KEY_MAX && PLAIN_KEY.test(key) && key.charCodeAt(0) !== 35) return key;
-  return `#${createHash('sha256').update(key).digest('base64url').slice(0, 32)}`;
+  // Hash the UTF-16 code units themselves: as UTF-8, every lone surrogate becomes U+FFFD,
+  // so 'a\uD800' and 'a\uDC00' would share one counter.
+  return `#${createHash('sha256').update(key, 'utf16le').digest('base64url').slice(0, 32)}`;
 }
 
 function resolveCost<R>(rule: CompiledRule<R>, req: R, override: number | undefined): number {

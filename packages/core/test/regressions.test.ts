@@ -3,7 +3,7 @@
  * suite, test/conformance). SPEC 1: retryAfterMs is exact; SPEC 3: time that goes
  * backwards is treated as no time passing.
  */
-import { constant, createLimiter, ManualClock, MemoryStore, type Rule } from '@tollgate/core';
+import { constant, createLimiter, ManualClock, MemoryStore, type Rule, sanitizeKey } from '@tollgate/core';
 import { describe, expect, it } from 'vitest';
 
 async function exactAfterBackwards(rule: Omit<Rule, 'name' | 'key'>) {
@@ -96,4 +96,14 @@ describe('regressions', () => {
       await store.close();
     });
   }
+
+  it('sanitizeKey: keys differing only in lone surrogates shared one counter (hashed as UTF-8, all became U+FFFD)', async () => {
+    const keys = ['a\uD800b', 'a\uDC00b', 'a\uD801b', 'a\uFFFDb'];
+    expect(new Set(keys.map(sanitizeKey)).size).toBe(4);
+    const clock = new ManualClock(0);
+    const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+    const l = createLimiter<{ k: string }>({ rules: [{ name: 'r', key: (req) => req.k, limit: 1, window: '1h' }], store, clock });
+    for (const k of keys) expect((await l.consume({ k })).allowed).toBe(true);
+    await store.close();
+  });
 });
