@@ -159,7 +159,8 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
   }
   path = `${path} "${name}"`;
 
-  const algorithm = rule.algorithm ?? (rule.quota !== undefined ? 'fixed-window' : 'sliding-window');
+  // Only a missing algorithm takes the default: `null` is a mistake to report, not a default.
+  const algorithm = rule.algorithm === undefined ? (rule.quota !== undefined ? 'fixed-window' : 'sliding-window') : rule.algorithm;
   if (!ALGORITHMS.includes(algorithm)) {
     throw configError('TG_UNKNOWN_ALGORITHM', {
       path: `${path}.algorithm`,

@@ -106,4 +106,10 @@ describe('regressions', () => {
     for (const k of keys) expect((await l.consume({ k })).allowed).toBe(true);
     await store.close();
   });
+
+  it('algorithm: null silently fell back to the default algorithm instead of failing', () => {
+    expect(() => createLimiter({ rules: [{ name: 'r', rate: '1/s', algorithm: null as never }] })).toThrow(
+      expect.objectContaining({ code: 'TG_UNKNOWN_ALGORITHM' }),
+    );
+  });
 });
