@@ -7,6 +7,37 @@ export type { Algorithm, Check, State } from './algorithms/index.js';
 export { algorithms } from './algorithms/index.js';
 export { type Clock, ManualClock, systemClock } from './clock.js';
 export {
+  type ConcurrencyFigures,
+  type ConcurrencyLimit,
+  type ConcurrencyOptions,
+  type ConcurrencyOutcome,
+  concurrencyHeaderFields,
+  concurrencyRefusal,
+  createConcurrency,
+  createShedder,
+  createThrottle,
+  hold,
+  isGone,
+  type LoopDelaySource,
+  ManualTimers,
+  MemorySlotStore,
+  monitorLoopDelay,
+  onceDone,
+  type ResponseLike,
+  type ShedOptions,
+  type ShedOutcome,
+  type Shedder,
+  type SlotGrant,
+  type SlotStore,
+  shedRefusal,
+  systemTimers,
+  type Throttle,
+  type ThrottleOptions,
+  type ThrottleResult,
+  type TimerHandle,
+  type Timers,
+} from './controls/index.js';
+export {
   CHANNEL_NAMES,
   channels,
   type DecisionMessage,
@@ -16,7 +47,7 @@ export {
   type StoreErrorMessage,
 } from './diagnostics.js';
 export { type Duration, parseDuration, parseRate } from './duration.js';
-export { ERROR_CODES, type ErrorCode, TollgateError } from './errors.js';
+export { configError, describe as describeValue, ERROR_CODES, type ErrorCode, type ErrorDetails, TollgateError } from './errors.js';
 export {
   appendHeaderValue,
   applyHeaders,
@@ -47,11 +78,11 @@ export {
 } from './keys.js';
 export { createLimiter, type Limiter, type LimiterOptions, sanitizeKey } from './limiter.js';
 export { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
+export { mergeDecisions } from './merge.js';
 export {
   capacityProblem,
   capacityRefusal,
   isCapacityRefusal,
-  type MaybeDegraded,
   PROBLEM_CONTENT_TYPE,
   PROBLEM_QUOTA_EXCEEDED,
   PROBLEM_REDUCED_CAPACITY,

@@ -1,0 +1,19 @@
+/**
+ * Controls beside the limiter (SPEC 8): throttle, concurrency limit, load shedding,
+ * and what adapters need to wait on behalf of a request.
+ */
+export {
+  type ConcurrencyFigures,
+  type ConcurrencyLimit,
+  type ConcurrencyOptions,
+  type ConcurrencyOutcome,
+  concurrencyHeaderFields,
+  concurrencyRefusal,
+  createConcurrency,
+} from './concurrency.js';
+export { type LoopDelaySource, monitorLoopDelay } from './event-loop.js';
+export { hold, isGone, onceDone, type ResponseLike } from './hold.js';
+export { createShedder, type Shedder, type ShedOptions, type ShedOutcome, shedRefusal } from './shed.js';
+export { MemorySlotStore, type SlotGrant, type SlotStore } from './slot-store.js';
+export { createThrottle, type Throttle, type ThrottleOptions, type ThrottleResult } from './throttle.js';
+export { ManualTimers, systemTimers, type TimerHandle, type Timers } from './timers.js';

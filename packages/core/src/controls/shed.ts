@@ -1,0 +1,246 @@
+/**
+ * Load shedding (SPEC 8.4, 7.3), framework-agnostic and synchronous: the decision reads
+ * only counters held in the process, so it is made before anything expensive.
+ *
+ * Pressure is `max(inFlight / maxInFlight, loopDelay / maxEventLoopDelay)`. Each request
+ * has a threshold; it is shed (503 + Retry-After) when the pressure has reached it:
+ *
+ * - a request of priority `p` (0 to 1, clamped; higher is kept longer) from a tenant at
+ *   or under its fair share: `1 - headroom·(1 - p)`. Priority 1 is shed only at full
+ *   pressure (so `maxInFlight` is a hard ceiling), priority 0 from `1 - headroom`.
+ * - the same request from a tenant over its fair share: `1 - headroom·(2 - p)`, i.e.
+ *   one band lower: over-share tenants are shed before any tenant under its share.
+ *
+ * Fair share: the capacity (`maxInFlight`, or the current in-flight count plus one when
+ * only event-loop delay is watched) divided by the number of active tenants — those
+ * with an arrival or a finished request within the last `tenantWindow`. A tenant is
+ * over its share when admitting this request would put its in-flight count above it.
+ * Memory is bounded: at most `maxTenants` recent tenants are remembered.
+ *
+ * What this guarantees: requests from tenants under their share (at priority 1) are shed
+ * only at full capacity, while over-share tenants stop being admitted at
+ * `1 - 2·headroom` of it; so `2·headroom` of the capacity (40% by default) stays for the
+ * small tenants however hard one tenant floods.
+ */
+import { type Clock, systemClock } from '../clock.js';
+import type { Duration } from '../duration.js';
+import { configError, describe } from '../errors.js';
+import { sanitizeKey } from '../limiter.js';
+import { capacityRefusal, type Refusal } from '../response.js';
+import type { KeyFn } from '../rules.js';
+import { type LoopDelaySource, monitorLoopDelay } from './event-loop.js';
+import { boundedDuration, checkOptions, MAX_TIMER_MS, optionalFn, wholeNumber } from './options.js';
+
+export interface ShedOptions<R = unknown> {
+  /**
+   * Most requests in flight in this process before shedding.
+   * @example 200
+   */
+  maxInFlight?: number;
+  /**
+   * Event-loop delay (99th percentile over the last reading interval) at which to shed.
+   * @example '100ms'
+   */
+  maxEventLoopDelay?: Duration;
+  /**
+   * A request's priority, from 0 (shed first) to 1 (shed last).
+   * @default () => 1
+   * @example (req) => (req.url.startsWith('/checkout') ? 1 : 0.3)
+   */
+  priority?: (req: R) => number;
+  /**
+   * The tenant a request belongs to, for fair shedding; `undefined` means none.
+   * @example (req) => req.headers['x-tenant']
+   */
+  tenant?: KeyFn<R>;
+  /**
+   * `Retry-After` of a shed response.
+   * @default '1s'
+   */
+  retryAfter?: Duration;
+  /**
+   * Fraction of capacity (0 to 1) over which low priorities and over-share tenants
+   * give way, see the module comment.
+   * @default 0.2
+   */
+  headroom?: number;
+  /**
+   * A tenant stays active this long after its last arrival.
+   * @default '1s'
+   */
+  tenantWindow?: Duration;
+  /**
+   * Most tenants remembered as recently active.
+   * @default 10_000
+   */
+  maxTenants?: number;
+  /** Requests for which this returns true are never shed nor counted. */
+  skip?: (req: R) => boolean;
+  /** Time source for tenant activity. @default systemClock */
+  clock?: Clock;
+  /**
+   * Where the event-loop delay comes from.
+   * @default monitorLoopDelay() when maxEventLoopDelay is set
+   */
+  loopDelay?: LoopDelaySource;
+}
+
+export type ShedOutcome =
+  | { shed: false; pressure: number; release: () => void }
+  | { shed: true; pressure: number; reason: 'in-flight' | 'event-loop-delay'; retryAfterMs: number };
+
+export interface Shedder<R = unknown> {
+  /** Decides at once; call `release` of an admitted outcome exactly when the response is over. */
+  check(req: R): ShedOutcome | undefined;
+  /** Requests admitted and not yet released. */
+  readonly inFlight: number;
+  /** The current pressure (1 = at capacity). */
+  pressure(): number;
+  /** Stops the event-loop monitor it started. */
+  close(): void;
+}
+
+const KNOWN = [
+  'maxInFlight',
+  'maxEventLoopDelay',
+  'priority',
+  'tenant',
+  'retryAfter',
+  'headroom',
+  'tenantWindow',
+  'maxTenants',
+  'skip',
+  'clock',
+  'loopDelay',
+] as const;
+
+/**
+ * Creates a shedder.
+ * @example
+ * const shedder = createShedder({ maxInFlight: 200, maxEventLoopDelay: '100ms', tenant: (req) => req.headers['x-tenant'] });
+ * const o = shedder.check(req);
+ * if (o?.shed) return reply503(o.retryAfterMs);
+ */
+export function createShedder<R = unknown>(options: ShedOptions<R>): Shedder<R> {
+  const path = 'shed';
+  checkOptions(options, KNOWN, path);
+  const o = options as ShedOptions<R>;
+  const maxInFlight = o.maxInFlight === undefined ? undefined : wholeNumber(o.maxInFlight, `${path}.maxInFlight`, 1);
+  const maxLag =
+    o.maxEventLoopDelay === undefined ? undefined : boundedDuration(o.maxEventLoopDelay, `${path}.maxEventLoopDelay`, MAX_TIMER_MS);
+  if (maxInFlight === undefined && maxLag === undefined) {
+    throw configError('TG_INVALID_OPTION', {
+      path,
+      expected: 'maxInFlight, maxEventLoopDelay, or both',
+      received: 'neither',
+      fix: "Pass e.g. { maxInFlight: 200 } or { maxEventLoopDelay: '100ms' }.",
+    });
+  }
+  const headroom = o.headroom ?? 0.2;
+  if (typeof headroom !== 'number' || !(headroom >= 0 && headroom < 0.5)) {
+    throw configError('TG_INVALID_OPTION', {
+      path: `${path}.headroom`,
+      expected: 'a fraction from 0 up to (not including) 0.5',
+      received: describe(headroom),
+      fix: 'Use e.g. 0.2: low priorities and over-share tenants give way from 80% of capacity.',
+    });
+  }
+  const retryAfterMs = o.retryAfter === undefined ? 1000 : boundedDuration(o.retryAfter, `${path}.retryAfter`, MAX_TIMER_MS);
+  const tenantWindowMs = o.tenantWindow === undefined ? 1000 : boundedDuration(o.tenantWindow, `${path}.tenantWindow`, MAX_TIMER_MS);
+  const maxTenants = o.maxTenants === undefined ? 10_000 : wholeNumber(o.maxTenants, `${path}.maxTenants`, 1);
+  const priorityFn = optionalFn<(req: R) => number>(o.priority, `${path}.priority`, '(req) => number');
+  const tenantFn = optionalFn<KeyFn<R>>(o.tenant, `${path}.tenant`, '(req) => string | undefined');
+  const skip = optionalFn<(req: R) => boolean>(o.skip, `${path}.skip`, '(req) => boolean');
+  const clock = o.clock ?? systemClock;
+  const ownMonitor = o.loopDelay === undefined && maxLag !== undefined;
+  const loop = o.loopDelay ?? (maxLag !== undefined ? monitorLoopDelay() : undefined);
+
+  let inFlight = 0;
+  /** In-flight count per tenant; entries at 0 are removed. */
+  const tenantInFlight = new Map<string, number>();
+  /** Last arrival per tenant, oldest first (re-inserted on every arrival). */
+  const lastSeen = new Map<string, number>();
+
+  const countPressure = () => (maxInFlight === undefined ? 0 : inFlight / maxInFlight);
+  const lagPressure = () => (maxLag !== undefined && loop !== undefined ? loop.delayMs() / maxLag : 0);
+
+  function activeTenants(now: number, tenant: string): number {
+    // Forget tenants idle for longer than the window (oldest first), keeping the bound.
+    for (const [t, at] of lastSeen) {
+      if (at > now - tenantWindowMs && lastSeen.size <= maxTenants) break;
+      lastSeen.delete(t);
+    }
+    return lastSeen.size + (lastSeen.has(tenant) ? 0 : 1);
+  }
+
+  function priorityOf(req: R): number {
+    if (priorityFn === undefined) return 1;
+    const p = priorityFn(req);
+    // Garbage from a priority function sheds the request first rather than last.
+    return typeof p === 'number' && p >= 0 ? Math.min(1, p) : 0;
+  }
+
+  return {
+    get inFlight() {
+      return inFlight;
+    },
+    pressure: () => Math.max(countPressure(), lagPressure()),
+    check(req) {
+      if (skip?.(req)) return undefined;
+      const p = priorityOf(req);
+      let threshold = 1 - headroom * (1 - p);
+      let tenant: string | undefined;
+      if (tenantFn !== undefined) {
+        const raw = tenantFn(req);
+        if (raw !== undefined && raw !== null) {
+          tenant = sanitizeKey(String(raw));
+          const now = clock.now();
+          const active = activeTenants(now, tenant);
+          lastSeen.delete(tenant);
+          lastSeen.set(tenant, now);
+          const capacity = maxInFlight ?? inFlight + 1;
+          if ((tenantInFlight.get(tenant) ?? 0) + 1 > capacity / active) threshold -= headroom;
+        }
+      }
+      const byCount = countPressure();
+      const byLag = lagPressure();
+      const pressure = Math.max(byCount, byLag);
+      if (pressure >= threshold) {
+        return { shed: true, pressure, reason: byCount >= byLag ? 'in-flight' : 'event-loop-delay', retryAfterMs };
+      }
+      inFlight++;
+      if (tenant !== undefined) tenantInFlight.set(tenant, (tenantInFlight.get(tenant) ?? 0) + 1);
+      let released = false;
+      const t = tenant;
+      return {
+        shed: false,
+        pressure,
+        release() {
+          if (released) return;
+          released = true;
+          inFlight--;
+          if (t !== undefined) {
+            const n = (tenantInFlight.get(t) ?? 1) - 1;
+            if (n > 0) tenantInFlight.set(t, n);
+            else tenantInFlight.delete(t);
+            lastSeen.delete(t);
+            lastSeen.set(t, clock.now());
+          }
+        },
+      };
+    },
+    close() {
+      if (ownMonitor) loop?.close();
+    },
+  };
+}
+
+/** The 503 response of a shed request (problem type `#temporary-reduced-capacity`). */
+export function shedRefusal(outcome: ShedOutcome & { shed: true }): Refusal {
+  return capacityRefusal(
+    outcome.retryAfterMs,
+    outcome.reason === 'in-flight'
+      ? 'The server has too many requests in progress; try again shortly.'
+      : 'The server is overloaded; try again shortly.',
+  );
+}

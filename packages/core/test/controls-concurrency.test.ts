@@ -1,0 +1,140 @@
+import { type ConcurrencyOutcome, createConcurrency, ManualClock, ManualTimers, MemorySlotStore, TollgateError } from '@tollgate/core';
+import { describe, expect, it } from 'vitest';
+
+type Req = { k?: string };
+const key = (r: Req) => r.k;
+
+function admitted(o: ConcurrencyOutcome | undefined): o is ConcurrencyOutcome & { admitted: true } {
+  return o?.admitted === true;
+}
+
+describe('concurrency (SPEC 8.3)', () => {
+  it('max 3 per key: of 10 at once exactly 3 hold a slot, 7 are refused with 429; all free after release', async () => {
+    const store = new MemorySlotStore();
+    const limit = createConcurrency<Req>({ max: 3, key, store });
+    const outcomes = await Promise.all(Array.from({ length: 10 }, () => limit.acquire({ k: 'a' })));
+    const ok = outcomes.filter(admitted);
+    expect(ok).toHaveLength(3);
+    expect(await limit.count({ k: 'a' })).toEqual({ key: 3, global: undefined });
+    const refused = outcomes.filter((o) => o?.admitted === false);
+    expect(refused.map((o) => (o as { status: number }).status)).toEqual(Array(7).fill(429));
+    // Another key is not affected.
+    expect((await limit.acquire({ k: 'b' }))?.admitted).toBe(true);
+    for (const o of ok) {
+      o.release();
+      o.release(); // exactly once, however often it is called
+    }
+    await Promise.resolve();
+    expect(await limit.count({ k: 'a' })).toEqual({ key: 0, global: undefined });
+    expect(limit.held).toBe(1);
+    await limit.close();
+  });
+
+  it('reports figures: max and slots in flight after the decision', async () => {
+    const limit = createConcurrency<Req>({ max: 2, global: 5, key });
+    const o = await limit.acquire({ k: 'a' });
+    expect(o?.admitted && o.figures).toEqual([
+      { name: 'concurrency', scope: 'key', limit: 2, inFlight: 1 },
+      { name: 'concurrency-global', scope: 'global', limit: 5, inFlight: 1 },
+    ]);
+    await limit.close();
+  });
+
+  it('a global refusal is 503 and gives back the per-key slot it took', async () => {
+    const store = new MemorySlotStore();
+    const limit = createConcurrency<Req>({ max: 5, global: 2, key, store });
+    expect((await limit.acquire({ k: 'a' }))?.admitted).toBe(true);
+    expect((await limit.acquire({ k: 'b' }))?.admitted).toBe(true);
+    const o = await limit.acquire({ k: 'c' });
+    expect(o).toMatchObject({ admitted: false, status: 503, scope: 'global', reason: 'full' });
+    expect(await limit.count({ k: 'c' })).toEqual({ key: 0, global: 2 });
+    await limit.close();
+  });
+
+  it('a bounded queue: waiters get slots in arrival order as others finish; the queue overflows with 429', async () => {
+    const clock = new ManualClock(0);
+    const timers = new ManualTimers(clock);
+    const limit = createConcurrency<Req>({ max: 1, queue: 2, queueTimeout: '10s', key, timers });
+    const first = await limit.acquire({ k: 'a' });
+    const order: string[] = [];
+    const track = (name: string) => (o: ConcurrencyOutcome | undefined) => {
+      order.push(name);
+      return o;
+    };
+    const second = limit.acquire({ k: 'a' }).then(track('second'));
+    const third = limit.acquire({ k: 'a' }).then(track('third'));
+    await timers.advance(0);
+    expect(limit.waiting).toBe(2);
+    expect(await limit.acquire({ k: 'a' })).toMatchObject({ admitted: false, reason: 'queue-full', status: 429 });
+    if (!admitted(first)) throw new Error('first not admitted');
+    first.release();
+    const s = await second;
+    expect(order).toEqual(['second']);
+    if (!admitted(s)) throw new Error('second not admitted');
+    s.release();
+    const t = await third;
+    expect(admitted(t)).toBe(true);
+    if (admitted(t)) t.release();
+    await timers.advance(0);
+    expect(timers.pending).toBe(0);
+    expect(await limit.count({ k: 'a' })).toEqual({ key: 0, global: undefined });
+    await limit.close();
+  });
+
+  it('a waiter is refused at queueTimeout, and an aborted waiter takes nothing', async () => {
+    const clock = new ManualClock(0);
+    const timers = new ManualTimers(clock);
+    const limit = createConcurrency<Req>({ max: 1, queue: 5, queueTimeout: '2s', key, timers });
+    const holder = await limit.acquire({ k: 'a' });
+    const late = limit.acquire({ k: 'a' });
+    const ac = new AbortController();
+    const gone = limit.acquire({ k: 'a' }, ac.signal);
+    await timers.advance(0);
+    ac.abort();
+    expect(await gone).toEqual({ admitted: false, reason: 'aborted' });
+    await timers.advance(1999);
+    expect(limit.waiting).toBe(1);
+    await timers.advance(1);
+    expect(await late).toMatchObject({ admitted: false, reason: 'queue-timeout', status: 429 });
+    expect(limit.waiting).toBe(0);
+    if (admitted(holder)) holder.release();
+    await timers.advance(0);
+    expect(await limit.count({ k: 'a' })).toEqual({ key: 0, global: undefined });
+    expect(timers.pending).toBe(0);
+    await limit.close();
+  });
+
+  it('requests without a key take only the global slot; skip takes none', async () => {
+    const limit = createConcurrency<Req & { skip?: boolean }>({ max: 1, global: 1, key, skip: (r) => r.skip === true });
+    expect(await limit.acquire({ skip: true })).toBeUndefined();
+    const o = await limit.acquire({});
+    expect(o?.admitted && o.figures.map((f) => f.scope)).toEqual(['global']);
+    await limit.close();
+  });
+
+  it('close refuses waiters and closes the store it created', async () => {
+    const timers = new ManualTimers(new ManualClock(0));
+    const limit = createConcurrency<Req>({ max: 1, queue: 1, key, timers });
+    await limit.acquire({ k: 'a' });
+    const waiting = limit.acquire({ k: 'a' });
+    await timers.advance(0);
+    await limit.close();
+    expect(await waiting).toEqual({ admitted: false, reason: 'aborted' });
+    expect(timers.pending).toBe(0);
+    await expect(limit.acquire({ k: 'b' })).rejects.toBeInstanceOf(TollgateError);
+  });
+
+  it('rejects bad options with stable codes', () => {
+    const bad: Array<[Record<string, unknown>, string]> = [
+      [{}, 'TG_INVALID_OPTION'],
+      [{ max: 0 }, 'TG_INVALID_LIMIT'],
+      [{ max: 1, queue: -1 }, 'TG_INVALID_LIMIT'],
+      [{ max: 1, queueTimeout: 'later' }, 'TG_INVALID_DURATION'],
+      [{ max: 1, name: 'a"b' }, 'TG_INVALID_OPTION'],
+      [{ max: 1, maxx: 1 }, 'TG_UNKNOWN_OPTION'],
+    ];
+    for (const [o, code] of bad) {
+      expect(() => createConcurrency(o as never), JSON.stringify(o)).toThrow(expect.objectContaining({ code }));
+    }
+  });
+});
