@@ -124,13 +124,21 @@ export class MemoryStore implements Store {
     }
     const x = entryExpiresAt(e, r);
     const slot = map.get(key);
+    if (x <= now) {
+      // Already equivalent to no state. Dropped rather than kept with a past expiry, which
+      // would come back to life if the clock then went backwards (and Redis drops it too).
+      if (slot !== undefined) {
+        map.delete(key);
+        this.#size--;
+      }
+      return;
+    }
     if (slot !== undefined) {
       slot.s = e.s;
       slot.b = e.b;
       slot.x = x;
       return;
     }
-    if (x <= now) return; // already equivalent to no state
     if (this.#size >= this.maxKeys) this.#evict(map, now);
     map.set(key, { s: e.s, b: e.b, x });
     this.#size++;
