@@ -254,6 +254,15 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
   bool(rule.skipFailed, `${path}.skipFailed`);
   const blockForMs = rule.blockFor === undefined ? 0 : parseDuration(rule.blockFor, `${path}.blockFor`);
 
+  if ((algorithm === 'token-bucket' || algorithm === 'sliding-window') && 2 * Math.max(limit, burst) * windowMs > Number.MAX_SAFE_INTEGER) {
+    // These two decide in integers scaled by W; beyond 2^53 the arithmetic would round.
+    throw configError('TG_INVALID_LIMIT', {
+      path: `${path}.limit`,
+      expected: `a limit (and burst) times the window in ms of at most ${Math.floor(Number.MAX_SAFE_INTEGER / 2)}`,
+      received: `${Math.max(limit, burst)} × ${windowMs} ms`,
+      fix: 'Lower the limit or shorten the window (e.g. 1000/s instead of 86400000/d), or use a fixed-window quota.',
+    });
+  }
   const maxCost = isBucket ? (mode === 'queue' ? queue : burst) : limit;
   let cost: number | undefined = 1;
   let costFn: ((req: R) => number) | undefined;

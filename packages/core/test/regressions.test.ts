@@ -112,4 +112,16 @@ describe('regressions', () => {
       expect.objectContaining({ code: 'TG_UNKNOWN_ALGORITHM' }),
     );
   });
+
+  it('token-bucket and sliding-window accepted limit × window beyond 2^53, where their integer arithmetic rounds', () => {
+    for (const algorithm of ['token-bucket', 'sliding-window'] as const) {
+      expect(() => createLimiter({ rules: [{ name: 'r', algorithm, limit: 10_000_000_000, window: '1d' }] })).toThrow(
+        expect.objectContaining({ code: 'TG_INVALID_LIMIT' }),
+      );
+      // A large but safe rule is still accepted.
+      expect(() => createLimiter({ rules: [{ name: 'r', algorithm, limit: 10_000_000, window: '1d' }] })).not.toThrow();
+    }
+    // Counting algorithms do not scale: a big daily quota is fine.
+    expect(() => createLimiter({ rules: [{ name: 'q', quota: 10_000_000_000, per: 'month' }] })).not.toThrow();
+  });
 });
