@@ -1,0 +1,73 @@
+/**
+ * The script's wire format (see `lua/stack.ts`): a rule becomes 12 ARGV strings, built
+ * once per `RuleSpec` and cached, so the per-request cost is one array copy.
+ */
+import type { Outcome, RejectReason, RuleSpec, StoreDecision, StoreOp } from '@tollgate/core';
+import { HEAD_FIELDS, OUT_FIELDS } from './lua/index.js';
+
+const ALGO_CODE = {
+  'fixed-window': 'f',
+  'sliding-log': 's',
+  'sliding-window': 'w',
+  'token-bucket': 't',
+  'leaky-bucket': 'k',
+} as const;
+
+const REASONS: Record<string, RejectReason | undefined> = { '': undefined, l: 'limit', b: 'blocked', c: 'cost_exceeds_limit' };
+
+const cache = new WeakMap<RuleSpec, readonly string[]>();
+
+/** The 12 ARGV fields describing `r`. */
+export function ruleArgs(r: RuleSpec): readonly string[] {
+  let a = cache.get(r);
+  if (a === undefined) {
+    a = [
+      ALGO_CODE[r.algorithm],
+      String(r.limit),
+      String(r.windowMs),
+      String(r.burst),
+      String(r.queue),
+      r.align === 'first-request' ? 'f' : 'c',
+      r.mode === 'queue' ? 'q' : 'm',
+      r.calendar === 'month' ? 'm' : r.calendar === 'day' ? 'd' : '',
+      String(r.blockForMs),
+      r.countRejected ? '1' : '0',
+      r.dryRun ? '1' : '0',
+      String(r.maxCost),
+    ];
+    cache.set(r, a);
+  }
+  return a;
+}
+
+export type Command = 'c' | 'p' | 'r';
+
+/** ARGV for `ops`: command, now ('' for Redis TIME), at, then each op's rule and cost. */
+export function scriptArgs(cmd: Command, ops: readonly StoreOp[], now: number | undefined, at: number | undefined): string[] {
+  const out: string[] = [cmd, now === undefined ? '' : String(now), at === undefined ? '' : String(at)];
+  for (const op of ops) {
+    for (const f of ruleArgs(op.rule)) out.push(f);
+    out.push(String(op.cost));
+  }
+  return out;
+}
+
+/** Parses a consume/peek reply. Numbers arrive as `%.17g` strings, exact doubles. */
+export function parseDecision(reply: unknown, n: number): StoreDecision {
+  const a = reply as string[];
+  const outcomes: Outcome[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const k = 2 + i * OUT_FIELDS;
+    outcomes[i] = {
+      allowed: a[k] === '1',
+      remaining: Number(a[k + 1]),
+      resetMs: Number(a[k + 2]),
+      retryAfterMs: Number(a[k + 3]),
+      delayMs: Number(a[k + 4]),
+      reason: REASONS[a[k + 5] as string],
+    };
+  }
+  return { allowed: a[0] === '1', now: Number(a[1]), outcomes };
+}
+
+export { HEAD_FIELDS };

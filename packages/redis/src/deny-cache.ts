@@ -1,0 +1,97 @@
+/**
+ * The local deny cache (SPEC 6.5): a stack that Redis rejected until T is rejected again
+ * locally until T, without a round trip.
+ *
+ * Exact with respect to what the store decided: an entry is made only from Redis' own
+ * rejection, lives until the earliest time any of its rejecting rules could admit (so
+ * every rule that rejected still rejects throughout), and only when skipping Redis has
+ * no side effect Redis would have had: no rule of the stack counts rejected requests,
+ * and every rule with `blockFor` has just started its block (a blocked rule writes
+ * nothing, so the entry lives at most until that block ends). The answer's per-rule figures are those of the store's
+ * answer with time shifted; `remaining` of a rule is as of that answer. A refund or reset
+ * through this store clears the cache; one made by another instance is seen when the
+ * entry runs out (at most the retry time the store reported).
+ */
+import type { Outcome, StoreDecision, StoreOp } from '@tollgate/core';
+
+interface CacheEntry {
+  /** The decision's time (store timebase) and the local time it was received at. */
+  at: number;
+  localAt: number;
+  /** Whether time was supplied (`now` passed) or Redis' own. */
+  given: boolean;
+  until: number;
+  decision: StoreDecision;
+}
+
+export class DenyCache {
+  readonly maxEntries: number;
+  readonly #map = new Map<string, CacheEntry>();
+  readonly #localNow: () => number;
+
+  constructor(maxEntries: number, localNow: () => number) {
+    this.maxEntries = maxEntries;
+    this.#localNow = localNow;
+  }
+
+  get size(): number {
+    return this.#map.size;
+  }
+
+  /** A local rejection for this stack at `now`, or undefined to ask Redis. */
+  get(sig: string, now: number | undefined): StoreDecision | undefined {
+    const e = this.#map.get(sig);
+    if (e === undefined) return undefined;
+    const given = now !== undefined;
+    const t = given ? now : e.at + (this.#localNow() - e.localAt);
+    if (given !== e.given || t >= e.until || t < e.at) {
+      this.#map.delete(sig);
+      return undefined;
+    }
+    const shift = t - e.at;
+    const outcomes: Outcome[] = e.decision.outcomes.map((o) => ({
+      allowed: o.allowed,
+      remaining: o.remaining,
+      resetMs: Math.max(0, o.resetMs - shift),
+      retryAfterMs: o.allowed ? 0 : Math.max(0, o.retryAfterMs - shift),
+      delayMs: 0,
+      reason: o.reason,
+    }));
+    return { allowed: false, now: t, outcomes };
+  }
+
+  /** Records a rejection Redis made, when it may be answered locally later. */
+  remember(sig: string, ops: readonly StoreOp[], d: StoreDecision, given: boolean): void {
+    if (d.allowed) return;
+    let until = Number.POSITIVE_INFINITY;
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as StoreOp;
+      const o = d.outcomes[i] as Outcome;
+      const rejecting = !o.allowed && !op.rule.dryRun;
+      if (op.rule.countRejected) return;
+      if (op.rule.blockForMs > 0 && o.reason !== 'cost_exceeds_limit') {
+        // A rule that blocks writes a new block whenever it rejects, unless it is blocked.
+        // Its block runs from this rejection only when the rejection was its own ('limit'),
+        // so that is the one case whose block end is known.
+        if (o.reason !== 'limit') return;
+        until = Math.min(until, d.now + op.rule.blockForMs);
+      }
+      if (rejecting && o.retryAfterMs > 0) until = Math.min(until, d.now + o.retryAfterMs);
+    }
+    if (until === Number.POSITIVE_INFINITY || until <= d.now) return;
+    if (this.#map.size >= this.maxEntries) {
+      const oldest = this.#map.keys().next();
+      if (!oldest.done) this.#map.delete(oldest.value);
+    }
+    // Replayed answers come during the block a blocking rule just started: Redis would say
+    // 'blocked' for it from now on.
+    const outcomes = d.outcomes.map((o, i) =>
+      (ops[i] as StoreOp).rule.blockForMs > 0 && o.reason === 'limit' ? { ...o, reason: 'blocked' as const } : o,
+    );
+    this.#map.set(sig, { at: d.now, localAt: this.#localNow(), given, until, decision: { ...d, outcomes } });
+  }
+
+  clear(): void {
+    this.#map.clear();
+  }
+}

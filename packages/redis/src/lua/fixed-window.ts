@@ -1,0 +1,80 @@
+/**
+ * Lua mirror of `core/src/algorithms/fixed-window.ts` (SPEC 3.1, calendar quotas 8.5).
+ * State `{ windowStart, count }`. UTC months use the days-from-civil arithmetic of
+ * H. Hinnant's date algorithms, which Redis' Lua (without `os.date`) needs.
+ */
+export const FIXED_WINDOW_LUA = `
+local DAY = 86400000
+
+-- The UTC year and month (1..12) of the instant t.
+local function civil(t)
+  local z = floor(t / DAY) + 719468
+  local era = floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+  local mp = floor((5 * doy + 2) / 153)
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return y, m
+end
+
+-- Date.UTC(y, m - 1, 1): the first instant of month m of year y.
+local function month_start(y, m)
+  if m > 12 then y = y + 1; m = m - 12 end
+  if m <= 2 then y = y - 1 end
+  local era = floor(y / 400)
+  local yoe = y - era * 400
+  local mp = m > 2 and m - 3 or m + 9
+  local doy = floor((153 * mp + 2) / 5)
+  local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + doy
+  return (era * 146097 + doe - 719468) * DAY
+end
+
+local function fw_start(t, r)
+  if r.cal == 'm' then local y, m = civil(t); return month_start(y, m) end
+  return t - fmod(t, r.W)
+end
+
+local function fw_end(start, r)
+  if r.cal == 'm' then local y, m = civil(start); return month_start(y, m + 1) end
+  return start + r.W
+end
+
+local function fw_window_end(start, r)
+  if r.align == 'f' then return start + r.W end
+  return fw_end(start, r)
+end
+
+ALG['f'] = {
+  check = function(state, now, r, cost)
+    local start
+    local count = 0
+    if r.align == 'f' then
+      if state ~= nil and now < state[1] + r.W then start = state[1]; count = state[2] else start = now end
+    else
+      start = fw_start(now, r)
+      -- A stored window later than now means time went backwards: stay in it.
+      if state ~= nil and state[1] >= start then start = state[1]; count = state[2] end
+    end
+    local e = fw_window_end(start, r)
+    if count + cost <= r.L then
+      local used = count + cost
+      local reset = 0
+      if used > 0 then reset = e - now end
+      return admitted(r.L - used, reset, 0, { start, used })
+    end
+    local nx = nil
+    if r.cr then nx = { start, count + cost } end
+    return refused(r.L - count, e - now, e - now, nx)
+  end,
+  refund = function(state, now, r, cost, at)
+    local start = state[1]
+    local e = fw_window_end(start, r)
+    if at < start or at >= e or now >= e then return state end
+    return { start, max(0, state[2] - cost) }
+  end,
+  expires = function(state, r) return fw_window_end(state[1], r) end,
+}
+`;

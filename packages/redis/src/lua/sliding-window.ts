@@ -1,0 +1,62 @@
+/**
+ * Lua mirror of `core/src/algorithms/sliding-window.ts` (SPEC 3.3). State
+ * `{ start, prev, cur }`, integer arithmetic scaled by W.
+ */
+export const SLIDING_WINDOW_LUA = `
+-- The earliest time prev*(W - e) + cur*W < room*W holds, room = L - cost + 1 >= 1.
+local function sw_retry_at(start, prev, cur, W, room)
+  local a = room - cur
+  if a > 0 and prev > 0 then
+    local e = floor((W * (prev - a)) / prev) + 1
+    if e < W then return start + e end
+  end
+  if cur < room then return start + W end
+  return start + W + floor((W * (cur - room)) / cur) + 1
+end
+
+ALG['w'] = {
+  check = function(state, at, r, cost)
+    local W = r.W
+    local prev, cur = 0, 0
+    local now = at
+    local start = now - fmod(now, W)
+    if state ~= nil then
+      local s0 = state[1]
+      if s0 >= start then
+        -- Same window, or time went backwards: decide at the stored window's start at the
+        -- earliest, report resetMs and retryAfterMs from the caller's reading at.
+        start = s0
+        now = max(now, s0)
+        prev = state[2]
+        cur = state[3]
+      elseif s0 == start - W then prev = state[3] end
+    end
+    local e = now - start
+    local scaled = prev * (W - e) + cur * W
+    local floorEstimate = floor(scaled / W)
+    if scaled < (r.L - cost + 1) * W then
+      local after = cur + cost
+      local reset = 0
+      if after > 0 then reset = start + 2 * W - at elseif prev > 0 then reset = start + W - at end
+      return admitted(max(0, r.L - floorEstimate - cost), reset, 0, { start, prev, after })
+    end
+    local reset = start + W - at
+    if cur > 0 then reset = start + 2 * W - at end
+    local nx = nil
+    if r.cr then nx = { start, prev, cur + cost } end
+    return refused(max(0, r.L - floorEstimate), reset, sw_retry_at(start, prev, cur, W, r.L - cost + 1) - at, nx)
+  end,
+  refund = function(state, now, r, cost, at)
+    local W = r.W
+    local start = state[1]
+    local atStart = at - fmod(at, W)
+    if atStart == start then return { start, state[2], max(0, state[3] - cost) } end
+    if atStart == start - W then return { start, max(0, state[2] - cost), state[3] } end
+    return state
+  end,
+  expires = function(state, r)
+    if state[3] > 0 then return state[1] + 2 * r.W end
+    return state[1] + 1 * r.W
+  end,
+}
+`;

@@ -1,0 +1,37 @@
+/**
+ * Lua mirror of `core/src/algorithms/token-bucket.ts` (SPEC 3.4). State
+ * `{ last, tokens * W }`: a bucket gains exactly L scaled units per ms.
+ */
+export const TOKEN_BUCKET_LUA = `
+local function tb_level(state, now, r)
+  local cap = r.B * r.W
+  if state == nil then return now, cap end
+  local last = state[1]
+  if now <= last then return last, state[2] end
+  local gained = r.L * (now - last)
+  local scaled = state[2]
+  if gained >= cap - scaled then return now, cap end
+  return now, scaled + gained
+end
+
+ALG['t'] = {
+  check = function(state, at, r, cost)
+    local now, scaled = tb_level(state, at, r)
+    local W = r.W
+    local need = cost * W
+    local cap = r.B * W
+    if scaled >= need then
+      local left = scaled - need
+      return admitted(floor(left / W), ceil((cap - left) / r.L), 0, { now, left })
+    end
+    local nx = nil
+    if r.cr then nx = { now, scaled - need } end
+    return refused(floor(scaled / W), ceil((cap - scaled) / r.L) + (now - at), ceil((need - scaled) / r.L) + (now - at), nx)
+  end,
+  refund = function(state, now, r, cost)
+    local t, scaled = tb_level(state, now, r)
+    return { t, min(r.B * r.W, scaled + cost * r.W) }
+  end,
+  expires = function(state, r) return state[1] + ceil((r.B * r.W - state[2]) / r.L) end,
+}
+`;

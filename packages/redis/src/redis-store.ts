@@ -1,0 +1,437 @@
+/**
+ * `RedisStore` (SPEC 6.3–6.5): the store for many instances.
+ *
+ * Every decision is one Lua script (`lua/`), a line-for-line mirror of the core's
+ * `decideStack`, so read-decide-write is atomic in Redis and concurrent instances never
+ * admit more than the limit. Time is Redis' `TIME` unless a clock or `now` is supplied.
+ * On a Cluster, ops are grouped by slot: one group is one round trip; several groups are
+ * decided in parallel and, if any rejects, the groups that admitted are refunded
+ * (reserve-then-refund; the bound is in docs/distributed.md).
+ *
+ * Failure policy: every call races a `timeoutMs` deadline; failures feed a breaker; while
+ * Redis cannot answer, `onStoreError` decides (`'local'` by default). Failures and breaker
+ * changes are events (`'error'` only when someone listens, so nothing is ever thrown at
+ * the app) and diagnostics-channel messages.
+ */
+import { EventEmitter } from 'node:events';
+import { performance } from 'node:perf_hooks';
+import type { Clock, RuleSpec, Store, StoreDecision, StoreOp } from '@tollgate/core';
+import { type Command, parseDecision, scriptArgs } from './args.js';
+import { Breaker, type BreakerOptions, type BreakerState } from './breaker.js';
+import { redisChannels } from './channels.js';
+import { DenyCache } from './deny-cache.js';
+import { closedError, optionError, timeoutError } from './errors.js';
+import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
+import { redisKey, slotOf } from './keys.js';
+import { type RedisClientLike, runScript } from './script.js';
+
+export interface RedisStoreOptions {
+  /** An ioredis `Redis` or `Cluster` you built (ioredis is a peer dependency). */
+  client: RedisClientLike;
+  /**
+   * Prepended to every Redis key (no braces).
+   * @default ''
+   * @example new RedisStore({ client, prefix: 'myapp:' })
+   */
+  prefix?: string;
+  /**
+   * Deadline of every Redis call in ms; past it the failure policy answers.
+   * @default 100
+   */
+  timeoutMs?: number;
+  /**
+   * What decides when Redis cannot: let through, refuse (503), or a local in-memory
+   * store of the same rules.
+   * @default 'local'
+   */
+  onStoreError?: StoreErrorPolicy;
+  /**
+   * Expected number of instances: the `'local'` fallback divides every limit by it.
+   * @default 1
+   * @example new RedisStore({ client, instances: 4 }) // each instance keeps a quarter while Redis is down
+   */
+  instances?: number;
+  /**
+   * Time source when the limiter passes none: `'redis'` (the script's `TIME`) or a Clock.
+   * @default 'redis'
+   */
+  clock?: 'redis' | Clock;
+  /**
+   * Hash tag of a (rule, key), so that a stack shares one Cluster slot (one round trip).
+   * @default the key itself: rules counting under the same key share a slot
+   * @example hashTag: (_rule, key) => key.split(':')[0] // by tenant, for keys "tenant:user"
+   */
+  hashTag?: (ruleName: string, key: string) => string;
+  /**
+   * The local deny cache: a stack Redis rejected until T is rejected locally until T.
+   * `false` turns it off; a number caps its entries.
+   * @default true (10000 entries)
+   */
+  denyCache?: boolean | number;
+  /**
+   * Breaker settings: consecutive failures that open it, and the cool-down before a probe.
+   * @default { failures: 3, cooldownMs: 1000 }
+   */
+  breaker?: BreakerOptions;
+}
+
+export interface StoreErrorEvent {
+  error: unknown;
+  operation: 'consume' | 'peek' | 'refund' | 'reset';
+  /** What answered instead: the policy, or `'none'` for refund and reset. */
+  policy: StoreErrorPolicy | 'none';
+  breaker: BreakerState;
+}
+
+export interface BreakerEvent {
+  from: BreakerState;
+  to: BreakerState;
+  failures: number;
+}
+
+const KNOWN = new Set(['client', 'prefix', 'timeoutMs', 'onStoreError', 'instances', 'clock', 'hashTag', 'denyCache', 'breaker']);
+const POLICIES = new Set(['allow', 'deny', 'local']);
+const OP_NAMES = { c: 'consume', p: 'peek', r: 'refund' } as const;
+/** Multi-slot decisions remembered for their per-slot times (refunds need them). */
+const GROUP_TIMES_MAX = 10_000;
+
+function validate(o: RedisStoreOptions): void {
+  if (typeof o !== 'object' || o === null)
+    throw optionError('RedisStore', 'an options object { client, ... }', o, 'Pass { client: new Redis() }.');
+  for (const k of Object.keys(o)) {
+    if (!KNOWN.has(k))
+      throw optionError(`RedisStore.${k}`, [...KNOWN].join(', '), k, 'Remove the option or check its spelling.', 'TG_UNKNOWN_OPTION');
+  }
+  const c = o.client as Partial<RedisClientLike> | undefined;
+  if (typeof c?.evalsha !== 'function' || typeof c.eval !== 'function' || typeof c.del !== 'function') {
+    throw optionError(
+      'RedisStore.client',
+      'an ioredis Redis or Cluster instance',
+      o.client,
+      'Pass the client you built: new RedisStore({ client: new Redis(url) }).',
+    );
+  }
+  if (o.prefix !== undefined && (typeof o.prefix !== 'string' || /[{}\s]/.test(o.prefix) || o.prefix.length > 64)) {
+    throw optionError(
+      'RedisStore.prefix',
+      'up to 64 characters without braces or spaces',
+      o.prefix,
+      'Use a short namespace such as "myapp:".',
+    );
+  }
+  if (o.timeoutMs !== undefined && !(typeof o.timeoutMs === 'number' && o.timeoutMs > 0 && o.timeoutMs <= 2_147_483_647)) {
+    throw optionError(
+      'RedisStore.timeoutMs',
+      'a number of ms > 0',
+      o.timeoutMs,
+      'Use a deadline a little above your Redis p99 latency, e.g. 100.',
+    );
+  }
+  if (o.onStoreError !== undefined && !POLICIES.has(o.onStoreError)) {
+    throw optionError(
+      'RedisStore.onStoreError',
+      "'allow', 'deny' or 'local'",
+      o.onStoreError,
+      "Pick what answers while Redis is down; 'local' is the default.",
+    );
+  }
+  if (o.instances !== undefined && !(Number.isSafeInteger(o.instances) && o.instances >= 1)) {
+    throw optionError('RedisStore.instances', 'a whole number >= 1', o.instances, 'Set it to the number of instances sharing the limits.');
+  }
+  if (o.clock !== undefined && o.clock !== 'redis' && typeof (o.clock as Clock | null)?.now !== 'function') {
+    throw optionError('RedisStore.clock', "'redis' or an object with now(): number", o.clock, 'Omit it to use Redis time.');
+  }
+  if (o.hashTag !== undefined && typeof o.hashTag !== 'function') {
+    throw optionError(
+      'RedisStore.hashTag',
+      'a function (ruleName, key) => string',
+      o.hashTag,
+      'Return the part that should share a slot, e.g. the tenant.',
+    );
+  }
+  const dc = o.denyCache;
+  if (dc !== undefined && typeof dc !== 'boolean' && !(Number.isSafeInteger(dc) && (dc as number) > 0)) {
+    throw optionError(
+      'RedisStore.denyCache',
+      'true, false or a positive number of entries',
+      dc,
+      'Omit it to keep the default (on, 10000 entries).',
+    );
+  }
+  const b = o.breaker;
+  if (b !== undefined) {
+    if (typeof b !== 'object' || b === null)
+      throw optionError('RedisStore.breaker', 'an object { failures?, cooldownMs? }', b, 'Omit it for the defaults.');
+    if (b.failures !== undefined && !(Number.isSafeInteger(b.failures) && b.failures >= 1)) {
+      throw optionError('RedisStore.breaker.failures', 'a whole number >= 1', b.failures, 'Use e.g. 3.');
+    }
+    if (b.cooldownMs !== undefined && !(typeof b.cooldownMs === 'number' && b.cooldownMs >= 0 && Number.isFinite(b.cooldownMs))) {
+      throw optionError('RedisStore.breaker.cooldownMs', 'a number of ms >= 0', b.cooldownMs, 'Use e.g. 1000.');
+    }
+  }
+}
+
+export class RedisStore extends EventEmitter implements Store {
+  readonly client: RedisClientLike;
+  readonly prefix: string;
+  readonly timeoutMs: number;
+  readonly onStoreError: StoreErrorPolicy;
+  readonly #cluster: boolean;
+  readonly #clock: Clock | undefined;
+  readonly #hashTag: ((ruleName: string, key: string) => string) | undefined;
+  readonly #breaker: Breaker;
+  readonly #deny: DenyCache | undefined;
+  readonly #local: LocalFallback;
+  /** `${at}|${redis key}` → the time the op's slot decided at (multi-slot, Redis time). */
+  readonly #groupTimes = new Map<string, number>();
+  #closed = false;
+
+  constructor(options: RedisStoreOptions) {
+    super();
+    validate(options);
+    this.client = options.client;
+    this.#cluster = options.client.isCluster === true;
+    this.prefix = options.prefix ?? '';
+    this.timeoutMs = options.timeoutMs ?? 100;
+    this.onStoreError = options.onStoreError ?? 'local';
+    this.#clock = options.clock === undefined || options.clock === 'redis' ? undefined : options.clock;
+    this.#hashTag = options.hashTag;
+    const localNow = () => performance.now();
+    this.#breaker = new Breaker(
+      { failures: options.breaker?.failures ?? 3, cooldownMs: options.breaker?.cooldownMs ?? 1000 },
+      localNow,
+      (from, to, failures) => this.#breakerChanged({ from, to, failures }),
+    );
+    const dc = options.denyCache ?? true;
+    this.#deny = dc === false ? undefined : new DenyCache(dc === true ? 10_000 : dc, localNow);
+    this.#local = new LocalFallback(options.instances ?? 1, this.#clock);
+  }
+
+  /** The breaker's state: `'closed'` while Redis answers. */
+  get breakerState(): BreakerState {
+    return this.#breaker.state;
+  }
+
+  /** The Redis key of a (rule, key): for tools and tests that inspect Redis. */
+  keyOf(rule: RuleSpec, key: string): string {
+    return redisKey(this.prefix, rule.id, key, this.#hashTag?.(rule.name, key));
+  }
+
+  consume(ops: readonly StoreOp[], now?: number): Promise<StoreDecision> {
+    return this.#decide('c', ops, now);
+  }
+
+  peek(ops: readonly StoreOp[], now?: number): Promise<StoreDecision> {
+    return this.#decide('p', ops, now);
+  }
+
+  async refund(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+    if (this.#closed) throw closedError();
+    if (ops.length === 0) return;
+    this.#deny?.clear();
+    const t = now ?? this.#clock?.now();
+    if (!this.#breaker.tryCall()) {
+      // Decisions are being made locally: give back there.
+      if (this.onStoreError === 'local') await this.#local.store.refund(this.#local.ops(ops), at, t);
+      return;
+    }
+    try {
+      await this.#deadline(
+        this.#refundRemote(
+          ops,
+          ops.map((op) => this.keyOf(op.rule, op.key)),
+          at,
+          t,
+        ),
+      );
+      this.#breaker.success();
+    } catch (err) {
+      this.#failed(err, 'refund', 'none');
+    }
+  }
+
+  async reset(rule: RuleSpec, key: string): Promise<void> {
+    if (this.#closed) throw closedError();
+    this.#deny?.clear();
+    await this.#local.store.reset(rule, key);
+    if (!this.#breaker.tryCall()) return;
+    try {
+      await this.#deadline(this.client.del(this.keyOf(rule, key)));
+      this.#breaker.success();
+    } catch (err) {
+      this.#failed(err, 'reset', 'none');
+    }
+  }
+
+  /** Releases the store's own resources. The ioredis client is yours: quit it yourself. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#deny?.clear();
+    this.#groupTimes.clear();
+    await this.#local.store.close();
+  }
+
+  async #decide(cmd: 'c' | 'p', ops: readonly StoreOp[], now: number | undefined): Promise<StoreDecision> {
+    if (this.#closed) throw closedError();
+    const t = now ?? this.#clock?.now();
+    if (ops.length === 0) return { allowed: true, now: t ?? Date.now(), outcomes: [] };
+    const keys = ops.map((op) => this.keyOf(op.rule, op.key));
+    let sig: string | undefined;
+    if (cmd === 'c' && this.#deny !== undefined) {
+      sig = keys.join('\n');
+      for (const op of ops) sig += ` ${op.cost}`;
+      const hit = this.#deny.get(sig, t);
+      if (hit !== undefined) return hit;
+    }
+    if (!this.#breaker.tryCall()) return this.#degraded(cmd, ops, t);
+    try {
+      const d = await this.#deadline(this.#remote(cmd, ops, keys, t));
+      this.#breaker.success();
+      if (sig !== undefined) this.#deny?.remember(sig, ops, d, t !== undefined);
+      return d;
+    } catch (err) {
+      this.#failed(err, OP_NAMES[cmd], this.onStoreError);
+      return this.#degraded(cmd, ops, t);
+    }
+  }
+
+  /** Decides `ops` in Redis: one script per slot group. */
+  async #remote(cmd: 'c' | 'p', ops: readonly StoreOp[], keys: string[], now: number | undefined): Promise<StoreDecision> {
+    const groups = this.#groups(keys);
+    if (groups === undefined) return parseDecision(await runScript(this.client, keys, scriptArgs(cmd, ops, now, undefined)), ops.length);
+    const parts = await Promise.all(
+      groups.map(async (idx) => {
+        const gops = idx.map((i) => ops[i] as StoreOp);
+        const reply = await runScript(
+          this.client,
+          idx.map((i) => keys[i] as string),
+          scriptArgs(cmd, gops, now, undefined),
+        );
+        return parseDecision(reply, gops.length);
+      }),
+    );
+    const outcomes: StoreDecision['outcomes'] = new Array(ops.length);
+    let allowed = true;
+    for (const [g, idx] of groups.entries()) {
+      const part = parts[g] as StoreDecision;
+      if (!part.allowed) allowed = false;
+      idx.forEach((i, j) => {
+        outcomes[i] = part.outcomes[j] as StoreDecision['outcomes'][number];
+      });
+    }
+    const first = parts[0] as StoreDecision;
+    if (cmd === 'c' && !allowed) {
+      // Reserve-then-refund: slots that admitted give back what they consumed.
+      await Promise.all(
+        groups.map((idx, g) => {
+          const part = parts[g] as StoreDecision;
+          if (!part.allowed) return undefined;
+          const back = idx.filter((_, j) => (part.outcomes[j] as StoreDecision['outcomes'][number]).allowed);
+          if (back.length === 0) return undefined;
+          return runScript(
+            this.client,
+            back.map((i) => keys[i] as string),
+            scriptArgs(
+              'r',
+              back.map((i) => ops[i] as StoreOp),
+              now,
+              part.now,
+            ),
+          );
+        }),
+      );
+      for (const o of outcomes) o.delayMs = 0;
+    } else if (cmd === 'c' && now === undefined) {
+      // Each slot decided at its own node's TIME; a later refund must name those times.
+      for (const [g, idx] of groups.entries()) {
+        const part = parts[g] as StoreDecision;
+        if (part.now === first.now) continue;
+        for (const i of idx) this.#rememberTime(`${first.now}|${keys[i]}`, part.now);
+      }
+    }
+    return { allowed, now: first.now, outcomes };
+  }
+
+  async #refundRemote(ops: readonly StoreOp[], keys: string[], at: number, now: number | undefined): Promise<void> {
+    const groups = this.#groups(keys);
+    if (groups === undefined) {
+      await runScript(this.client, keys, scriptArgs('r', ops, now, at));
+      return;
+    }
+    await Promise.all(
+      groups.map((idx) => {
+        const k = idx.map((i) => keys[i] as string);
+        const groupAt = this.#groupTimes.get(`${at}|${k[0]}`) ?? at;
+        return runScript(
+          this.client,
+          k,
+          scriptArgs(
+            'r',
+            idx.map((i) => ops[i] as StoreOp),
+            now,
+            groupAt,
+          ),
+        );
+      }),
+    );
+  }
+
+  #rememberTime(id: string, t: number): void {
+    if (this.#groupTimes.size >= GROUP_TIMES_MAX) {
+      const oldest = this.#groupTimes.keys().next();
+      if (!oldest.done) this.#groupTimes.delete(oldest.value);
+    }
+    this.#groupTimes.set(id, t);
+  }
+
+  /** Op indices grouped by Cluster slot, or undefined when one script can take them all. */
+  #groups(keys: readonly string[]): number[][] | undefined {
+    if (!this.#cluster || keys.length < 2) return undefined;
+    const bySlot = new Map<number, number[]>();
+    for (let i = 0; i < keys.length; i++) {
+      const s = slotOf(keys[i] as string);
+      const g = bySlot.get(s);
+      if (g) g.push(i);
+      else bySlot.set(s, [i]);
+    }
+    return bySlot.size === 1 ? undefined : [...bySlot.values()];
+  }
+
+  #deadline<T>(p: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => reject(timeoutError(this.timeoutMs)), this.timeoutMs);
+      p.then(
+        (v) => {
+          clearTimeout(timer);
+          resolve(v);
+        },
+        (e: unknown) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      );
+    });
+  }
+
+  async #degraded(cmd: Command, ops: readonly StoreOp[], now: number | undefined): Promise<StoreDecision> {
+    const t = now ?? Date.now();
+    if (this.onStoreError === 'allow') return allowAll(ops, t);
+    if (this.onStoreError === 'deny') return denyAll(ops, t, Math.max(1, this.#breaker.retryInMs() || this.#breaker.cooldownMs));
+    const local = this.#local.ops(ops);
+    const d = cmd === 'p' ? await this.#local.store.peek(local, now) : await this.#local.store.consume(local, now);
+    d.degraded = 'local';
+    return d;
+  }
+
+  #failed(error: unknown, operation: StoreErrorEvent['operation'], policy: StoreErrorEvent['policy']): void {
+    this.#breaker.failure();
+    const event: StoreErrorEvent = { error, operation, policy, breaker: this.#breaker.state };
+    if (this.listenerCount('error') > 0) this.emit('error', event);
+    if (redisChannels.error.hasSubscribers) redisChannels.error.publish({ store: this, ...event });
+  }
+
+  #breakerChanged(e: BreakerEvent): void {
+    this.emit('breaker', e);
+    if (redisChannels.breaker.hasSubscribers) redisChannels.breaker.publish({ store: this, ...e });
+  }
+}

@@ -1,0 +1,45 @@
+/**
+ * Running the store script (SPEC 6.3, 6.4): EVALSHA first; on a `NOSCRIPT` reply, and
+ * only on that, EVAL with the full source, which runs the script and caches it on the
+ * node that answered (ioredis routes both commands by the first key, so on a Cluster it
+ * is the node that owns the slot). That is the "load and retry once".
+ *
+ * The reply is recognised by its error code: Redis error replies start with an
+ * upper-case code word (`NOSCRIPT No matching script...`), which ioredis hands over as a
+ * `ReplyError` whose message is the raw reply. We read that first word of a ReplyError,
+ * never search an arbitrary error's text. ioredis' own `defineCommand` searches the
+ * message for "NOSCRIPT" anywhere, so it is not used.
+ */
+import { ReplyError } from 'ioredis';
+import { STORE_SCRIPT, STORE_SCRIPT_SHA } from './lua/index.js';
+
+/**
+ * The part of an ioredis `Redis` or `Cluster` the store calls. Structural, so clients of
+ * ioredis 5 and 6 (and their generic reply modes) all fit.
+ */
+export interface RedisClientLike {
+  evalsha(sha: string, numkeys: number, ...args: string[]): Promise<unknown>;
+  eval(script: string, numkeys: number, ...args: string[]): Promise<unknown>;
+  del(...keys: string[]): Promise<number>;
+  /** Set by ioredis: `true` on a Cluster. */
+  readonly isCluster?: boolean;
+}
+
+type ScriptClient = RedisClientLike;
+
+/** The code word of a Redis error reply, or undefined when `err` is not a reply error. */
+export function replyCode(err: unknown): string | undefined {
+  if (!(err instanceof Error)) return undefined;
+  const isReply = err instanceof (ReplyError as ErrorConstructor) || (err as Error).name === 'ReplyError';
+  if (!isReply) return undefined;
+  const m = /^[A-Z][A-Z_]*(?=\s|$)/.exec((err as Error).message);
+  return m ? m[0] : undefined;
+}
+
+/** Runs the store script over `keys` with `args`. */
+export function runScript(client: ScriptClient, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+  return client.evalsha(STORE_SCRIPT_SHA, keys.length, ...keys, ...args).catch((err: unknown) => {
+    if (replyCode(err) !== 'NOSCRIPT') throw err;
+    return client.eval(STORE_SCRIPT, keys.length, ...keys, ...args);
+  });
+}

@@ -1,0 +1,212 @@
+/**
+ * Real Redis for tests (STYLE "Tests": never a mock). Starts `redis-server` processes on
+ * free loopback ports, each in its own temporary directory without persistence, and a
+ * three-master Redis Cluster built with `redis-cli --cluster create`. Call the helpers
+ * from `beforeAll` and stop the servers in `afterAll`; a process exit kills whatever is
+ * left, so a crashed run leaves no server behind.
+ */
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const p of live) p.kill('SIGKILL');
+});
+
+function canBind(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
+
+/**
+ * A free port whose cluster bus port (port + 10000) is free too. Chosen at random below
+ * the ephemeral range so that parallel test files rarely collide.
+ */
+export async function freePort(): Promise<number> {
+  for (let i = 0; i < 200; i++) {
+    const port = 20000 + Math.floor(Math.random() * 20000);
+    if ((await canBind(port)) && (await canBind(port + 10000))) return port;
+  }
+  throw new Error('no free port pair found for redis-server');
+}
+
+/** Sends one inline command over a raw socket and resolves with the reply text. */
+export function rawCommand(port: number, command: string, timeoutMs = 1000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const sock = new Socket();
+    let out = '';
+    const timer = setTimeout(() => {
+      sock.destroy();
+      reject(new Error(`no reply to ${command} on ${port}`));
+    }, timeoutMs);
+    sock.once('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    sock.on('data', (d) => {
+      out += d.toString();
+      // A simple or bulk reply is complete once its last line ends.
+      if (/^[+\-:]/.test(out) ? out.endsWith('\r\n') : /^\$(-1|\d+)\r\n/.test(out) && complete(out)) {
+        clearTimeout(timer);
+        sock.end();
+        resolve(out);
+      }
+    });
+    sock.connect(port, '127.0.0.1', () => sock.write(`${command}\r\n`));
+  });
+}
+
+function complete(bulk: string): boolean {
+  const m = /^\$(-1|\d+)\r\n/.exec(bulk) as RegExpExecArray;
+  if (m[1] === '-1') return true;
+  return Buffer.byteLength(bulk) >= m[0].length + Number(m[1]) + 2;
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check().catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** One `redis-server` process that can be stopped and started again on the same port. */
+export class RedisServer {
+  readonly port: number;
+  readonly dir: string;
+  readonly #extra: string[];
+  #proc: ChildProcess | undefined;
+
+  constructor(port: number, extra: string[] = []) {
+    this.port = port;
+    this.dir = mkdtempSync(join(tmpdir(), 'tollgate-redis-'));
+    this.#extra = extra;
+  }
+
+  get running(): boolean {
+    return this.#proc !== undefined;
+  }
+
+  async start(): Promise<void> {
+    if (this.#proc) return;
+    const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
+    args.push('--dir', this.dir, '--protected-mode', 'no', '--loglevel', 'warning', ...this.#extra);
+    const proc = spawn('redis-server', args, { stdio: 'ignore' });
+    this.#proc = proc;
+    live.add(proc);
+    proc.once('exit', () => {
+      live.delete(proc);
+      if (this.#proc === proc) this.#proc = undefined;
+    });
+    await waitFor(`redis-server on ${this.port}`, async () => (await rawCommand(this.port, 'PING')).startsWith('+PONG'), 10_000);
+  }
+
+  /** Kills the server (SIGKILL: an outage, not a shutdown) and waits until the port is closed. */
+  async stop(): Promise<void> {
+    const proc = this.#proc;
+    if (!proc) return;
+    const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+    proc.kill('SIGKILL');
+    await exited;
+    this.#proc = undefined;
+  }
+
+  async destroy(): Promise<void> {
+    await this.stop();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** Starts a standalone server on a free port. */
+export async function startRedis(extra: string[] = []): Promise<RedisServer> {
+  const server = new RedisServer(await freePort(), extra);
+  await server.start();
+  return server;
+}
+
+export interface RedisCluster {
+  readonly nodes: RedisServer[];
+  /** `{ host, port }` of each master, for `new Cluster(...)`. */
+  readonly startupNodes: { host: string; port: number }[];
+  destroy(): Promise<void>;
+}
+
+function run(cmd: string, args: string[], timeoutMs: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(cmd, args, { timeout: timeoutMs }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`${cmd} ${args.join(' ')} failed: ${err.message}\n${stdout}\n${stderr}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+/**
+ * Starts three masters with `--cluster-enabled yes`, joins them with
+ * `redis-cli --cluster create ... --cluster-yes` and waits until every node reports
+ * `cluster_state:ok` with all 16384 slots served and knows all three masters.
+ */
+export async function startCluster(): Promise<RedisCluster> {
+  const nodes: RedisServer[] = [];
+  try {
+    for (let i = 0; i < 3; i++) {
+      const port = await freePort();
+      const node = new RedisServer(port, [
+        '--cluster-enabled',
+        'yes',
+        '--cluster-config-file',
+        'nodes.conf',
+        '--cluster-node-timeout',
+        '5000',
+      ]);
+      nodes.push(node);
+    }
+    await Promise.all(nodes.map((n) => n.start()));
+    const addrs = nodes.map((n) => `127.0.0.1:${n.port}`);
+    await run('redis-cli', ['--cluster', 'create', ...addrs, '--cluster-replicas', '0', '--cluster-yes'], 30_000);
+    for (const n of nodes) {
+      await waitFor(
+        `cluster node ${n.port} ready`,
+        async () => {
+          const info = await rawCommand(n.port, 'CLUSTER INFO');
+          return /cluster_state:ok/.test(info) && /cluster_slots_ok:16384/.test(info) && /cluster_known_nodes:3/.test(info);
+        },
+        30_000,
+      );
+    }
+  } catch (err) {
+    await Promise.all(nodes.map((n) => n.destroy()));
+    throw err;
+  }
+  return {
+    nodes,
+    startupNodes: nodes.map((n) => ({ host: '127.0.0.1', port: n.port })),
+    destroy: async () => {
+      await Promise.all(nodes.map((n) => n.destroy()));
+    },
+  };
+}
+
+/** The keys matching `match` that have no expiry (PTTL -1), on every master of a Cluster. */
+export async function keysWithoutExpiry(client: object, match: string): Promise<string[]> {
+  // Typed loosely: tests may hold a client of either ioredis major installed here.
+  const nodes = (client as { isCluster?: boolean }).isCluster
+    ? (client as import('ioredis').Cluster).nodes('master')
+    : [client as import('ioredis').Redis];
+  const found: string[] = [];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', match, 'COUNT', 1000);
+      cursor = next;
+      for (const k of keys) if ((await node.pttl(k)) === -1) found.push(k);
+    } while (cursor !== '0');
+  }
+  return found;
+}
