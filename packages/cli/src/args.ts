@@ -1,0 +1,135 @@
+/**
+ * Command-line arguments (SPEC 11): `node:util` `parseArgs` for each command, and the
+ * `--help` text of each. Usage errors become `TG_CLI_INVALID_ARGUMENT` with the fix.
+ */
+import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { CliError, cliError } from './errors.js';
+
+const POLICY_OPTIONS = {
+  config: { type: 'string', short: 'c', multiple: true },
+  rate: { type: 'string', short: 'r' },
+  limit: { type: 'string' },
+  window: { type: 'string' },
+  burst: { type: 'string' },
+  queue: { type: 'string' },
+  align: { type: 'string' },
+  pattern: { type: 'string', short: 'p', multiple: true },
+  trace: { type: 'string', short: 't' },
+  interval: { type: 'string', short: 'i' },
+  svg: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+export const SIMULATE_OPTIONS = { ...POLICY_OPTIONS, algorithm: { type: 'string', short: 'a' }, rows: { type: 'string' } } as const;
+export const COMPARE_OPTIONS = { ...POLICY_OPTIONS, algorithms: { type: 'string', short: 'a' } } as const;
+
+const PATTERNS = `Arrival patterns (--pattern, repeatable; merged by time):
+  burst N [at T] [over D]             N requests at T, or spread evenly over [T, T+D)
+  rate R for D [from T]               constant rate, e.g. "rate 20/s for 3s"
+  poisson R for D [from T] [seed S]   seeded Poisson arrivals of mean rate R
+  boundary [N] [at T] [span D]        N requests just before a window boundary and N
+                                      just after (defaults: the first rule's limit,
+                                      its window, a tenth of the window)
+  Every pattern also takes: key K (default "client"), keys N (N clients), cost C.
+  Times: 0, 250 (ms), 250ms, 1.5s, 2m.
+  Or replay a CSV trace with --trace file.csv: lines of time,key,cost
+  (time in ms or with a unit; key and cost optional; a header line is skipped).`;
+
+const POLICY_HELP = `  -r, --rate <R>          limit as a rate: 10/s, 600/min, 5/15m
+      --limit <L> --window <W>   or as a limit and a window (W: 1s, 1m, or ms)
+      --burst <B>         token-bucket / leaky-meter capacity (default: the limit)
+      --queue <Q>         leaky-queue places (default: the limit)
+      --align <A>         fixed-window: clock (default) or first-request
+  -c, --config <file>     JSON or YAML with the middleware's rule objects (see docs/cli.md)`;
+
+const OUTPUT_HELP = `  -p, --pattern <text>    arrival pattern (repeatable; see below)
+  -t, --trace <file>      CSV trace to replay instead of patterns
+  -i, --interval <len>    length of the sliding interval for "max admitted in any"
+                          (default: the first rule's window)
+      --svg <file>        write an SVG timeline
+      --json              print JSON instead of tables (for scripts)
+  -h, --help              show this help`;
+
+export const HELP = {
+  main: `tollgate: see what a rate-limit policy does before you deploy it.
+
+Usage:
+  tollgate simulate [options]   run one policy on a virtual clock
+  tollgate compare [options]    run several algorithms on the same arrivals
+  tollgate help <command>       help for a command
+
+Both run the real @tollgate/core limiter (memory store, same code as production)
+on simulated time. Run "tollgate <command> --help" for the options.
+`,
+  simulate: `Usage: tollgate simulate [options]
+
+Runs one policy (flags, or a stack of rules from --config) against arrivals and
+prints each request's fate (arrival, key, decision, delay, departure, rule), the
+totals, and the most admitted in any sliding interval.
+
+Policy:
+  -a, --algorithm <name>  fixed-window, sliding-log, sliding-window (default),
+                          token-bucket, leaky-meter, leaky-queue (leaky-bucket = meter)
+${POLICY_HELP}
+
+Arrivals and output:
+${OUTPUT_HELP}
+      --rows <n|all>      requests shown in the table (default 100)
+
+${PATTERNS}
+
+Examples:
+  tollgate simulate -a fixed-window -r 10/s -p boundary --svg boundary.svg
+  tollgate simulate -a token-bucket -r 10/s --burst 5 -p "burst 20 at 0" -p "rate 5/s for 4s from 1s"
+  tollgate simulate -c policy.yaml --trace access.csv --interval 1m --json
+`,
+  compare: `Usage: tollgate compare [options]
+
+Runs several algorithms (or several policies from config files) on the same
+arrivals and prints them side by side: admitted, rejected, delayed, the most
+admitted in any interval of the chosen length, and the worst wait.
+
+Policies:
+  -a, --algorithms <list> comma-separated (default: fixed-window,sliding-log,
+                          sliding-window,token-bucket,leaky-queue); all share
+                          the limit flags below (--burst and --queue apply
+                          where they make sense)
+${POLICY_HELP} (repeatable; each
+                          file's rules or policies are added)
+
+Arrivals and output:
+${OUTPUT_HELP}
+
+${PATTERNS}
+
+Examples:
+  tollgate compare -r 10/s -p "burst 80 over 4s" --svg burst.svg
+  tollgate compare -a fixed-window,sliding-log -r 10/s -p boundary
+  tollgate compare -c strict.yaml -c lenient.yaml --trace access.csv
+`,
+} as const;
+
+/** Parses a command's arguments; unknown flags and missing values are usage errors. */
+export function parse(
+  args: string[],
+  options: NonNullable<ParseArgsConfig['options']>,
+  command: string,
+): { values: Record<string, string | boolean | (string | boolean)[] | undefined> } {
+  try {
+    return parseArgs({ args, options, allowPositionals: false, strict: true });
+  } catch (err) {
+    if (err instanceof CliError) throw err;
+    const message = (err as Error).message.split('\n')[0] ?? '';
+    throw cliError(
+      'TG_CLI_INVALID_ARGUMENT',
+      {
+        path: `tollgate ${command}`,
+        expected: 'the options listed by --help',
+        received: message.replace(/\.$/, ''),
+        fix: `Run "tollgate ${command} --help".`,
+      },
+      err,
+    );
+  }
+}

@@ -1,0 +1,144 @@
+/**
+ * Policies (SPEC 11): the stack of rules a simulation runs, built from flags or from
+ * the plain-data rule objects of a config file.
+ *
+ * Rules are the middleware's own `Rule` objects, compiled by core's `compileRules`, so
+ * a policy that loads here is valid for `rateLimit({ rules })` and fails with the same
+ * `TollgateError` codes when it is not. Only `key` differs, because a file cannot hold
+ * a function: `"client"` (the default) counts per arrival key, `"global"` counts every
+ * arrival together. A rule without `cost` charges each arrival its own cost.
+ */
+import { type AlgorithmName, compileRules, constant, type Rule } from '@tollgate/core';
+import type { Arrival } from './arrivals.js';
+import { cliError, show } from './errors.js';
+
+/** A named stack of rules deciding arrivals. */
+export interface Policy {
+  name: string;
+  rules: Rule<Arrival>[];
+}
+
+/** A rule as written in a config file: core's rule with a `key` of `"client"` or `"global"`. */
+export type PlainRule = Omit<Rule<Arrival>, 'key' | 'cost' | 'countIf'> & { key?: 'client' | 'global'; cost?: number };
+
+/** Algorithm names the flags accept: core's five, plus the two readings of the leaky bucket. */
+export const ALGORITHM_CHOICES = [
+  'fixed-window',
+  'sliding-log',
+  'sliding-window',
+  'token-bucket',
+  'leaky-bucket',
+  'leaky-meter',
+  'leaky-queue',
+] as const;
+export type AlgorithmChoice = (typeof ALGORITHM_CHOICES)[number];
+
+const arrivalKey = (a: Arrival): string => a.key;
+const arrivalCost = (a: Arrival): number => a.cost;
+
+/**
+ * Turns plain rules (from a file or flags) into middleware rules and validates the stack.
+ * @param path where the rules came from, for error messages (`policy.yaml rules`)
+ * @throws TollgateError (core's codes) for a bad rule, CliError for a bad `key`
+ */
+export function toRules(plain: unknown, path: string): Rule<Arrival>[] {
+  if (!Array.isArray(plain)) {
+    throw cliError('TG_CLI_INVALID_CONFIG', {
+      path,
+      expected: 'a list of rules',
+      received: show(plain),
+      fix: 'Write rules: [{ name: "client", rate: "10/s" }].',
+    });
+  }
+  const rules = plain.map((raw: unknown, i): Rule<Arrival> => {
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return raw as Rule<Arrival>; // core reports it
+    const { key, ...rest } = raw as Record<string, unknown>;
+    if (key !== undefined && key !== 'client' && key !== 'global') {
+      throw cliError('TG_CLI_INVALID_CONFIG', {
+        path: `${path}[${i}].key`,
+        expected: '"client" (count per arrival key, the default) or "global" (count all arrivals together)',
+        received: show(key),
+        fix: 'A file cannot hold a key function; pick one of the two.',
+      });
+    }
+    const rule = { ...rest, key: key === 'global' ? constant('global') : arrivalKey } as Rule<Arrival>;
+    if (rule.cost === undefined) rule.cost = arrivalCost;
+    return rule;
+  });
+  compileRules(rules, 'sim', path);
+  return rules;
+}
+
+/** The flags that describe a one-rule policy. */
+export interface RuleFlags {
+  rate?: string | undefined;
+  limit?: string | undefined;
+  window?: string | undefined;
+  burst?: string | undefined;
+  queue?: string | undefined;
+  align?: string | undefined;
+}
+
+function whole(text: string | undefined, flag: string): number | undefined {
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  // Core validates the range; here only "is it a number at all".
+  if (text.trim() === '' || Number.isNaN(n)) {
+    throw cliError('TG_CLI_INVALID_ARGUMENT', { path: flag, expected: 'a number', received: show(text), fix: `Pass ${flag} 10.` });
+  }
+  return n;
+}
+
+/**
+ * Builds a one-rule policy from flags. With `lenient`, options that do not apply to
+ * this algorithm (`--burst` for a sliding log) are left out instead of refused: that
+ * is what `compare` needs when one set of flags describes several algorithms.
+ * @example policyFromFlags('token-bucket', { rate: '10/s', burst: '5' })
+ */
+export function policyFromFlags(choice: string, flags: RuleFlags, lenient = false): Policy {
+  if (!(ALGORITHM_CHOICES as readonly string[]).includes(choice)) {
+    throw cliError('TG_CLI_INVALID_ARGUMENT', {
+      path: '--algorithm',
+      expected: `one of ${ALGORITHM_CHOICES.join(', ')}`,
+      received: show(choice),
+      fix: 'Pick an algorithm; leaky-queue is the leaky bucket as a queue (shaper), leaky-meter as a meter.',
+    });
+  }
+  const algorithm: AlgorithmName = choice.startsWith('leaky') ? 'leaky-bucket' : (choice as AlgorithmName);
+  const mode = choice === 'leaky-queue' ? 'queue' : undefined;
+  const isMeter = algorithm === 'token-bucket' || (algorithm === 'leaky-bucket' && mode === undefined);
+  const rule: Record<string, unknown> = { name: choice, algorithm };
+  if (mode) rule.mode = mode;
+  if (flags.rate !== undefined) rule.rate = flags.rate;
+  if (flags.limit !== undefined) rule.limit = whole(flags.limit, '--limit');
+  if (flags.window !== undefined) rule.window = /^\d+$/.test(flags.window) ? Number(flags.window) : flags.window;
+  if (rule.rate === undefined && rule.limit === undefined && rule.window === undefined) {
+    throw cliError('TG_CLI_INVALID_ARGUMENT', {
+      path: '--rate',
+      expected: 'a limit: --rate 10/s, or --limit 10 --window 1s',
+      received: 'neither',
+      fix: 'Say how many requests per how long, or pass --config with rules.',
+    });
+  }
+  if (flags.burst !== undefined && (isMeter || !lenient)) rule.burst = whole(flags.burst, '--burst');
+  if (flags.queue !== undefined && (mode === 'queue' || !lenient)) rule.queue = whole(flags.queue, '--queue');
+  if (flags.align !== undefined && (algorithm === 'fixed-window' || !lenient)) rule.align = flags.align;
+  return { name: choice, rules: toRules([rule], 'flags') };
+}
+
+/** One line per rule for people: `token-bucket 10 per 1 s, burst 5`. */
+export function describePolicy(policy: Policy): string {
+  return compileRules(policy.rules, 'sim')
+    .map(({ spec: s, source }) => {
+      const per = s.windowMs % 1000 === 0 ? `${s.windowMs / 1000} s` : `${s.windowMs} ms`;
+      const algorithm = s.algorithm === 'leaky-bucket' ? `leaky-bucket ${s.mode}` : s.algorithm;
+      const extra: string[] = [];
+      if (s.algorithm === 'token-bucket' || (s.algorithm === 'leaky-bucket' && s.mode === 'meter')) extra.push(`burst ${s.burst}`);
+      if (s.algorithm === 'leaky-bucket' && s.mode === 'queue') extra.push(`queue ${s.queue}`);
+      if (s.algorithm === 'fixed-window' && s.align !== 'clock') extra.push(`align ${s.align}`);
+      if (s.blockForMs > 0) extra.push(`block ${s.blockForMs} ms`);
+      const global = source.key !== arrivalKey ? ', global' : '';
+      return `${s.name}: ${algorithm} ${s.limit} per ${per}${extra.length ? `, ${extra.join(', ')}` : ''}${global}`;
+    })
+    .join('; ');
+}
