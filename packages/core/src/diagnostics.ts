@@ -7,7 +7,7 @@
  * - `tollgate:decision`    every decision: `{ decision, request, limiter }`
  * - `tollgate:rejected`    refused requests (429, or 503 when degraded): same shape
  * - `tollgate:delayed`     admitted but delayed (leaky queue, throttle): same shape
- * - `tollgate:dry-run`     a dry-run rule would have refused: same shape
+ * - `tollgate:dry-run`     a dry-run rule (or a dry-run limiter) would have refused: same shape
  * - `tollgate:store-error` a store call failed: `{ error, request, limiter, action }`
  *
  * See docs/diagnostics.md.
@@ -39,10 +39,12 @@ export interface DecisionMessage<R = unknown> {
   request: R;
   /** The limiter's name (adapters: the `name` option, default `'rateLimit'`). */
   limiter: string;
+  /** The whole limiter is in dry-run mode: a refusal here was not enforced. */
+  dryRun: boolean;
 }
 
 /** What happened to the request after a store failure. */
-export type StoreErrorAction = 'allow' | 'deny' | 'local' | 'error';
+export type StoreErrorAction = 'allow' | 'deny' | 'local' | 'error' | 'custom';
 
 /** Message on `tollgate:store-error`. */
 export interface StoreErrorMessage<R = unknown> {
@@ -50,22 +52,26 @@ export interface StoreErrorMessage<R = unknown> {
   /** The request being decided, when the failure happened during one. */
   request: R | undefined;
   limiter: string;
-  /** `allow`: let through; `deny`: refused with 503; `local`: decided locally; `error`: handed to the app's error handler. */
+  /**
+   * `allow`: let through; `deny`: refused with 503; `local`: decided locally; `error`:
+   * handed to the app's error handler; `custom`: given to the app's own onStoreError function.
+   */
   action: StoreErrorAction;
 }
 
 /**
  * Publishes a decision on `tollgate:decision` and, as it applies, on `:rejected`,
- * `:delayed` and `:dry-run`. Cheap when nobody subscribes.
+ * `:delayed` and `:dry-run`. Cheap when nobody subscribes. With `limiterDryRun`, a
+ * refusal goes to `:dry-run` instead of `:rejected` (it was not enforced).
  */
-export function publishDecision<R>(decision: Decision, request: R, limiter: string): void {
+export function publishDecision<R>(decision: Decision, request: R, limiter: string, limiterDryRun = false): void {
   const { decision: all, rejected, delayed, dryRun } = channels;
   const wantAll = all.hasSubscribers;
-  const wantRejected = !decision.allowed && rejected.hasSubscribers;
-  const wantDelayed = decision.allowed && decision.delayMs > 0 && delayed.hasSubscribers;
-  const wantDryRun = decision.dryRunRejectedBy.length > 0 && dryRun.hasSubscribers;
+  const wantRejected = !decision.allowed && !limiterDryRun && rejected.hasSubscribers;
+  const wantDelayed = decision.allowed && decision.delayMs > 0 && !limiterDryRun && delayed.hasSubscribers;
+  const wantDryRun = (decision.dryRunRejectedBy.length > 0 || (limiterDryRun && !decision.allowed)) && dryRun.hasSubscribers;
   if (!(wantAll || wantRejected || wantDelayed || wantDryRun)) return;
-  const message: DecisionMessage<R> = { decision, request, limiter };
+  const message: DecisionMessage<R> = { decision, request, limiter, dryRun: limiterDryRun };
   if (wantAll) all.publish(message);
   if (wantRejected) rejected.publish(message);
   if (wantDelayed) delayed.publish(message);

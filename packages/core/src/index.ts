@@ -24,9 +24,9 @@ export {
   monitorLoopDelay,
   onceDone,
   type ResponseLike,
+  type Shedder,
   type ShedOptions,
   type ShedOutcome,
-  type Shedder,
   type SlotGrant,
   type SlotStore,
   shedRefusal,
@@ -47,7 +47,7 @@ export {
   type StoreErrorMessage,
 } from './diagnostics.js';
 export { type Duration, parseDuration, parseRate } from './duration.js';
-export { ERROR_CODES, type ErrorCode, TollgateError } from './errors.js';
+export { configError, describe as describeValue, ERROR_CODES, type ErrorCode, type ErrorDetails, TollgateError } from './errors.js';
 export {
   appendHeaderValue,
   applyHeaders,
@@ -78,11 +78,11 @@ export {
 } from './keys.js';
 export { createLimiter, type Limiter, type LimiterOptions, sanitizeKey } from './limiter.js';
 export { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
+export { mergeDecisions } from './merge.js';
 export {
   capacityProblem,
   capacityRefusal,
   isCapacityRefusal,
-  type MaybeDegraded,
   PROBLEM_CONTENT_TYPE,
   PROBLEM_QUOTA_EXCEEDED,
   PROBLEM_REDUCED_CAPACITY,

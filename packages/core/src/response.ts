@@ -36,12 +36,9 @@ export interface Refusal {
   retryAfter: number | undefined;
 }
 
-/** A decision as a store may return it when it could not decide (Redis failure policy). */
-export type MaybeDegraded = Decision & { degraded?: 'allow' | 'deny' | 'local' | undefined };
-
 /** True when the server, not the client, is the reason for the refusal. */
 export function isCapacityRefusal(decision: Decision): boolean {
-  return (decision as MaybeDegraded).degraded === 'deny';
+  return decision.degraded === 'deny';
 }
 
 /**

@@ -109,6 +109,7 @@ describe('diagnostics channels', () => {
       publishDecision({ ...refused(), allowed: true, rejectedBy: [], dryRunRejectedBy: ['user'] }, req, 'api');
       publishDecision({ ...refused(), allowed: true, rejectedBy: [], delayMs: 5 }, req, 'api');
       publishStoreError(new Error('down'), req, 'api', 'allow');
+      publishDecision(refused(), req, 'shadow', true);
       expect(seen.map(([n]) => n)).toEqual([
         'tollgate:decision',
         'tollgate:rejected',
@@ -117,7 +118,10 @@ describe('diagnostics channels', () => {
         'tollgate:decision',
         'tollgate:delayed',
         'tollgate:store-error',
+        'tollgate:decision',
+        'tollgate:dry-run',
       ]);
+      expect(seen[8]?.[1]).toMatchObject({ limiter: 'shadow', dryRun: true });
       expect(seen[1]?.[1].request).toBe(req);
       expect(seen[1]?.[1].limiter).toBe('api');
       expect(seen[6]?.[1]).toMatchObject({ action: 'allow', limiter: 'api' });
