@@ -1,1 +1,24 @@
-export {};
+/**
+ * @tollgate/express — Express 4 and 5 middleware (SPEC 9).
+ *
+ * `rateLimit` and its route-level extension; the key extractors and the types users
+ * write rules with are re-exported so an app needs one import.
+ */
+export {
+  constant,
+  type Decision,
+  type HeaderMode,
+  type HeadersOption,
+  header,
+  ip,
+  ManualClock,
+  MemoryStore,
+  type Rule,
+  type RuleResult,
+  type Store,
+  type TrustProxy,
+  tenant,
+  user,
+} from '@tollgate/core';
+export type { RateLimitMiddleware, RateLimitOptions, RouteOptions, StoreErrorPolicy } from './options.js';
+export { rateLimit } from './rate-limit.js';

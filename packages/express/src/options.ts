@@ -1,0 +1,271 @@
+/**
+ * Options of `rateLimit()` (SPEC 9, 13): their types, and their validation and
+ * normalisation, done once at construction so the per-request path only calls
+ * functions it already holds.
+ */
+import {
+  type Clock,
+  compileHeaders,
+  configError,
+  type Decision,
+  describeValue,
+  type HeaderFormatter,
+  type HeadersOption,
+  ip,
+  type KeyFn,
+  type Rule,
+  type Store,
+  type TrustProxy,
+} from '@tollgate/core';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+
+/** What to do when the store fails to decide (Redis down, timeout). */
+export type StoreErrorPolicy = 'allow' | 'deny' | 'error' | ((error: unknown, req: Request, res: Response, next: NextFunction) => void);
+
+export interface RateLimitOptions {
+  /**
+   * The stack: a request passes only if every rule admits it.
+   * @example rules: [{ name: 'ip', rate: '100/min' }, { name: 'user', key: user((req) => req.user?.id), rate: '1000/h' }]
+   */
+  rules: Rule<Request>[];
+  /** Where counters live. @default new MemoryStore() */
+  store?: Store;
+  /** Time source (tests: `new ManualClock()`). @default the store's clock */
+  clock?: Clock;
+  /** Namespace of the store keys. @default 'tg' */
+  prefix?: string;
+  /**
+   * Which proxies in front of the app to trust when finding the client address; it
+   * configures the `ip()` key of every rule that names no key. Independent of
+   * Express's own `trust proxy` setting. See docs/keys-and-proxies.md.
+   * @default false
+   * @example trustProxy: 'loopback' // nginx on the same machine
+   */
+  trustProxy?: TrustProxy;
+  /**
+   * IPv6 prefix length the default `ip()` key groups clients by; `false` for whole addresses.
+   * @default 56
+   */
+  ipv6Subnet?: number | false;
+  /**
+   * Rate-limit headers: `'draft-10'`, `'draft-7'`, `'draft-6'`, `'legacy'`, an array, or false.
+   * @default 'draft-10'
+   */
+  headers?: HeadersOption;
+  /** Add the salted draft-10 partition key `pk`. @default false */
+  partitionKey?: false | { salt: string };
+  /** Status of a refusal. @default 429 */
+  statusCode?: number;
+  /**
+   * Body of a refusal instead of the RFC 9457 problem: a string (sent as text), an
+   * object (sent as JSON), or a function of the request and decision returning either.
+   */
+  message?: string | object | ((req: Request, decision: Decision) => string | object);
+  /**
+   * Answers refused requests yourself. Status, `Retry-After` and the rate-limit headers
+   * are already set when it runs; call `res.send(...)` (or `next()` to let the request on).
+   */
+  handler?: (req: Request, res: Response, next: NextFunction, decision: Decision) => void;
+  /**
+   * Requests for which this returns true bypass every rule (health checks, allow-lists).
+   * @example skip: (req) => req.path === '/healthz'
+   */
+  skip?: (req: Request, res: Response) => boolean | Promise<boolean>;
+  /** Decide, count, send headers and publish events, but never refuse or delay. @default false */
+  dryRun?: boolean;
+  /** Called for every refused request (before the response is sent), e.g. for logging. */
+  onRejected?: (req: Request, res: Response, decision: Decision) => void;
+  /**
+   * When the store fails: `'allow'` lets the request through, `'deny'` answers 503,
+   * `'error'` passes the error to Express's error handler, or a function decides.
+   * Every failure is published on `tollgate:store-error` either way.
+   * @default 'allow'
+   */
+  onStoreError?: StoreErrorPolicy;
+  /** express-rate-limit's spelling: `true` is `onStoreError: 'allow'`, `false` is `'error'`. */
+  passOnStoreError?: boolean;
+  /** The limiter's name in diagnostics messages. @default 'rateLimit' */
+  name?: string;
+}
+
+/** Route-level rules added to an app-level limiter (`limiter.route({ rules })`). */
+export interface RouteOptions {
+  rules: Rule<Request>[];
+}
+
+export interface Normalised {
+  rules: Rule<Request>[];
+  store: Store | undefined;
+  clock: Clock | undefined;
+  prefix: string | undefined;
+  defaultKey: KeyFn<Request>;
+  format: HeaderFormatter | undefined;
+  pk: boolean;
+  statusCode: number;
+  message: ((req: Request, decision: Decision) => string | object) | undefined;
+  handler: RateLimitOptions['handler'];
+  skip: RateLimitOptions['skip'];
+  dryRun: boolean;
+  onRejected: RateLimitOptions['onRejected'];
+  onStoreError: StoreErrorPolicy;
+  name: string;
+}
+
+const KNOWN: ReadonlySet<string> = new Set([
+  'rules',
+  'store',
+  'clock',
+  'prefix',
+  'trustProxy',
+  'ipv6Subnet',
+  'headers',
+  'partitionKey',
+  'statusCode',
+  'message',
+  'handler',
+  'skip',
+  'dryRun',
+  'onRejected',
+  'onStoreError',
+  'passOnStoreError',
+  'name',
+]);
+
+function fn<T>(value: T, path: string, shape: string): T {
+  if (value !== undefined && typeof value !== 'function') {
+    throw configError('TG_INVALID_OPTION', {
+      path,
+      expected: shape,
+      received: describeValue(value),
+      fix: 'Pass a function or leave it out.',
+    });
+  }
+  return value;
+}
+
+/** Validates `rateLimit()` options; rules themselves are validated by the core limiter. */
+export function normalise(options: RateLimitOptions): Normalised {
+  if (typeof options !== 'object' || options === null) {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'rateLimit',
+      expected: 'an options object { rules, ... }',
+      received: describeValue(options),
+      fix: "Call rateLimit({ rules: [{ name: 'ip', rate: '100/min' }] }).",
+    });
+  }
+  for (const k of Object.keys(options)) {
+    if (!KNOWN.has(k)) {
+      throw configError('TG_UNKNOWN_OPTION', {
+        path: `rateLimit.${k}`,
+        expected: `one of ${[...KNOWN].join(', ')}`,
+        received: JSON.stringify(k),
+        fix: 'Remove the option or check its spelling (docs/migrating.md maps express-rate-limit options).',
+      });
+    }
+  }
+  const o = options;
+  const statusCode = o.statusCode ?? 429;
+  if (!Number.isInteger(statusCode) || statusCode < 400 || statusCode > 599) {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'rateLimit.statusCode',
+      expected: 'an HTTP error status from 400 to 599',
+      received: describeValue(statusCode),
+      fix: 'Keep the default 429.',
+    });
+  }
+  if (o.dryRun !== undefined && typeof o.dryRun !== 'boolean') {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'rateLimit.dryRun',
+      expected: 'true or false',
+      received: describeValue(o.dryRun),
+      fix: 'Pass a boolean.',
+    });
+  }
+  if (o.name !== undefined && (typeof o.name !== 'string' || o.name === '')) {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'rateLimit.name',
+      expected: 'a non-empty string',
+      received: describeValue(o.name),
+      fix: 'Name the limiter as it should appear in diagnostics.',
+    });
+  }
+  let onStoreError: StoreErrorPolicy = 'allow';
+  if (o.onStoreError !== undefined && o.passOnStoreError !== undefined) {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'rateLimit.passOnStoreError',
+      expected: 'onStoreError or passOnStoreError, not both',
+      received: 'both',
+      fix: 'Keep onStoreError.',
+    });
+  }
+  if (o.passOnStoreError !== undefined) {
+    if (typeof o.passOnStoreError !== 'boolean') {
+      throw configError('TG_INVALID_OPTION', {
+        path: 'rateLimit.passOnStoreError',
+        expected: 'true or false',
+        received: describeValue(o.passOnStoreError),
+        fix: "Prefer onStoreError: 'allow' | 'deny' | 'error'.",
+      });
+    }
+    onStoreError = o.passOnStoreError ? 'allow' : 'error';
+  } else if (o.onStoreError !== undefined) {
+    if (typeof o.onStoreError !== 'function' && !['allow', 'deny', 'error'].includes(o.onStoreError as string)) {
+      throw configError('TG_INVALID_OPTION', {
+        path: 'rateLimit.onStoreError',
+        expected: "'allow', 'deny', 'error' or a function (err, req, res, next)",
+        received: describeValue(o.onStoreError),
+        fix: "Use 'allow' (the default) to let requests through while the store is down.",
+      });
+    }
+    onStoreError = o.onStoreError;
+  }
+  let message: Normalised['message'];
+  if (o.message !== undefined) {
+    if (typeof o.message === 'function') message = o.message as Normalised['message'];
+    else if (typeof o.message === 'string' || (typeof o.message === 'object' && o.message !== null)) {
+      const m = o.message;
+      message = () => m;
+    } else {
+      throw configError('TG_INVALID_OPTION', {
+        path: 'rateLimit.message',
+        expected: 'a string, an object, or a function (req, decision) => string | object',
+        received: describeValue(o.message),
+        fix: 'Leave it out to send an RFC 9457 problem body.',
+      });
+    }
+  }
+  const defaultKey = ip({
+    ...(o.trustProxy !== undefined ? { trustProxy: o.trustProxy } : {}),
+    ...(o.ipv6Subnet !== undefined ? { ipv6Subnet: o.ipv6Subnet } : {}),
+  }) as KeyFn<Request>;
+  return {
+    rules: o.rules,
+    store: o.store,
+    clock: o.clock,
+    prefix: o.prefix,
+    defaultKey,
+    format: compileHeaders(o.headers, o.partitionKey === undefined ? {} : { partitionKey: o.partitionKey }),
+    pk: o.partitionKey !== undefined && o.partitionKey !== false,
+    statusCode,
+    message,
+    handler: fn(o.handler, 'rateLimit.handler', 'a function (req, res, next, decision)'),
+    skip: fn(o.skip, 'rateLimit.skip', 'a function (req, res) => boolean'),
+    dryRun: o.dryRun === true,
+    onRejected: fn(o.onRejected, 'rateLimit.onRejected', 'a function (req, res, decision)'),
+    onStoreError,
+    name: o.name ?? 'rateLimit',
+  };
+}
+
+/** The middleware `rateLimit()` returns, with its route-level extension. */
+export interface RateLimitMiddleware extends RequestHandler {
+  /**
+   * A route-level middleware adding `rules` to this limiter's: the route's request
+   * passes only if both the app-level and the route-level rules admit it, and a
+   * route-level refusal gives back what the app-level check consumed.
+   * @example app.post('/login', limiter.route({ rules: [{ name: 'login', limit: 5, window: '15m' }] }), login)
+   */
+  route(options: RouteOptions): RequestHandler;
+  /** Forgets the request's counters for every app-level rule (e.g. after a successful login). */
+  reset(req: Request): Promise<void>;
+}

@@ -1,0 +1,320 @@
+/**
+ * `rateLimit()` for Express 4 and 5 (SPEC 4, 7, 9): framework plumbing only. Deciding
+ * is the core limiter's; keys, headers, refusal bodies and diagnostics come from core,
+ * so the Fastify plugin answers exactly alike.
+ *
+ * Per request: skip? → one store decision → `req.rateLimit` → headers (draft-10 items
+ * appended to earlier limiters') → diagnostics → next(), a delay, or the refusal.
+ * A route-level extension (`limiter.route`) decides only its own rules when the
+ * app-level middleware already ran, and refunds the app-level consumption when it
+ * refuses, so the combination is all-or-nothing.
+ */
+import {
+  type CompiledRule,
+  capacityRefusal,
+  configError,
+  createLimiter,
+  type Decision,
+  describeValue,
+  type HeaderFormatter,
+  isCapacityRefusal,
+  type KeyFn,
+  type Limiter,
+  mergeDecisions,
+  publishDecision,
+  publishStoreError,
+  type Refusal,
+  type Rule,
+  refusal,
+} from '@tollgate/core';
+import type { NextFunction, Request, Response } from 'express';
+import { type Normalised, normalise, type RateLimitMiddleware, type RateLimitOptions, type RouteOptions } from './options.js';
+
+declare global {
+  namespace Express {
+    interface Request {
+      /** The rate-limit decision: every tollgate limiter this request has met, combined. */
+      rateLimit?: Decision;
+    }
+  }
+}
+
+/** Per-request bookkeeping shared by every tollgate limiter of the request. */
+interface RequestState {
+  /** What each limiter decided (`null`: skipped), for route-level refunds. */
+  byLimiter: Map<Limiter<Request>, Decision | null>;
+}
+
+const STATE = Symbol.for('tollgate.express.state');
+type WithState = Request & { [STATE]?: RequestState };
+
+function stateOf(req: Request): RequestState {
+  const r = req as WithState;
+  let st = r[STATE];
+  if (st === undefined) {
+    st = { byLimiter: new Map() };
+    r[STATE] = st;
+  }
+  return st;
+}
+
+/** Errors thrown by the app's own key, cost and trust functions: they are bugs, not store failures. */
+const appErrors = new WeakSet<object>();
+
+function markAppError(err: unknown): object {
+  const e = typeof err === 'object' && err !== null ? err : new Error(String(err));
+  appErrors.add(e);
+  return e;
+}
+
+function guard<A extends unknown[], T>(f: (...args: A) => T): (...args: A) => T {
+  return function guarded(...args: A): T {
+    try {
+      return f(...args);
+    } catch (err) {
+      throw markAppError(err);
+    }
+  };
+}
+
+function guardRules(rules: Rule<Request>[], path: string): Rule<Request>[] {
+  if (!Array.isArray(rules)) return rules;
+  return rules.map((rule, i) => {
+    if (typeof rule !== 'object' || rule === null) {
+      throw configError('TG_INVALID_OPTION', {
+        path: `${path}[${i}]`,
+        expected: 'a rule object',
+        received: describeValue(rule),
+        fix: "Pass { name, rate: '100/min' }.",
+      });
+    }
+    const out: Rule<Request> = { ...rule };
+    if (typeof rule.key === 'function') out.key = guard(rule.key);
+    if (typeof rule.cost === 'function') out.cost = guard(rule.cost);
+    return out;
+  });
+}
+
+function writeRefusal(res: Response, r: Refusal): void {
+  res.statusCode = r.status;
+  for (const [name, value] of r.headers) res.setHeader(name, value);
+}
+
+function sendBody(res: Response, contentType: string, body: string): void {
+  res.setHeader('Content-Type', contentType);
+  res.setHeader('Content-Length', Buffer.byteLength(body));
+  res.end(body);
+}
+
+/**
+ * Rate-limits requests with a stack of rules.
+ * @example
+ * import { rateLimit, user } from '@tollgate/express';
+ * const limiter = rateLimit({ rules: [{ name: 'ip', rate: '100/min' }], trustProxy: 'loopback' });
+ * app.use(limiter);
+ * app.post('/login', limiter.route({ rules: [{ name: 'login', limit: 5, window: '15m', blockFor: '1h' }] }), login);
+ */
+export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
+  const o = normalise(options);
+  const base = {
+    ...(o.store !== undefined ? { store: o.store } : {}),
+    ...(o.clock !== undefined ? { clock: o.clock } : {}),
+    ...(o.prefix !== undefined ? { prefix: o.prefix } : {}),
+    defaultKey: guard(o.defaultKey) as KeyFn<Request>,
+  };
+  const limiter = createLimiter<Request>({ rules: guardRules(o.rules, 'rules'), ...base });
+  const decideApp = decider(limiter, o, limiter);
+
+  const middleware = function rateLimit(req: Request, res: Response, next: NextFunction): void {
+    if (o.skip === undefined) {
+      decideApp(req, res, next, undefined);
+      return;
+    }
+    skipThen(o, req, res, next, limiter, () => decideApp(req, res, next, undefined));
+  } as RateLimitMiddleware;
+
+  middleware.route = function route(routeOptions: RouteOptions) {
+    if (typeof routeOptions !== 'object' || routeOptions === null) {
+      throw configError('TG_INVALID_OPTION', {
+        path: 'route',
+        expected: 'an options object { rules }',
+        received: describeValue(routeOptions),
+        fix: "Call limiter.route({ rules: [{ name: 'login', limit: 5, window: '15m' }] }).",
+      });
+    }
+    const extra = Object.keys(routeOptions).find((k) => k !== 'rules');
+    if (extra !== undefined) {
+      throw configError('TG_UNKNOWN_OPTION', {
+        path: `route.${extra}`,
+        expected: 'rules',
+        received: JSON.stringify(extra),
+        fix: 'Route-level options other than rules come from the app-level limiter.',
+      });
+    }
+    const routeRules = guardRules(routeOptions.rules, 'route rules');
+    // Validates the route rules against the app-level ones (no shared names) and decides
+    // both as one atomic stack when the app-level middleware did not run first.
+    const combined = limiter.extend(routeRules);
+    const only = createLimiter<Request>({ rules: routeRules, ...base, store: limiter.store });
+    const decideCombined = decider(combined, o, limiter);
+    const decideOnly = decider(only, o, limiter);
+    return function rateLimitRoute(req: Request, res: Response, next: NextFunction): void {
+      const prior = (req as WithState)[STATE]?.byLimiter.get(limiter);
+      if (prior === null) {
+        // The app-level middleware skipped this request: so does its route extension.
+        next();
+        return;
+      }
+      if (prior !== undefined) {
+        decideOnly(req, res, next, prior);
+        return;
+      }
+      if (o.skip === undefined) {
+        decideCombined(req, res, next, undefined);
+        return;
+      }
+      skipThen(o, req, res, next, limiter, () => decideCombined(req, res, next, undefined));
+    };
+  };
+
+  middleware.reset = (req: Request) => limiter.reset(req);
+  return middleware;
+}
+
+function skipThen(o: Normalised, req: Request, res: Response, next: NextFunction, owner: Limiter<Request>, go: () => void): void {
+  const skip = o.skip as NonNullable<Normalised['skip']>;
+  const onSkip = (skipped: boolean) => {
+    if (!skipped) return go();
+    stateOf(req).byLimiter.set(owner, null);
+    next();
+  };
+  let result: boolean | Promise<boolean>;
+  try {
+    result = skip(req, res);
+  } catch (err) {
+    next(err);
+    return;
+  }
+  if (typeof result === 'boolean') {
+    onSkip(result);
+    return;
+  }
+  Promise.resolve(result).then((v) => onSkip(v === true), next);
+}
+
+/**
+ * The per-request path for one limiter: consume, then answer. `owner` is the app-level
+ * limiter (route refunds and request bookkeeping are keyed by it); `prior` is the
+ * app-level decision to give back if this (route-level) check refuses.
+ */
+function decider(lim: Limiter<Request>, o: Normalised, owner: Limiter<Request>) {
+  const { format, pk, dryRun, name, handler, message, onRejected, statusCode, onStoreError } = o;
+  const counted = lim.rules.filter((r) => r.countIf !== undefined);
+
+  function refundUncounted(req: Request, res: Response, d: Decision): void {
+    res.once('finish', () => {
+      const names: string[] = [];
+      for (const r of counted) {
+        let counts = true;
+        try {
+          counts = (r.countIf as NonNullable<CompiledRule['countIf']>)(res.statusCode) !== false;
+        } catch {
+          // A throwing countIf counts the request: failing closed keeps the limit.
+        }
+        if (!counts) names.push(r.spec.name);
+      }
+      if (names.length > 0) lim.refund(req, d, { rules: names }).catch((err) => publishStoreError(err, req, name, 'allow'));
+    });
+  }
+
+  function headers(req: Request, res: Response, d: Decision, all: Decision, f: HeaderFormatter): void {
+    const fields = f(d.rules, d.at, pk ? { all: all.rules, keys: lim.resolve(req).map((op) => op.key) } : { all: all.rules });
+    for (const field of fields) {
+      let value = field.value;
+      if (field.append) {
+        const prev = res.getHeader(field.name);
+        if (prev !== undefined && prev !== '') value = `${Array.isArray(prev) ? prev.join(', ') : String(prev)}, ${value}`;
+      }
+      res.setHeader(field.name, value);
+    }
+  }
+
+  function refuse(req: Request, res: Response, next: NextFunction, d: Decision): void {
+    onRejected?.(req, res, d);
+    const r = refusal(d, { statusCode });
+    writeRefusal(res, r);
+    if (handler !== undefined) {
+      handler(req, res, next, d);
+      return;
+    }
+    if (message !== undefined && !isCapacityRefusal(d)) {
+      const body = message(req, d);
+      if (typeof body === 'string') {
+        sendBody(res, 'text/plain; charset=utf-8', body);
+        return;
+      }
+      sendBody(res, 'application/json; charset=utf-8', JSON.stringify(body));
+      return;
+    }
+    sendBody(res, r.contentType, JSON.stringify(r.body));
+  }
+
+  function decided(req: Request, res: Response, next: NextFunction, prior: Decision | undefined, d: Decision): void {
+    // Only the app-level decision is remembered: it is what a route-level refusal gives back.
+    if (lim === owner) stateOf(req).byLimiter.set(owner, d);
+    const all = mergeDecisions(req.rateLimit, d);
+    req.rateLimit = all;
+    if (format !== undefined) headers(req, res, d, all, format);
+    publishDecision(d, req, name, dryRun);
+    if (d.allowed || dryRun) {
+      if (d.allowed && counted.length > 0) refundUncounted(req, res, d);
+      if (d.delayMs > 0 && !dryRun) {
+        const timer = setTimeout(next, d.delayMs);
+        // A client that leaves while waiting never reaches the handler.
+        res.once('close', () => clearTimeout(timer));
+        return;
+      }
+      next();
+      return;
+    }
+    if (prior !== undefined) owner.refund(req, prior).catch((err) => publishStoreError(err, req, name, 'allow'));
+    refuse(req, res, next, d);
+  }
+
+  function failed(req: Request, res: Response, next: NextFunction, err: unknown): void {
+    if (typeof err === 'object' && err !== null && appErrors.has(err)) {
+      next(err);
+      return;
+    }
+    if (onStoreError === 'allow') {
+      publishStoreError(err, req, name, 'allow');
+      next();
+      return;
+    }
+    if (onStoreError === 'deny') {
+      publishStoreError(err, req, name, 'deny');
+      const r = capacityRefusal(1000);
+      writeRefusal(res, r);
+      sendBody(res, r.contentType, JSON.stringify(r.body));
+      return;
+    }
+    if (onStoreError === 'error') {
+      publishStoreError(err, req, name, 'error');
+      next(err);
+      return;
+    }
+    publishStoreError(err, req, name, 'custom');
+    onStoreError(err, req, res, next);
+  }
+
+  return function decide(req: Request, res: Response, next: NextFunction, prior: Decision | undefined): void {
+    lim
+      .consume(req)
+      .then(
+        (d) => decided(req, res, next, prior, d),
+        (err) => failed(req, res, next, err),
+      )
+      // A throwing handler, onRejected or message function is an app bug: Express's error handler gets it.
+      .catch(next);
+  };
+}
