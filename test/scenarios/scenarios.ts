@@ -1,0 +1,476 @@
+/**
+ * The HTTP scenario suite (SPEC 4, 5, 7, 9): one set of scenarios that every adapter
+ * runs unchanged, so Express and Fastify cannot drift apart.
+ *
+ * An adapter supplies `makeApp(spec)`: build an app from the adapter-neutral
+ * {@link AppSpec} and listen on 127.0.0.1 (port 0). The suite then talks to it over real
+ * sockets (the client address matters: some scenarios connect from 127.0.0.2, .3, ...)
+ * and drives time with the spec's ManualClock.
+ *
+ * Contract for `makeApp`:
+ * - app-level rules: `spec.rules` with `store`, `clock`, `trustProxy`, `headers`, `dryRun`;
+ * - each `spec.routes` entry answers `method path` with status 200 and the JSON body
+ *   `{ route: path, rateLimit: req.rateLimit ?? null }`; its `rules` are added to the
+ *   app-level ones (Express `limiter.route({ rules })`, Fastify `config.rateLimit.rules`);
+ * - `GET /` always exists (app-level rules only) with the same body;
+ * - the HTTP server accepts request headers up to `spec.maxHeaderSize` bytes.
+ */
+import http from 'node:http';
+import {
+  constant,
+  type HeadersOption,
+  ManualClock,
+  MemoryStore,
+  PROBLEM_QUOTA_EXCEEDED,
+  type Rule,
+  type Store,
+  type TrustProxy,
+  tenant,
+  user,
+} from '@tollgate/core';
+import { afterEach, describe, expect, it } from 'vitest';
+
+/** The request shape scenario rules read: both Express and Fastify requests fit. */
+export interface ScenarioRequest {
+  headers: Record<string, string | string[] | undefined>;
+}
+
+export interface RouteSpec {
+  method: 'GET' | 'POST';
+  path: string;
+  /** Rules added to the app-level stack for this route. */
+  rules?: Rule<ScenarioRequest>[];
+}
+
+export interface AppSpec {
+  rules: Rule<ScenarioRequest>[];
+  routes: RouteSpec[];
+  store: Store;
+  clock: ManualClock;
+  trustProxy?: TrustProxy;
+  headers?: HeadersOption;
+  dryRun?: boolean;
+  maxHeaderSize: number;
+}
+
+export interface ListeningApp {
+  port: number;
+  close(): Promise<void>;
+}
+
+export type MakeApp = (spec: AppSpec) => Promise<ListeningApp>;
+export type MakeStore = () => Promise<{ store: Store; close(): Promise<void> }>;
+
+export interface ScenarioResponse {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  text: string;
+  // biome-ignore lint/suspicious/noExplicitAny: JSON bodies are inspected field by field
+  body: any;
+  ms: number;
+}
+
+export interface SendOptions {
+  method?: 'GET' | 'POST';
+  path?: string;
+  headers?: Record<string, string>;
+  /** Connect from this loopback address (127.0.0.1 by default). */
+  from?: string;
+}
+
+const MAX_HEADER = 4 * 1024 * 1024;
+
+function send(port: number, o: SendOptions = {}): Promise<ScenarioResponse> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        host: '127.0.0.1',
+        port,
+        method: o.method ?? 'GET',
+        path: o.path ?? '/',
+        headers: o.headers ?? {},
+        localAddress: o.from ?? '127.0.0.1',
+        agent: false,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let body: unknown;
+          try {
+            body = JSON.parse(text);
+          } catch {
+            body = undefined;
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, body, ms: performance.now() - started });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const userKey = user((req: ScenarioRequest) => req.headers['x-user']);
+const tenantKey = tenant((req: ScenarioRequest) => req.headers['x-tenant']);
+
+/**
+ * Registers the scenarios under `describe(name)`.
+ * @param makeStore a fresh store per scenario (default: a MemoryStore on the scenario's clock)
+ */
+export function httpScenarios(name: string, makeApp: MakeApp, makeStore?: (clock: ManualClock) => ReturnType<MakeStore>): void {
+  describe(`HTTP scenarios: ${name}`, () => {
+    const open: Array<() => Promise<void>> = [];
+    afterEach(async () => {
+      while (open.length > 0) await open.pop()?.();
+    });
+
+    async function start(partial: Partial<AppSpec> & { rules: Rule<ScenarioRequest>[] }, startMs = 0) {
+      const clock = partial.clock ?? new ManualClock(startMs);
+      const made = makeStore ? await makeStore(clock) : { store: new MemoryStore({ clock }), close: async () => {} };
+      open.push(made.close);
+      const app = await makeApp({ routes: [], maxHeaderSize: MAX_HEADER, ...partial, store: made.store, clock });
+      open.push(() => app.close());
+      const request = (o?: SendOptions) => send(app.port, o);
+      return { clock, request, store: made.store };
+    }
+
+    async function statuses(request: (o?: SendOptions) => Promise<ScenarioResponse>, n: number, o?: SendOptions): Promise<number[]> {
+      const out: number[] = [];
+      for (let i = 0; i < n; i++) out.push((await request(o)).status);
+      return out;
+    }
+
+    describe('one rule per algorithm: limit, 429, Retry-After exactness', () => {
+      // Each case is set up so that retryAfterMs is a whole number of seconds: waiting
+      // Retry-After seconds is then exactly enough, and one millisecond less is not.
+      const cases: Array<{ rule: Omit<Rule<ScenarioRequest>, 'name'>; admitted: number; startMs: number; retryAfter: number }> = [
+        { rule: { algorithm: 'fixed-window', limit: 3, window: '10s' }, admitted: 3, startMs: 0, retryAfter: 10 },
+        { rule: { algorithm: 'fixed-window', limit: 3, window: '10s' }, admitted: 3, startMs: 2_000, retryAfter: 8 },
+        { rule: { algorithm: 'sliding-log', limit: 3, window: '10s' }, admitted: 3, startMs: 0, retryAfter: 10 },
+        { rule: { algorithm: 'sliding-window', limit: 2, window: '10s' }, admitted: 2, startMs: 1, retryAfter: 10 },
+        { rule: { algorithm: 'token-bucket', limit: 5, window: '10s' }, admitted: 5, startMs: 0, retryAfter: 2 },
+        { rule: { algorithm: 'token-bucket', limit: 5, window: '10s', burst: 2 }, admitted: 2, startMs: 0, retryAfter: 2 },
+        { rule: { algorithm: 'leaky-bucket', limit: 5, window: '10s' }, admitted: 5, startMs: 0, retryAfter: 2 },
+      ];
+      for (const c of cases) {
+        const label = `${c.rule.algorithm}${c.rule.burst ? ` burst ${c.rule.burst}` : ''} from t=${c.startMs}`;
+        it(label, async () => {
+          const { clock, request } = await start({ rules: [{ name: 'ip', ...c.rule }] }, c.startMs);
+          const seen = await statuses(request, c.admitted + 1);
+          expect(seen).toEqual([...Array(c.admitted).fill(200), 429]);
+          const refused = await request();
+          expect(refused.status).toBe(429);
+          expect(refused.headers['retry-after']).toBe(String(c.retryAfter));
+          expect(refused.headers['cache-control']).toBe('no-store');
+          expect(refused.headers['content-type']).toMatch(/^application\/problem\+json/);
+          expect(refused.body).toMatchObject({
+            type: PROBLEM_QUOTA_EXCEEDED,
+            title: 'Too Many Requests',
+            status: 429,
+            'violated-policies': ['ip'],
+          });
+          expect(refused.headers.ratelimit).toBe(`"ip";r=0;t=${c.retryAfter}`);
+          clock.advance(c.retryAfter * 1000 - 1);
+          const early = await request();
+          expect(early.status).toBe(429);
+          expect(early.headers['retry-after']).toBe('1');
+          clock.advance(1);
+          expect((await request()).status).toBe(200);
+        });
+      }
+    });
+
+    it('a stack of user + tenant + global + endpoint: the tenant refuses and the user rule consumed nothing', async () => {
+      const { request } = await start({
+        rules: [
+          { name: 'user', key: userKey, limit: 5, window: '1m' },
+          { name: 'tenant', key: tenantKey, limit: 3, window: '1m' },
+          { name: 'global', key: constant('all'), limit: 1000, window: '1m' },
+        ],
+        routes: [
+          { method: 'POST', path: '/orders', rules: [{ name: 'endpoint', key: constant('POST /orders'), limit: 100, window: '1m' }] },
+        ],
+      });
+      const as = (u: string, t: string) => ({ method: 'POST' as const, path: '/orders', headers: { 'x-user': u, 'x-tenant': t } });
+      const ok = await request(as('alice', 'acme'));
+      expect(ok.status).toBe(200);
+      expect(ok.headers['ratelimit-policy']).toBe('"user";q=5;w=60, "tenant";q=3;w=60, "global";q=1000;w=60, "endpoint";q=100;w=60');
+      expect(ok.body.rateLimit.rules.map((r: { name: string }) => r.name)).toEqual(['user', 'tenant', 'global', 'endpoint']);
+      expect(await statuses(request, 2, as('alice', 'acme'))).toEqual([200, 200]);
+      // acme's tenant budget is spent: bob is refused by the tenant rule alone.
+      const refused = await request(as('bob', 'acme'));
+      expect(refused.status).toBe(429);
+      expect(refused.body['violated-policies']).toEqual(['tenant']);
+      // Had the refused request consumed bob's user budget, only 4 of these would pass
+      // (each goes to a fresh tenant, so only the user rule can refuse).
+      const bobs: number[] = [];
+      for (let i = 0; i < 6; i++) bobs.push((await request(as('bob', `tenant-${i}`))).status);
+      expect(bobs).toEqual([200, 200, 200, 200, 200, 429]);
+      // Anonymous requests: user and tenant rules do not apply, the global one does.
+      const anon = await request({ method: 'POST', path: '/orders' });
+      expect(anon.status).toBe(200);
+      expect(anon.headers['ratelimit-policy']).toBe('"global";q=1000;w=60, "endpoint";q=100;w=60');
+    });
+
+    it('per-route rules add to the app-level ones, and a route refusal gives back the app-level unit', async () => {
+      const { request } = await start({
+        rules: [{ name: 'ip', limit: 10, window: '1m' }],
+        routes: [{ method: 'POST', path: '/login', rules: [{ name: 'login', limit: 2, window: '15m', algorithm: 'fixed-window' }] }],
+      });
+      const login = { method: 'POST' as const, path: '/login' };
+      const first = await request(login);
+      expect(first.headers.ratelimit).toBe('"ip";r=9;t=120, "login";r=1;t=900');
+      expect(await statuses(request, 1, login)).toEqual([200]);
+      const refused = await request(login);
+      expect(refused.status).toBe(429);
+      expect(refused.body['violated-policies']).toEqual(['login']);
+      expect(refused.headers['retry-after']).toBe('900');
+      // 2 logins consumed app-level units; the refused one was refunded: 8 are left.
+      expect(await statuses(request, 9)).toEqual([200, 200, 200, 200, 200, 200, 200, 200, 429]);
+      // The app-level refusal now also covers /login, before its own rule is looked at.
+      const blocked = await request(login);
+      expect(blocked.body['violated-policies']).toEqual(['ip']);
+    });
+
+    it('routes naming the same group share one budget', async () => {
+      const exportRule = (name: string): Rule<ScenarioRequest> => ({
+        name,
+        group: 'export',
+        limit: 3,
+        window: '1h',
+        algorithm: 'fixed-window',
+      });
+      const { request } = await start({
+        rules: [{ name: 'ip', limit: 100, window: '1m' }],
+        routes: [
+          { method: 'GET', path: '/export/csv', rules: [exportRule('export-csv')] },
+          { method: 'GET', path: '/export/pdf', rules: [exportRule('export-pdf')] },
+          { method: 'GET', path: '/other', rules: [{ name: 'other', limit: 3, window: '1h', algorithm: 'fixed-window' }] },
+        ],
+      });
+      expect((await request({ path: '/export/csv' })).status).toBe(200);
+      expect((await request({ path: '/export/pdf' })).status).toBe(200);
+      expect((await request({ path: '/export/csv' })).status).toBe(200);
+      const refused = await request({ path: '/export/pdf' });
+      expect(refused.status).toBe(429);
+      expect(refused.body['violated-policies']).toEqual(['export-pdf']);
+      expect((await request({ path: '/other' })).status).toBe(200);
+    });
+
+    it('weighted cost: a static cost, a cost from the request, and a cost no wait can admit', async () => {
+      const { request } = await start({
+        rules: [{ name: 'ip', limit: 100, window: '1m' }],
+        routes: [
+          { method: 'GET', path: '/export', rules: [{ name: 'export', limit: 10, window: '1m', algorithm: 'fixed-window', cost: 4 }] },
+          {
+            method: 'GET',
+            path: '/search',
+            rules: [
+              {
+                name: 'search',
+                limit: 10,
+                window: '1m',
+                algorithm: 'fixed-window',
+                cost: (req) => Number(req.headers['x-cost'] ?? 1),
+              },
+            ],
+          },
+        ],
+      });
+      expect(await statuses(request, 3, { path: '/export' })).toEqual([200, 200, 429]);
+      const ok = await request({ path: '/search', headers: { 'x-cost': '7' } });
+      expect(ok.headers.ratelimit).toContain('"search";r=3;');
+      expect((await request({ path: '/search', headers: { 'x-cost': '4' } })).status).toBe(429);
+      expect((await request({ path: '/search', headers: { 'x-cost': '3' } })).status).toBe(200);
+      const never = await request({ path: '/search', headers: { 'x-cost': '11' } });
+      expect(never.status).toBe(429);
+      expect(never.headers['retry-after']).toBeUndefined();
+      expect(never.body.detail).toMatch(/can ever admit/);
+      // A cost the client garbles fails closed: refused, never a 500.
+      const garbled = await request({ path: '/search', headers: { 'x-cost': 'lots' } });
+      expect(garbled.status).toBe(429);
+    });
+
+    describe('header modes', () => {
+      const rules: Rule<ScenarioRequest>[] = [
+        { name: 'user', key: userKey, limit: 100, window: '1m', algorithm: 'fixed-window' },
+        { name: 'tenant', key: tenantKey, limit: 4000, window: '1h', algorithm: 'fixed-window' },
+      ];
+      const who = { headers: { 'x-user': 'alice', 'x-tenant': 'acme' } };
+      // At t = 42 s: the user window ends in 18 s, the tenant window in 3558 s.
+      const at = 42_000;
+      it('draft-10 (default): one item per rule, in order', async () => {
+        const { request } = await start({ rules }, at);
+        const r = await request(who);
+        expect(r.headers['ratelimit-policy']).toBe('"user";q=100;w=60, "tenant";q=4000;w=3600');
+        expect(r.headers.ratelimit).toBe('"user";r=99;t=18, "tenant";r=3999;t=3558');
+        expect(r.headers['x-ratelimit-limit']).toBeUndefined();
+      });
+      it('draft-7: the most restrictive rule', async () => {
+        const { request } = await start({ rules, headers: 'draft-7' }, at);
+        const r = await request(who);
+        expect(r.headers['ratelimit-policy']).toBe('100;w=60');
+        expect(r.headers.ratelimit).toBe('limit=100, remaining=99, reset=18');
+      });
+      it('draft-6: the most restrictive rule', async () => {
+        const { request } = await start({ rules, headers: 'draft-6' }, at);
+        const r = await request(who);
+        expect(r.headers['ratelimit-policy']).toBe('100;w=60');
+        expect(r.headers['ratelimit-limit']).toBe('100');
+        expect(r.headers['ratelimit-remaining']).toBe('99');
+        expect(r.headers['ratelimit-reset']).toBe('18');
+        expect(r.headers.ratelimit).toBeUndefined();
+      });
+      it('legacy: X-RateLimit-* with an epoch reset', async () => {
+        const { request } = await start({ rules, headers: 'legacy' }, 1_700_000_042_000);
+        const r = await request(who);
+        expect(r.headers['x-ratelimit-limit']).toBe('100');
+        expect(r.headers['x-ratelimit-remaining']).toBe('99');
+        expect(r.headers['x-ratelimit-reset']).toBe('1700000100');
+        expect(r.headers.ratelimit).toBeUndefined();
+      });
+      it('draft-10 and legacy together', async () => {
+        const { request } = await start({ rules, headers: ['draft-10', 'legacy'] }, at);
+        const r = await request(who);
+        expect(r.headers.ratelimit).toBe('"user";r=99;t=18, "tenant";r=3999;t=3558');
+        expect(r.headers['x-ratelimit-remaining']).toBe('99');
+      });
+      it('false: no rate-limit headers, but Retry-After on a refusal', async () => {
+        const { request } = await start({ rules: [{ name: 'ip', limit: 1, window: '1m', algorithm: 'fixed-window' }], headers: false }, at);
+        const r = await request();
+        expect(Object.keys(r.headers).filter((h) => h.includes('ratelimit'))).toEqual([]);
+        const refused = await request();
+        expect(refused.status).toBe(429);
+        expect(refused.headers['retry-after']).toBe('18');
+        expect(Object.keys(refused.headers).filter((h) => h.includes('ratelimit'))).toEqual([]);
+      });
+    });
+
+    it('dryRun: decides, counts and reports, but never refuses', async () => {
+      const { request } = await start({ rules: [{ name: 'ip', limit: 1, window: '1m', algorithm: 'fixed-window' }], dryRun: true });
+      expect((await request()).status).toBe(200);
+      const over = await request();
+      expect(over.status).toBe(200);
+      expect(over.headers.ratelimit).toBe('"ip";r=0;t=60');
+      expect(over.body.rateLimit).toMatchObject({ allowed: false, rejectedBy: ['ip'] });
+    });
+
+    describe('client identity', () => {
+      it('different client addresses have different budgets (real sockets)', async () => {
+        const { request } = await start({ rules: [{ name: 'ip', limit: 1, window: '1m' }] });
+        expect((await request({ from: '127.0.0.2' })).status).toBe(200);
+        expect((await request({ from: '127.0.0.2' })).status).toBe(429);
+        expect((await request({ from: '127.0.0.3' })).status).toBe(200);
+      });
+      for (const trustProxy of [undefined, '10.0.0.0/8'] as const) {
+        it(`a spoofed X-Forwarded-For changes nothing without a trusted proxy (trustProxy ${String(trustProxy)})`, async () => {
+          const { request } = await start({ rules: [{ name: 'ip', limit: 2, window: '1m' }], ...(trustProxy ? { trustProxy } : {}) });
+          const spoofs = ['203.0.113.1', '203.0.113.2', '198.51.100.1, 203.0.113.3', 'garbage'];
+          const seen: number[] = [];
+          for (const xff of spoofs)
+            seen.push((await request({ from: '127.0.0.4', headers: { 'x-forwarded-for': xff, forwarded: `for=${xff}` } })).status);
+          expect(seen).toEqual([200, 200, 429, 429]);
+        });
+      }
+      it('a chain through two trusted proxies keys on the real client', async () => {
+        const { request } = await start({ rules: [{ name: 'ip', limit: 2, window: '1m' }], trustProxy: 'loopback, 10.0.0.0/8' });
+        const via = (client: string, spoof = '') => ({ headers: { 'x-forwarded-for': `${spoof}${client}, 10.1.2.3` } });
+        expect((await request(via('198.51.100.7'))).status).toBe(200);
+        // Whatever the client writes to the left of its own address is ignored.
+        expect((await request(via('198.51.100.7', '1.1.1.1, '))).status).toBe(200);
+        const refused = await request(via('198.51.100.7', '2.2.2.2, '));
+        expect(refused.status).toBe(429);
+        expect((await request(via('198.51.100.8'))).status).toBe(200);
+        // The proxies' own address is not the key: another client through them is independent.
+        expect((await request(via('198.51.100.9'))).status).toBe(200);
+      });
+      it('RFC 7239 Forwarded and a hop count', async () => {
+        const { request } = await start({ rules: [{ name: 'ip', limit: 1, window: '1m' }], trustProxy: 2 });
+        // Hop count 2: the socket peer and one more proxy are trusted; the next hop is the client.
+        const xff = (h: string) => ({ headers: { 'x-forwarded-for': h } });
+        expect((await request(xff('6.6.6.6, 198.51.100.7, 10.0.0.2'))).status).toBe(200);
+        expect((await request(xff('7.7.7.7, 198.51.100.7, 10.0.0.9'))).status).toBe(429);
+      });
+      it('IPv6 clients in one /56 share a key; another /56 does not', async () => {
+        const { request } = await start({ rules: [{ name: 'ip', limit: 2, window: '1m' }], trustProxy: 'loopback' });
+        const from6 = (a: string) => ({ headers: { 'x-forwarded-for': a } });
+        expect((await request(from6('2001:db8:aa:bb01::1'))).status).toBe(200);
+        expect((await request(from6('2001:DB8:AA:BBFE:1:2:3:4'))).status).toBe(200);
+        expect((await request(from6('[2001:db8:aa:bb00::9]:443'))).status).toBe(429);
+        expect((await request(from6('2001:db8:aa:cc00::1'))).status).toBe(200);
+        // IPv4-mapped IPv6 is the IPv4 client.
+        expect((await request(from6('::ffff:198.51.100.20'))).status).toBe(200);
+        expect((await request(from6('198.51.100.20'))).status).toBe(200);
+        expect((await request(from6('198.51.100.20'))).status).toBe(429);
+      });
+    });
+
+    describe('bad input: never a 500, never a client-chosen key, bounded time', () => {
+      const rules: Rule<ScenarioRequest>[] = [
+        { name: 'ip', limit: 3, window: '1m' },
+        { name: 'user', key: userKey, limit: 1, window: '1m' },
+      ];
+      const huge = Array.from({ length: 10_000 }, (_, i) => `10.${(i >> 8) & 255}.${i & 255}.1`).join(', ');
+      const megabyte = `${'1.2.3.4, '.repeat(116_000)}198.51.100.1`;
+      const megaForwarded = `${'for=10.0.0.1, '.repeat(75_000)}for="[2001:db8::1]"`;
+      const garbage: Array<Record<string, string>> = [
+        { 'x-forwarded-for': 'garbage' },
+        { 'x-forwarded-for': ',,,,' },
+        { 'x-forwarded-for': '999.1.1.1, ::gggg, 1.2.3' },
+        { 'x-forwarded-for': 'fe80::1%eth0' },
+        { 'x-forwarded-for': '[::1' },
+        { 'x-forwarded-for': huge },
+        { 'x-forwarded-for': megabyte },
+        { forwarded: megaForwarded },
+        { forwarded: 'for="\\"quoted\\""; by=;;; ,,' },
+        { forwarded: 'for=unknown' },
+        { forwarded: 'for=_hidden' },
+      ];
+      for (const trustProxy of [undefined, 'loopback'] as const) {
+        it(`hostile forwarding headers (trustProxy ${String(trustProxy)})`, async () => {
+          const { request } = await start({ rules, ...(trustProxy ? { trustProxy } : {}) });
+          const seen: number[] = [];
+          for (const headers of garbage) {
+            const r = await request({ from: '127.0.0.5', headers });
+            expect(r.status === 200 || r.status === 429, `${r.status} for ${Object.keys(headers)[0]}`).toBe(true);
+            expect(r.ms).toBeLessThan(2_000);
+            seen.push(r.status);
+          }
+          // The socket address is the key every time (the chain ends at the loopback proxy or
+          // at a malformed hop, or the header is ignored): 3 admitted, then refused.
+          if (trustProxy === undefined) expect(seen).toEqual([200, 200, 200, ...Array(garbage.length - 3).fill(429)]);
+          else {
+            // Behind the trusted loopback proxy: the walk ends at the socket for garbage, and
+            // keys on well-formed addresses only (fe80::/56, the nearest 10.x of the 10 000,
+            // the nearest address of the megabyte).
+            expect(seen).toEqual([200, 200, 200, 200, 429, 200, 200, 429, 429, 429, 429]);
+          }
+        });
+      }
+      it('a malformed hop behind a trusted proxy ends the walk at the last good address', async () => {
+        const { request } = await start({ rules: [{ name: 'ip', limit: 1, window: '1m' }], trustProxy: 'loopback' });
+        expect((await request({ headers: { 'x-forwarded-for': 'evil-choice, 198.51.100.30' } })).status).toBe(200);
+        expect((await request({ headers: { 'x-forwarded-for': 'another-choice, 198.51.100.30' } })).status).toBe(429);
+        // Garbage only: the key is the proxy's own address.
+        expect((await request({ headers: { 'x-forwarded-for': 'choice-1' } })).status).toBe(200);
+        expect((await request({ headers: { 'x-forwarded-for': 'choice-2' } })).status).toBe(429);
+      });
+      it('odd user ids: injection attempts, braces, non-ASCII, huge', async () => {
+        const { request } = await start({ rules: [{ name: 'user', key: userKey, limit: 1, window: '1m' }] });
+        const ids = ['{tg}:user:admin', 'a b', 'x'.repeat(10_000), 'ÄÖÜ-用户', '%0d%0aSet-Cookie: a=b', 'null', '#hash'];
+        for (const id of ids) {
+          const first = await request({ headers: { 'x-user': Buffer.from(id, 'utf8').toString('latin1') } });
+          expect(first.status, id.slice(0, 20)).toBe(200);
+          expect(first.headers['set-cookie']).toBeUndefined();
+          expect(JSON.stringify(first.headers)).not.toContain('admin');
+          const second = await request({ headers: { 'x-user': Buffer.from(id, 'utf8').toString('latin1') } });
+          expect(second.status, id.slice(0, 20)).toBe(429);
+        }
+      });
+    });
+  });
+}
