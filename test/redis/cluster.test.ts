@@ -1,0 +1,101 @@
+/**
+ * Redis Cluster specifics (SPEC 6.4): slot computation, hash tags co-locating a stack,
+ * stacks spanning slots (reserve-then-refund, all-or-nothing), refunds in Redis-time mode,
+ * and scripts reloaded on the node that owns the slot after SCRIPT FLUSH.
+ */
+import { constant, createLimiter, ManualClock, type Rule } from '@tollgate/core';
+import { RedisStore } from '@tollgate/redis';
+import { Cluster } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { slotOf } from '../../packages/redis/src/keys.js';
+import { keysWithoutExpiry, type RedisCluster, startCluster } from '../setup/redis.js';
+
+let cluster: RedisCluster;
+let client: Cluster;
+let n = 0;
+const prefix = () => `cl${n++}`;
+
+beforeAll(async () => {
+  cluster = await startCluster();
+  client = new Cluster(cluster.startupNodes);
+  await client.ping();
+});
+
+afterAll(async () => {
+  expect(await keysWithoutExpiry(client, 'cl:*')).toEqual([]);
+  client.disconnect();
+  await cluster.destroy();
+});
+
+describe('Redis Cluster', () => {
+  it('slotOf agrees with CLUSTER KEYSLOT, hash tags included', async () => {
+    const keys = ['a', 'tg:ip{1.2.3.4}', 'x{}y', '{}{a}', 'p{tenant-7}k', 'ü{ß}', '#abc{def', 'tg:user{#Zm9v}'];
+    for (let i = 0; i < 40; i++) keys.push(`k${Math.random().toString(36).slice(2)}{${i}}`);
+    for (const k of keys) expect(slotOf(k)).toBe(await client.cluster('KEYSLOT', k));
+  });
+
+  it('a stack whose rules count under one key shares a slot; hashTag co-locates different keys', () => {
+    const l = createLimiter({ rules: [{ name: 'a', rate: '5/s' }], prefix: 'p' });
+    const spec = l.rules[0]?.spec;
+    if (!spec) throw new Error('no rule');
+    const plain = new RedisStore({ client, prefix: 'cl:' });
+    expect(slotOf(plain.keyOf(spec, 'tenant1:u1'))).not.toBe(slotOf(plain.keyOf(spec, 'tenant1:u2')));
+    const tagged = new RedisStore({ client, prefix: 'cl:', hashTag: (_rule, key) => key.split(':')[0] as string });
+    expect(slotOf(tagged.keyOf(spec, 'tenant1:u1'))).toBe(slotOf(tagged.keyOf(spec, 'tenant1:u2')));
+    expect(tagged.keyOf(spec, 'tenant1:u1')).not.toBe(tagged.keyOf(spec, 'tenant1:u2'));
+  });
+
+  it('a stack spanning slots is all-or-nothing: a rejecting slot refunds the slots that admitted', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const rules: Rule<{ u: string }>[] = [
+      { name: 'user', key: (r) => r.u, algorithm: 'sliding-log', limit: 10, window: '1m' },
+      { name: 'global', key: constant('all'), algorithm: 'fixed-window', limit: 3, window: '1m' },
+    ];
+    const store = new RedisStore({ client, prefix: 'cl:', denyCache: false });
+    const l = createLimiter({ rules, store, clock, prefix: prefix() });
+    const [o0, o1] = l.resolve({ u: 'alice' });
+    expect(slotOf(store.keyOf(o0?.rule as never, o0?.key as string))).not.toBe(slotOf(store.keyOf(o1?.rule as never, o1?.key as string)));
+    for (let i = 0; i < 3; i++) expect((await l.consume({ u: 'alice' })).allowed).toBe(true);
+    const rejected = await l.consume({ u: 'alice' });
+    expect(rejected.allowed).toBe(false);
+    expect(rejected.rejectedBy).toEqual(['global']);
+    // The user rule admitted in its slot, then was refunded: 3 units used, not 4. (A peek
+    // reports what would be left after this request: 10 - 3 - 1.)
+    const p = await l.peek({ u: 'alice' });
+    expect(p.rules[0]?.remaining).toBe(6);
+  });
+
+  it('refunds of a spanning stack decided on Redis time give back in every slot', async () => {
+    const rules: Rule<{ u: string }>[] = [
+      { name: 'user', key: (r) => r.u, algorithm: 'sliding-log', limit: 5, window: '1h' },
+      { name: 'global', key: constant('all'), algorithm: 'sliding-log', limit: 50, window: '1h' },
+    ];
+    const store = new RedisStore({ client, prefix: 'cl:' });
+    const l = createLimiter({ rules, store, prefix: prefix() });
+    for (let i = 0; i < 20; i++) {
+      const d = await l.consume({ u: 'bob' });
+      expect(d.allowed).toBe(true);
+      await l.refund({ u: 'bob' }, d);
+    }
+    // Nothing used: a peek reports the full quota less its own cost.
+    const p = await l.peek({ u: 'bob' });
+    expect(p.rules.map((r) => r.remaining)).toEqual([4, 49]);
+  });
+
+  it('after SCRIPT FLUSH on every master, decisions reload the script and count once', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const store = new RedisStore({ client, prefix: 'cl:', denyCache: false });
+    const l = createLimiter({
+      rules: [{ name: 'r', key: (r: { k: string }) => r.k, algorithm: 'fixed-window', limit: 10, window: '1m' }],
+      store,
+      clock,
+      prefix: prefix(),
+    });
+    for (let i = 0; i < 4; i++) {
+      await Promise.all(client.nodes('master').map((node) => node.script('FLUSH')));
+      const d = await l.consume({ k: `key${i % 2}` });
+      expect(d.allowed).toBe(true);
+      expect(d.rules[0]?.remaining).toBe(10 - (Math.floor(i / 2) + 1));
+    }
+  });
+});
