@@ -43,6 +43,7 @@ export function createFetch(options?: CreateFetchOptions): typeof fetch {
 
     let last: Outcome | undefined;
     for (let attempt = 1; ; attempt++) {
+      if (call.signal?.aborted) throw call.signal.reason;
       try {
         await gate.admit(call, scope, deadlineAt);
       } catch (e) {
@@ -79,8 +80,9 @@ export function createFetch(options?: CreateFetchOptions): typeof fetch {
         url: call.url.href,
         method: call.method,
       });
-      // Free the connection: the body of a response we retry is never read.
-      await outcome.response?.body?.cancel().catch(() => {});
+      // Free the connection: the body of a response we retry is never read. Not awaited: the
+      // cancel of a teed body (a cloned Response) settles only when every branch is cancelled.
+      outcome.response?.body?.cancel().catch(() => {});
       await o.sleep(waitMs, call.signal);
     }
   }
