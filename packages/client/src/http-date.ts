@@ -47,6 +47,6 @@ export function parseHttpDate(value: string): number | undefined {
     return build(year, m[2] as string, Number(m[1]), Number(m[4]), Number(m[5]), Number(m[6]));
   }
   m = ASCTIME.exec(v);
-  if (m) return build(Number(m[7]), m[1] as string, Number((m[2] as string).trim()), Number(m[3]), Number(m[4]), Number(m[5]));
+  if (m) return build(Number(m[6]), m[1] as string, Number((m[2] as string).trim()), Number(m[3]), Number(m[4]), Number(m[5]));
   return undefined;
 }

@@ -264,7 +264,9 @@ describe('pacing', () => {
   });
 
   it('a leaky-bucket queue rule delays each request to its departure', async () => {
-    const { sched, seen, client } = setup([ok()], { pace: { name: 'q', limit: 2, window: '1s', algorithm: 'leaky-bucket', mode: 'queue', queue: 10 } });
+    const { sched, seen, client } = setup([ok()], {
+      pace: { name: 'q', limit: 2, window: '1s', algorithm: 'leaky-bucket', mode: 'queue', queue: 10 },
+    });
     const calls = [0, 1, 2].map((i) => client(`https://api.test/${i}`));
     await sched.run();
     await Promise.all(calls);
