@@ -137,7 +137,9 @@ for (let run = 0; run < RUNS; run++) {
   for (const label of labels) {
     const r = child(label, false);
     for (const [spread, v] of Object.entries(r)) {
-      const slot = (results[`${label} · ${spread}`] ??= { perSec: [], admitted: [] });
+      const name = `${label} · ${spread}`;
+      results[name] ??= { perSec: [], admitted: [] };
+      const slot = results[name];
       slot.perSec.push(v.perSec);
       slot.admitted.push(v.admitted);
     }
