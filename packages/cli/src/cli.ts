@@ -11,7 +11,7 @@ import { COMPARE_OPTIONS, HELP, parse, SIMULATE_OPTIONS } from './args.js';
 import { type Arrival, generateArrivals, parsePattern } from './arrivals.js';
 import { parseConfig } from './config.js';
 import { CliError, cliError, show } from './errors.js';
-import { ALGORITHM_CHOICES, describePolicy, type Policy, policyFromFlags, type RuleFlags } from './policy.js';
+import { ALGORITHM_CHOICES, describePolicy, keyLabel, type Policy, policyFromFlags, type RuleFlags } from './policy.js';
 import { createProgress } from './progress.js';
 import { firstWindow, type SimulationResult, simulate } from './simulate.js';
 import { panelOf, timelineSvg } from './svg.js';
@@ -194,7 +194,8 @@ function policyJson(p: Policy) {
   return {
     name: p.name,
     description: describePolicy(p),
-    rules: compileRules(p.rules, 'sim').map(({ spec: { id: _id, ...spec } }) => spec),
+    rules: p.rules.length > 0 ? compileRules(p.rules, 'sim').map(({ spec: { id: _id, ...spec } }) => spec) : [],
+    ...(p.throttle ? { throttle: { ...p.throttle, key: keyLabel(p.throttle.key) } } : {}),
   };
 }
 

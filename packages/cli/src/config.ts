@@ -11,14 +11,13 @@
  * interval: 1s                                              # optional
  * ```
  *
- * A throttle (`slowDown`, SPEC 8.1) cannot be simulated yet: core has no throttle
- * control for the simulator to run, and a simulator that guessed would show a
- * prediction production does not make. A `throttle` or `slowDown` section is refused
- * with `TG_CLI_THROTTLE_UNAVAILABLE` until core ships it.
+ * A `throttle` section (core's `slowDown` options, SPEC 8.1; `delay` in ms) puts a
+ * throttle in front of the rules. In `policies`, a policy is a list of rules or a
+ * mapping `{ rules?, throttle? }`.
  */
 import { parse as parseYaml } from 'yaml';
 import { cliError, show } from './errors.js';
-import { type Policy, toRules } from './policy.js';
+import { type Policy, toRules, toThrottle } from './policy.js';
 
 export interface Config {
   policies: Policy[];
@@ -26,12 +25,29 @@ export interface Config {
   interval: string | undefined;
 }
 
-const TOP = ['rules', 'policies', 'patterns', 'interval', 'throttle', 'slowDown'];
+const TOP = ['rules', 'throttle', 'policies', 'patterns', 'interval'];
+
+/** One policy from `rules` and/or `throttle`; at least one of them. */
+function policyOf(name: string, rules: unknown, throttle: unknown, path: string): Policy {
+  if (rules === undefined && throttle === undefined) {
+    throw cliError('TG_CLI_INVALID_CONFIG', {
+      path,
+      expected: 'rules, a throttle, or both',
+      received: 'neither',
+      fix: 'Add rules: [{ name: client, rate: 10/s }].',
+    });
+  }
+  return {
+    name,
+    rules: rules === undefined ? [] : toRules(rules, `${path} rules`),
+    throttle: throttle === undefined ? undefined : toThrottle(throttle, `${path} throttle`),
+  };
+}
 
 /**
  * Parses a config file's text. `name` decides the syntax (`.json` is JSON, anything
  * else YAML, which also reads JSON) and prefixes every error path.
- * @throws CliError TG_CLI_INVALID_CONFIG / TG_CLI_THROTTLE_UNAVAILABLE, TollgateError for a bad rule
+ * @throws CliError TG_CLI_INVALID_CONFIG, TollgateError for a bad rule or throttle
  */
 export function parseConfig(text: string, name: string): Config {
   let data: unknown;
@@ -62,33 +78,24 @@ export function parseConfig(text: string, name: string): Config {
     if (!TOP.includes(k)) {
       throw cliError('TG_CLI_INVALID_CONFIG', {
         path: `${name} ${k}`,
-        expected: 'rules, policies, patterns or interval',
+        expected: 'rules, throttle, policies, patterns or interval',
         received: show(k),
         fix: 'Remove the section or check its spelling.',
       });
     }
   }
-  for (const k of ['throttle', 'slowDown']) {
-    if (doc[k] !== undefined) {
-      throw cliError('TG_CLI_THROTTLE_UNAVAILABLE', {
-        path: `${name} ${k}`,
-        expected: 'rate-limit rules (any of the five algorithms, stacks, the leaky queue)',
-        received: `a ${k} section`,
-        fix: "Throttle simulation arrives together with core's throttle control (SPEC 8.1); simulate the rules without it for now.",
-      });
-    }
-  }
-  if ((doc.rules === undefined) === (doc.policies === undefined)) {
+  const single = doc.rules !== undefined || doc.throttle !== undefined;
+  if (single === (doc.policies !== undefined)) {
     throw cliError('TG_CLI_INVALID_CONFIG', {
       path: name,
-      expected: 'either rules (one policy) or policies (several), not both',
-      received: doc.rules === undefined ? 'neither' : 'both',
+      expected: 'either rules and/or throttle (one policy) or policies (several), not both',
+      received: single ? 'both' : 'neither',
       fix: 'Use rules for simulate, policies to compare named stacks.',
     });
   }
   const policies: Policy[] = [];
-  if (doc.rules !== undefined) {
-    policies.push({ name: name.replace(/^.*[\\/]/, '').replace(/\.[^.]*$/, ''), rules: toRules(doc.rules, `${name} rules`) });
+  if (single) {
+    policies.push(policyOf(name.replace(/^.*[\\/]/, '').replace(/\.[^.]*$/, ''), doc.rules, doc.throttle, name));
   } else {
     const p = doc.policies;
     if (typeof p !== 'object' || p === null || Array.isArray(p) || Object.keys(p).length === 0) {
@@ -99,7 +106,24 @@ export function parseConfig(text: string, name: string): Config {
         fix: 'Write policies: { strict: [{ name: client, rate: 10/s }] }.',
       });
     }
-    for (const [policy, rules] of Object.entries(p)) policies.push({ name: policy, rules: toRules(rules, `${name} policies.${policy}`) });
+    for (const [policy, body] of Object.entries(p)) {
+      const path = `${name} policies.${policy}`;
+      if (Array.isArray(body)) {
+        policies.push(policyOf(policy, body, undefined, path));
+        continue;
+      }
+      const { rules, throttle, ...rest } = (typeof body === 'object' && body !== null ? body : { rules: body }) as Record<string, unknown>;
+      const extra = Object.keys(rest)[0];
+      if (extra !== undefined) {
+        throw cliError('TG_CLI_INVALID_CONFIG', {
+          path: `${path}.${extra}`,
+          expected: 'a list of rules, or { rules, throttle }',
+          received: show(extra),
+          fix: 'Remove the key or check its spelling.',
+        });
+      }
+      policies.push(policyOf(policy, rules, throttle, path));
+    }
   }
   let patterns: string[] = [];
   if (doc.patterns !== undefined) {

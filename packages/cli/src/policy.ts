@@ -8,14 +8,22 @@
  * a function: `"client"` (the default) counts per arrival key, `"global"` counts every
  * arrival together. A rule without `cost` charges each arrival its own cost.
  */
-import { type AlgorithmName, compileRules, constant, type Rule } from '@tollgate/core';
+import { type AlgorithmName, compileRules, constant, createThrottle, MemoryStore, type Rule, type ThrottleOptions } from '@tollgate/core';
 import type { Arrival } from './arrivals.js';
 import { cliError, show } from './errors.js';
 
-/** A named stack of rules deciding arrivals. */
+/** The throttle of a policy: core's `slowDown` options, without store or clock (the simulator brings its own). */
+export type PolicyThrottle = Omit<ThrottleOptions<Arrival>, 'store' | 'clock' | 'prefix' | 'defaultKey' | 'skip'>;
+
+/**
+ * A named stack of rules deciding arrivals, optionally behind a throttle (SPEC 8.1):
+ * the throttle counts and delays at arrival, the rules decide when the delayed
+ * request reaches them.
+ */
 export interface Policy {
   name: string;
   rules: Rule<Arrival>[];
+  throttle?: PolicyThrottle | undefined;
 }
 
 /** A rule as written in a config file: core's rule with a `key` of `"client"` or `"global"`. */
@@ -34,6 +42,11 @@ export const ALGORITHM_CHOICES = [
 export type AlgorithmChoice = (typeof ALGORITHM_CHOICES)[number];
 
 const arrivalKey = (a: Arrival): string => a.key;
+
+/** How a key function reads in a file: `client` for the arrival's key, `global` otherwise. */
+export function keyLabel(key: unknown): 'client' | 'global' {
+  return key === undefined || key === arrivalKey ? 'client' : 'global';
+}
 const arrivalCost = (a: Arrival): number => a.cost;
 
 /**
@@ -67,6 +80,52 @@ export function toRules(plain: unknown, path: string): Rule<Arrival>[] {
   });
   compileRules(rules, 'sim', path);
   return rules;
+}
+
+const THROTTLE_KEYS = ['window', 'delayAfter', 'delay', 'maxDelay', 'key', 'name'];
+
+/**
+ * Turns a plain throttle section (`window`, `delayAfter`, `delay` in ms, `maxDelay`,
+ * `key`, `name`) into `slowDown` options and validates them with core's `createThrottle`.
+ * @throws TollgateError (core's codes) for a bad option, CliError for a bad `key` or a non-number `delay`
+ */
+export function toThrottle(plain: unknown, path: string): PolicyThrottle {
+  if (typeof plain !== 'object' || plain === null || Array.isArray(plain)) {
+    throw cliError('TG_CLI_INVALID_CONFIG', {
+      path,
+      expected: 'a mapping such as { window: 10s, delayAfter: 2, delay: 500 }',
+      received: show(plain),
+      fix: 'Write the throttle options of slowDown (SPEC 8.1).',
+    });
+  }
+  const { key, ...rest } = plain as Record<string, unknown>;
+  const unknown = Object.keys(rest).find((k) => !THROTTLE_KEYS.includes(k));
+  if (unknown !== undefined || (key !== undefined && key !== 'client' && key !== 'global') || typeof rest.delay === 'string') {
+    throw cliError('TG_CLI_INVALID_CONFIG', {
+      path:
+        unknown !== undefined
+          ? `${path}.${unknown}`
+          : key !== undefined && key !== 'client' && key !== 'global'
+            ? `${path}.key`
+            : `${path}.delay`,
+      expected: `throttle options ${THROTTLE_KEYS.join(', ')}; key "client" or "global"; delay a number of ms`,
+      received:
+        unknown !== undefined ? show(unknown) : key !== undefined && key !== 'client' && key !== 'global' ? show(key) : show(rest.delay),
+      fix: 'A file cannot hold functions: the delay is a fixed number of ms, or leave it out for the incremental default.',
+    });
+  }
+  const throttle = { ...rest, key: key === 'global' ? constant('global') : arrivalKey } as PolicyThrottle;
+  const store = new MemoryStore({ sweepIntervalMs: 0 });
+  try {
+    createThrottle({ ...throttle, store, name: throttle.name ?? 'slow-down' });
+  } catch (err) {
+    // Re-path core's message so it points into the file.
+    if (err instanceof Error) err.message = err.message.replace(/^slowDown/, path);
+    throw err;
+  } finally {
+    void store.close();
+  }
+  return throttle;
 }
 
 /** The flags that describe a one-rule policy. */
@@ -128,17 +187,25 @@ export function policyFromFlags(choice: string, flags: RuleFlags, lenient = fals
 
 /** One line per rule for people: `token-bucket 10 per 1 s, burst 5`. */
 export function describePolicy(policy: Policy): string {
-  return compileRules(policy.rules, 'sim')
-    .map(({ spec: s, source }) => {
-      const per = s.windowMs % 1000 === 0 ? `${s.windowMs / 1000} s` : `${s.windowMs} ms`;
-      const algorithm = s.algorithm === 'leaky-bucket' ? `leaky-bucket ${s.mode}` : s.algorithm;
-      const extra: string[] = [];
-      if (s.algorithm === 'token-bucket' || (s.algorithm === 'leaky-bucket' && s.mode === 'meter')) extra.push(`burst ${s.burst}`);
-      if (s.algorithm === 'leaky-bucket' && s.mode === 'queue') extra.push(`queue ${s.queue}`);
-      if (s.algorithm === 'fixed-window' && s.align !== 'clock') extra.push(`align ${s.align}`);
-      if (s.blockForMs > 0) extra.push(`block ${s.blockForMs} ms`);
-      const global = source.key !== arrivalKey ? ', global' : '';
-      return `${s.name}: ${algorithm} ${s.limit} per ${per}${extra.length ? `, ${extra.join(', ')}` : ''}${global}`;
-    })
-    .join('; ');
+  const t = policy.throttle;
+  const throttle = t
+    ? [
+        `${t.name ?? 'slow-down'}: throttle after ${t.delayAfter} in ${typeof t.window === 'number' ? `${t.window} ms` : t.window}, ${
+          typeof t.delay === 'number' ? `delay ${t.delay} ms` : 'delay +1 s per extra hit'
+        }${t.key !== arrivalKey ? ', global' : ''}`,
+      ]
+    : [];
+  if (policy.rules.length === 0) return throttle.join('');
+  const rules = compileRules(policy.rules, 'sim').map(({ spec: s, source }) => {
+    const per = s.windowMs % 1000 === 0 ? `${s.windowMs / 1000} s` : `${s.windowMs} ms`;
+    const algorithm = s.algorithm === 'leaky-bucket' ? `leaky-bucket ${s.mode}` : s.algorithm;
+    const extra: string[] = [];
+    if (s.algorithm === 'token-bucket' || (s.algorithm === 'leaky-bucket' && s.mode === 'meter')) extra.push(`burst ${s.burst}`);
+    if (s.algorithm === 'leaky-bucket' && s.mode === 'queue') extra.push(`queue ${s.queue}`);
+    if (s.algorithm === 'fixed-window' && s.align !== 'clock') extra.push(`align ${s.align}`);
+    if (s.blockForMs > 0) extra.push(`block ${s.blockForMs} ms`);
+    const global = source.key !== arrivalKey ? ', global' : '';
+    return `${s.name}: ${algorithm} ${s.limit} per ${per}${extra.length ? `, ${extra.join(', ')}` : ''}${global}`;
+  });
+  return [...throttle, ...rules].join('; ');
 }

@@ -2,11 +2,18 @@
  * The simulator (SPEC 11): runs a policy on a virtual clock.
  *
  * It is production code on a `ManualClock`: `createLimiter` with a `MemoryStore`, the
- * same stack engine and algorithms the middleware uses. For each arrival the clock is
- * set to the arrival time and the request is consumed; nothing is re-implemented, so
- * the prediction is what a single instance with the memory store would decide.
+ * same stack engine and algorithms the middleware uses, and core's `createThrottle`
+ * for a policy with a throttle. Nothing is re-implemented, so the prediction is what
+ * a single instance with the memory store decides.
+ *
+ * Without a throttle, each arrival is decided at its arrival time. With one, the
+ * throttle counts the arrival when it arrives and the rules decide the request when
+ * its throttle delay is over (SPEC 8.1: "a limiter behind a throttle counts at
+ * processing time"), so events are replayed in time order: arrivals, and delayed
+ * requests reaching the rules. Ties go to the request that was delayed first, as
+ * Node's timers fire in the order they were set.
  */
-import { type CompiledRule, compileRules, createLimiter, ManualClock, MemoryStore } from '@tollgate/core';
+import { type CompiledRule, compileRules, createLimiter, createThrottle, ManualClock, MemoryStore } from '@tollgate/core';
 import type { Arrival } from './arrivals.js';
 import type { Policy } from './policy.js';
 import { type RequestRecord, type Summary, summarize } from './stats.js';
@@ -26,42 +33,139 @@ export interface SimulationResult {
   summary: Summary;
 }
 
-/** The window of a policy's first rule, the default interval and boundary target. */
+/**
+ * The limit and window a boundary attack aims at, and the default interval: the first
+ * rule's, or for a throttle-only policy its `delayAfter` and window.
+ */
 export function firstWindow(policy: Policy): { limit: number; windowMs: number } {
-  const spec = (compileRules(policy.rules, 'sim')[0] as CompiledRule<Arrival>).spec;
-  return { limit: spec.limit, windowMs: spec.windowMs };
+  const first = policy.rules.length > 0 ? (compileRules(policy.rules, 'sim')[0] as CompiledRule<Arrival>).spec : undefined;
+  if (first) return { limit: first.limit, windowMs: first.windowMs };
+  const store = new MemoryStore({ sweepIntervalMs: 0 });
+  const t = createThrottle({ ...(policy.throttle as NonNullable<Policy['throttle']>), store });
+  void store.close();
+  return { limit: Math.max(1, t.delayAfter), windowMs: t.windowMs };
+}
+
+/** Requests held by the throttle, ordered by the time they reach the rules, then by arrival. */
+class Waiting {
+  readonly #heap: { at: number; i: number; delay: number }[] = [];
+
+  get size(): number {
+    return this.#heap.length;
+  }
+
+  peek(): { at: number; i: number; delay: number } | undefined {
+    return this.#heap[0];
+  }
+
+  #less(a: number, b: number): boolean {
+    const x = this.#heap[a] as { at: number; i: number };
+    const y = this.#heap[b] as { at: number; i: number };
+    return x.at < y.at || (x.at === y.at && x.i < y.i);
+  }
+
+  #swap(a: number, b: number): void {
+    const h = this.#heap;
+    [h[a], h[b]] = [h[b] as (typeof h)[number], h[a] as (typeof h)[number]];
+  }
+
+  push(item: { at: number; i: number; delay: number }): void {
+    this.#heap.push(item);
+    let k = this.#heap.length - 1;
+    while (k > 0 && this.#less(k, (k - 1) >> 1)) {
+      this.#swap(k, (k - 1) >> 1);
+      k = (k - 1) >> 1;
+    }
+  }
+
+  pop(): { at: number; i: number; delay: number } | undefined {
+    const top = this.#heap[0];
+    const last = this.#heap.pop();
+    if (this.#heap.length > 0 && last !== undefined) {
+      this.#heap[0] = last;
+      let k = 0;
+      for (;;) {
+        const l = 2 * k + 1;
+        const r = l + 1;
+        let m = k;
+        if (l < this.#heap.length && this.#less(l, m)) m = l;
+        if (r < this.#heap.length && this.#less(r, m)) m = r;
+        if (m === k) break;
+        this.#swap(k, m);
+        k = m;
+      }
+    }
+    return top;
+  }
 }
 
 /**
- * Decides every arrival with the real limiter.
+ * Decides every arrival with the real limiter (and throttle).
  * @example
  * const { summary } = await simulate(policyFromFlags('fixed-window', { rate: '10/s' }), arrivals);
  */
 export async function simulate(policy: Policy, arrivals: readonly Arrival[], options: SimulateOptions = {}): Promise<SimulationResult> {
   const clock = new ManualClock(0);
   const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
-  const limiter = createLimiter<Arrival>({ rules: policy.rules, store, clock });
-  const intervalMs = options.intervalMs ?? limiter.rules[0]?.spec.windowMs ?? 1000;
+  const limiter = policy.rules.length > 0 ? createLimiter<Arrival>({ rules: policy.rules, store, clock }) : undefined;
+  const throttle = policy.throttle ? createThrottle<Arrival>({ ...policy.throttle, store, clock }) : undefined;
+  const intervalMs = options.intervalMs ?? limiter?.rules[0]?.spec.windowMs ?? throttle?.windowMs ?? 1000;
   const every = options.progressEvery ?? 10_000;
   const records: RequestRecord[] = new Array(arrivals.length);
-  try {
-    for (let i = 0; i < arrivals.length; i++) {
-      const a = arrivals[i] as Arrival;
-      clock.set(a.t);
-      const d = await limiter.consume(a);
-      const decision = !d.allowed ? 'rejected' : d.delayMs > 0 ? 'delayed' : 'admitted';
+  let done = 0;
+
+  /** The rules decide arrival `i` now, after `held` ms in the throttle. */
+  async function decide(i: number, held: number): Promise<void> {
+    const a = arrivals[i] as Arrival;
+    const heldBy = held > 0 && throttle ? [throttle.name] : [];
+    if (!limiter) {
       records[i] = {
         i,
         arrival: a.t,
         key: a.key,
         cost: a.cost,
-        decision,
-        delayMs: d.delayMs,
-        departure: d.allowed ? a.t + d.delayMs : null,
-        rules: d.allowed ? d.rules.filter((r) => r.delayMs > 0).map((r) => r.name) : d.rejectedBy,
+        decision: held > 0 ? 'delayed' : 'admitted',
+        delayMs: held,
+        departure: a.t + held,
+        rules: heldBy,
+        retryAfterMs: 0,
+      };
+    } else {
+      const d = await limiter.consume(a);
+      const delayMs = d.allowed ? held + d.delayMs : held;
+      records[i] = {
+        i,
+        arrival: a.t,
+        key: a.key,
+        cost: a.cost,
+        decision: !d.allowed ? 'rejected' : delayMs > 0 ? 'delayed' : 'admitted',
+        delayMs,
+        departure: d.allowed ? a.t + delayMs : null,
+        rules: d.allowed ? [...heldBy, ...d.rules.filter((r) => r.delayMs > 0).map((r) => r.name)] : d.rejectedBy,
         retryAfterMs: d.retryAfterMs,
       };
-      if (options.onProgress && (i + 1) % every === 0) options.onProgress(i + 1, arrivals.length);
+    }
+    done++;
+    if (options.onProgress && done % every === 0) options.onProgress(done, arrivals.length);
+  }
+
+  const waiting = new Waiting();
+  try {
+    let next = 0;
+    while (next < arrivals.length || waiting.size > 0) {
+      const a = arrivals[next];
+      const held = waiting.peek();
+      if (held !== undefined && (a === undefined || held.at <= a.t)) {
+        waiting.pop();
+        clock.set(held.at);
+        await decide(held.i, held.delay);
+        continue;
+      }
+      const i = next++;
+      clock.set((a as Arrival).t);
+      const delay = throttle ? ((await throttle.hit(a as Arrival))?.delayMs ?? 0) : 0;
+      if (delay > 0 && limiter) waiting.push({ at: (a as Arrival).t + delay, i, delay });
+      else await decide(i, delay);
     }
   } finally {
     await store.close();

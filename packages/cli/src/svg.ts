@@ -181,7 +181,7 @@ export function timelineSvg(panels: readonly Panel[], o: { title: string; note?:
  * boundaries when the first rule is a clock-aligned fixed window.
  */
 export function panelOf(policy: Policy, result: SimulationResult): Panel {
-  const first = (compileRules(policy.rules, 'sim')[0] as CompiledRule<unknown>).spec;
+  const first = policy.rules.length > 0 ? (compileRules(policy.rules, 'sim')[0] as CompiledRule<unknown>).spec : undefined;
   const s = result.summary;
   const delayed = s.delayed > 0 ? ` (${s.delayed} delayed, worst wait ${s.worstWaitMs} ms)` : '';
   return {
@@ -190,6 +190,6 @@ export function panelOf(policy: Policy, result: SimulationResult): Panel {
     records: result.records,
     busiest: s.busiest,
     intervalMs: s.intervalMs,
-    windowMs: first.algorithm === 'fixed-window' && first.align === 'clock' && first.calendar === undefined ? first.windowMs : undefined,
+    windowMs: first?.algorithm === 'fixed-window' && first.align === 'clock' && first.calendar === undefined ? first.windowMs : undefined,
   };
 }

@@ -129,6 +129,32 @@ describe('tollgate simulate / compare as a function', () => {
     expect(j.requests[8].rules).toEqual(['all']);
   });
 
+  it('throttle: the SPEC 8.1 example (two at once, three after 5 s, none refused)', async () => {
+    const r = await cli(['simulate', '-c', 't.yaml', '-p', 'burst 5 at 0', '--json'], {
+      't.yaml': 'throttle: { window: 10s, delayAfter: 2, delay: 5000 }\n',
+    });
+    const j = JSON.parse(r.stdout());
+    expect(j.requests.map((q: { departure: number }) => q.departure)).toEqual([0, 0, 5000, 5000, 5000]);
+    expect(j.requests[2].rules).toEqual(['slow-down']);
+    expect(j.summary).toMatchObject({ admitted: 5, delayed: 3, rejected: 0 });
+    expect(j.policy.throttle).toEqual({ window: '10s', delayAfter: 2, delay: 5000, key: 'client' });
+  });
+
+  it('throttle then limiter: the limiter counts at processing time, so an earlier arrival can be the one refused', async () => {
+    const yaml = [
+      'throttle: { window: 10s, delayAfter: 1, delay: 500 }',
+      'rules: [{ name: all, key: global, limit: 2, window: 1s, algorithm: sliding-log }]',
+    ].join('\n');
+    const r = await cli(['simulate', '-c', 't.yaml', '--trace', 'a.csv', '--json'], { 't.yaml': yaml, 'a.csv': '0,a\n10,a\n100,b\n' });
+    const j = JSON.parse(r.stdout());
+    // a's second request (10 ms) is held until 510 ms; b's first (100 ms) reaches the limit first.
+    expect(j.requests.map((q: { key: string; decision: string; rules: string[] }) => [q.key, q.decision, q.rules])).toEqual([
+      ['a', 'admitted', []],
+      ['a', 'rejected', ['all']],
+      ['b', 'admitted', []],
+    ]);
+  });
+
   it('compares named policies from JSON config files', async () => {
     const a = JSON.stringify({
       policies: {
@@ -202,15 +228,17 @@ describe('errors', () => {
       'bad.yaml',
       'rule:\n  - { name: x, rate: 10/s }\n',
       'TG_CLI_INVALID_CONFIG',
-      'bad.yaml rule: expected rules, policies, patterns or interval',
+      'bad.yaml rule: expected rules, throttle, policies, patterns or interval',
     ],
     ['bad.yaml', 'rules: []\n', 'TG_NO_RULES', 'a non-empty array of rules'],
+    ['bad.yaml', 'throttle: { window: 10s, delayAfter: -1 }\n', 'TG_INVALID_LIMIT', 'bad.yaml throttle.delayAfter'],
     [
       'bad.yaml',
-      'rules:\n  - { name: x, rate: 10/s }\nthrottle: { window: 10s, delayAfter: 2, delay: 500 }\n',
-      'TG_CLI_THROTTLE_UNAVAILABLE',
-      "core's throttle control (SPEC 8.1)",
+      'throttle: { window: 10s, delayAfter: 1, delay: "(h) => h" }\n',
+      'TG_CLI_INVALID_CONFIG',
+      'bad.yaml throttle.delay: expected',
     ],
+    ['bad.yaml', 'throttle: { window: 10s, delayAfter: 1, skip: true }\n', 'TG_CLI_INVALID_CONFIG', 'bad.yaml throttle.skip: expected'],
   ])('config %s %j → %s', async (file, text, code, message) => {
     const r = await cli(['simulate', '-c', file, '-p', 'burst 3 at 0', '--json'], { [file]: text });
     expect(r.code).toBe(2);
