@@ -106,7 +106,7 @@ function toResults(ops: readonly StoreOp[], d: StoreDecision): Decision {
         rejectedBy.push(spec.name);
         if (o.retryAfterMs > retryAfterMs) retryAfterMs = o.retryAfterMs;
       }
-    } else if (o.delayMs > delayMs) delayMs = o.delayMs;
+    } else if (!spec.dryRun && o.delayMs > delayMs) delayMs = o.delayMs; // dry-run never delays (SPEC 9)
   }
   const decision: Decision = {
     allowed: d.allowed,

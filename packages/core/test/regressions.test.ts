@@ -124,4 +124,22 @@ describe('regressions', () => {
     // Counting algorithms do not scale: a big daily quota is fine.
     expect(() => createLimiter({ rules: [{ name: 'q', quota: 10_000_000_000, per: 'month' }] })).not.toThrow();
   });
+
+  it('dryRun: a dry-run leaky queue delayed the request it was only meant to watch', async () => {
+    const clock = new ManualClock(0);
+    const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+    const l = createLimiter({
+      rules: [
+        { name: 'shadow', key: constant('k'), algorithm: 'leaky-bucket', mode: 'queue', limit: 2, window: '1s', dryRun: true },
+        { name: 'real', key: constant('k'), limit: 100, window: '1s' },
+      ],
+      store,
+      clock,
+    });
+    const d = await l.consume({});
+    expect(d.allowed).toBe(true);
+    expect(d.rules[0]?.delayMs).toBe(500); // reported, so its effect can be watched
+    expect(d.delayMs).toBe(0); // but not applied
+    await store.close();
+  });
 });
