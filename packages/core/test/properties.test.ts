@@ -32,9 +32,10 @@ const ruleArb: fc.Arbitrary<{ rule: RuleBody; maxCost: number; windowMs: number 
     windowMs: fc.integer({ min: 1, max: 3000 }),
     extra: fc.integer({ min: 1, max: 12 }),
     countRejected: fc.boolean(),
+    blockFor: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 3000 })),
   })
-  .map(({ kind, limit, windowMs, extra, countRejected }) => {
-    const base = { limit, window: windowMs };
+  .map(({ kind, limit, windowMs, extra, countRejected, blockFor }) => {
+    const base = blockFor > 0 ? { limit, window: windowMs, blockFor } : { limit, window: windowMs };
     const cr = countRejected ? { countRejected: true } : {};
     switch (kind) {
       case 'fixed':
@@ -210,9 +211,9 @@ describe('algorithm properties', () => {
           ),
         ),
         async ([configs, shared, arrivals]) => {
-          // No countRejected here: a counted refusal is a write on purpose (SPEC 3).
+          // No countRejected or blockFor here: their refusals write on purpose (SPEC 3, 3.7).
           const rules: Rule<Req>[] = configs.map((c, i) => {
-            const { countRejected: _, ...rule } = c.rule;
+            const { countRejected: _, blockFor: __, ...rule } = c.rule;
             return { name: `r${i}`, key: shared[i] ? constant('shared') : constant(`own${i}`), cost: (req) => req.n, ...rule };
           });
           const { clock, store, l } = setup(rules);
