@@ -24,8 +24,21 @@ afterAll(async () => {
   await cluster.destroy();
 });
 
-storeContract('RedisStore (cluster)', (clock) => new RedisStore({ client, prefix: PREFIX, clock, timeoutMs: 2000 }), {
-  afterEach: async () => {
-    expect(await keysWithoutExpiry(client, `${PREFIX}*`)).toEqual([]);
+// A failing Redis call would be answered by the local fallback, which decides like
+// MemoryStore and could hide a broken script: every store call must reach Redis.
+const failures: unknown[] = [];
+
+storeContract(
+  'RedisStore (cluster)',
+  (clock) => {
+    const store = new RedisStore({ client, prefix: PREFIX, clock, timeoutMs: 2000 });
+    store.on('error', (e) => failures.push(e));
+    return store;
   },
-});
+  {
+    afterEach: async () => {
+      expect(failures.splice(0)).toEqual([]);
+      expect(await keysWithoutExpiry(client, `${PREFIX}*`)).toEqual([]);
+    },
+  },
+);

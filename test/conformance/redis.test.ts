@@ -22,8 +22,21 @@ afterAll(async () => {
   await server.destroy();
 });
 
-storeContract('RedisStore (standalone)', (clock) => new RedisStore({ client, prefix: PREFIX, clock, timeoutMs: 2000 }), {
-  afterEach: async () => {
-    expect(await keysWithoutExpiry(client, `${PREFIX}*`)).toEqual([]);
+// A failing Redis call would be answered by the local fallback, which decides like
+// MemoryStore and could hide a broken script: every store call must reach Redis.
+const failures: unknown[] = [];
+
+storeContract(
+  'RedisStore (standalone)',
+  (clock) => {
+    const store = new RedisStore({ client, prefix: PREFIX, clock, timeoutMs: 2000 });
+    store.on('error', (e) => failures.push(e));
+    return store;
   },
-});
+  {
+    afterEach: async () => {
+      expect(failures.splice(0)).toEqual([]);
+      expect(await keysWithoutExpiry(client, `${PREFIX}*`)).toEqual([]);
+    },
+  },
+);

@@ -14,6 +14,12 @@ let cluster: RedisCluster;
 let client: Cluster;
 let n = 0;
 const prefix = () => `cl${n++}`;
+/** Failures of any store below: none may fall back to the local store unnoticed. */
+const failures: unknown[] = [];
+function watched(store: RedisStore): RedisStore {
+  store.on('error', (e) => failures.push(e));
+  return store;
+}
 
 beforeAll(async () => {
   cluster = await startCluster();
@@ -22,6 +28,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  expect(failures).toEqual([]);
   expect(await keysWithoutExpiry(client, 'cl:*')).toEqual([]);
   client.disconnect();
   await cluster.destroy();
@@ -51,7 +58,7 @@ describe('Redis Cluster', () => {
       { name: 'user', key: (r) => r.u, algorithm: 'sliding-log', limit: 10, window: '1m' },
       { name: 'global', key: constant('all'), algorithm: 'fixed-window', limit: 3, window: '1m' },
     ];
-    const store = new RedisStore({ client, prefix: 'cl:', denyCache: false });
+    const store = watched(new RedisStore({ client, prefix: 'cl:', denyCache: false }));
     const l = createLimiter({ rules, store, clock, prefix: prefix() });
     const [o0, o1] = l.resolve({ u: 'alice' });
     expect(slotOf(store.keyOf(o0?.rule as never, o0?.key as string))).not.toBe(slotOf(store.keyOf(o1?.rule as never, o1?.key as string)));
@@ -70,7 +77,7 @@ describe('Redis Cluster', () => {
       { name: 'user', key: (r) => r.u, algorithm: 'sliding-log', limit: 5, window: '1h' },
       { name: 'global', key: constant('all'), algorithm: 'sliding-log', limit: 50, window: '1h' },
     ];
-    const store = new RedisStore({ client, prefix: 'cl:' });
+    const store = watched(new RedisStore({ client, prefix: 'cl:' }));
     const l = createLimiter({ rules, store, prefix: prefix() });
     for (let i = 0; i < 20; i++) {
       const d = await l.consume({ u: 'bob' });
@@ -84,7 +91,7 @@ describe('Redis Cluster', () => {
 
   it('after SCRIPT FLUSH on every master, decisions reload the script and count once', async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
-    const store = new RedisStore({ client, prefix: 'cl:', denyCache: false });
+    const store = watched(new RedisStore({ client, prefix: 'cl:', denyCache: false }));
     const l = createLimiter({
       rules: [{ name: 'r', key: (r: { k: string }) => r.k, algorithm: 'fixed-window', limit: 10, window: '1m' }],
       store,

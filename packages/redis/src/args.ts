@@ -3,7 +3,7 @@
  * once per `RuleSpec` and cached, so the per-request cost is one array copy.
  */
 import type { Outcome, RejectReason, RuleSpec, StoreDecision, StoreOp } from '@tollgate/core';
-import { HEAD_FIELDS, OUT_FIELDS } from './lua/index.js';
+import { OUT_FIELDS } from './lua/index.js';
 
 const ALGO_CODE = {
   'fixed-window': 'f',
@@ -42,9 +42,15 @@ export function ruleArgs(r: RuleSpec): readonly string[] {
 
 export type Command = 'c' | 'p' | 'r';
 
-/** ARGV for `ops`: command, now ('' for Redis TIME), at, then each op's rule and cost. */
-export function scriptArgs(cmd: Command, ops: readonly StoreOp[], now: number | undefined, at: number | undefined): string[] {
-  const out: string[] = [cmd, now === undefined ? '' : String(now), at === undefined ? '' : String(at)];
+/** ARGV for `ops`: command, now ('' for Redis TIME), at, least TTL, then each op's rule and cost. */
+export function scriptArgs(
+  cmd: Command,
+  ops: readonly StoreOp[],
+  now: number | undefined,
+  at: number | undefined,
+  minTtl: string,
+): string[] {
+  const out: string[] = [cmd, now === undefined ? '' : String(now), at === undefined ? '' : String(at), minTtl];
   for (const op of ops) {
     for (const f of ruleArgs(op.rule)) out.push(f);
     out.push(String(op.cost));
@@ -69,5 +75,3 @@ export function parseDecision(reply: unknown, n: number): StoreDecision {
   }
   return { allowed: a[0] === '1', now: Number(a[1]), outcomes };
 }
-
-export { HEAD_FIELDS };

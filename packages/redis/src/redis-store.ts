@@ -69,6 +69,14 @@ export interface RedisStoreOptions {
    */
   denyCache?: boolean | number;
   /**
+   * Least TTL, in ms, of a key written on supplied time (a `clock` here or on the limiter):
+   * Redis expires keys on its own clock, which a supplied clock need not follow. An entry
+   * past its expiry is read as absent whatever its TTL, so this only delays clean-up. On
+   * Redis time TTLs are exact.
+   * @default 1000
+   */
+  minTtlMs?: number;
+  /**
    * Breaker settings: consecutive failures that open it, and the cool-down before a probe.
    * @default { failures: 3, cooldownMs: 1000 }
    */
@@ -89,7 +97,18 @@ export interface BreakerEvent {
   failures: number;
 }
 
-const KNOWN = new Set(['client', 'prefix', 'timeoutMs', 'onStoreError', 'instances', 'clock', 'hashTag', 'denyCache', 'breaker']);
+const KNOWN = new Set([
+  'client',
+  'prefix',
+  'timeoutMs',
+  'onStoreError',
+  'instances',
+  'clock',
+  'hashTag',
+  'denyCache',
+  'breaker',
+  'minTtlMs',
+]);
 const POLICIES = new Set(['allow', 'deny', 'local']);
 const OP_NAMES = { c: 'consume', p: 'peek', r: 'refund' } as const;
 /** Multi-slot decisions remembered for their per-slot times (refunds need them). */
@@ -149,6 +168,9 @@ function validate(o: RedisStoreOptions): void {
       'Return the part that should share a slot, e.g. the tenant.',
     );
   }
+  if (o.minTtlMs !== undefined && !(Number.isSafeInteger(o.minTtlMs) && o.minTtlMs >= 0)) {
+    throw optionError('RedisStore.minTtlMs', 'a whole number of ms >= 0', o.minTtlMs, 'Omit it to keep the default (1000).');
+  }
   const dc = o.denyCache;
   if (dc !== undefined && typeof dc !== 'boolean' && !(Number.isSafeInteger(dc) && (dc as number) > 0)) {
     throw optionError(
@@ -184,6 +206,7 @@ export class RedisStore extends EventEmitter implements Store {
   readonly #local: LocalFallback;
   /** `${at}|${redis key}` → the time the op's slot decided at (multi-slot, Redis time). */
   readonly #groupTimes = new Map<string, number>();
+  readonly #minTtl: string;
   #closed = false;
 
   constructor(options: RedisStoreOptions) {
@@ -196,6 +219,7 @@ export class RedisStore extends EventEmitter implements Store {
     this.onStoreError = options.onStoreError ?? 'local';
     this.#clock = options.clock === undefined || options.clock === 'redis' ? undefined : options.clock;
     this.#hashTag = options.hashTag;
+    this.#minTtl = String(options.minTtlMs ?? 1000);
     const localNow = () => performance.now();
     this.#breaker = new Breaker(
       { failures: options.breaker?.failures ?? 3, cooldownMs: options.breaker?.cooldownMs ?? 1000 },
@@ -298,14 +322,15 @@ export class RedisStore extends EventEmitter implements Store {
   /** Decides `ops` in Redis: one script per slot group. */
   async #remote(cmd: 'c' | 'p', ops: readonly StoreOp[], keys: string[], now: number | undefined): Promise<StoreDecision> {
     const groups = this.#groups(keys);
-    if (groups === undefined) return parseDecision(await runScript(this.client, keys, scriptArgs(cmd, ops, now, undefined)), ops.length);
+    if (groups === undefined)
+      return parseDecision(await runScript(this.client, keys, scriptArgs(cmd, ops, now, undefined, this.#minTtl)), ops.length);
     const parts = await Promise.all(
       groups.map(async (idx) => {
         const gops = idx.map((i) => ops[i] as StoreOp);
         const reply = await runScript(
           this.client,
           idx.map((i) => keys[i] as string),
-          scriptArgs(cmd, gops, now, undefined),
+          scriptArgs(cmd, gops, now, undefined, this.#minTtl),
         );
         return parseDecision(reply, gops.length);
       }),
@@ -336,6 +361,7 @@ export class RedisStore extends EventEmitter implements Store {
               back.map((i) => ops[i] as StoreOp),
               now,
               part.now,
+              this.#minTtl,
             ),
           );
         }),
@@ -355,7 +381,7 @@ export class RedisStore extends EventEmitter implements Store {
   async #refundRemote(ops: readonly StoreOp[], keys: string[], at: number, now: number | undefined): Promise<void> {
     const groups = this.#groups(keys);
     if (groups === undefined) {
-      await runScript(this.client, keys, scriptArgs('r', ops, now, at));
+      await runScript(this.client, keys, scriptArgs('r', ops, now, at, this.#minTtl));
       return;
     }
     await Promise.all(
@@ -370,6 +396,7 @@ export class RedisStore extends EventEmitter implements Store {
             idx.map((i) => ops[i] as StoreOp),
             now,
             groupAt,
+            this.#minTtl,
           ),
         );
       }),

@@ -14,13 +14,13 @@ import { TOKEN_BUCKET_LUA } from './token-bucket.js';
 
 /** ARGV fields per op: 12 describing the rule, then the cost. */
 export const OP_FIELDS = 13;
-/** ARGV fields before the first op: command, now, at. */
-export const HEAD_FIELDS = 3;
+/** ARGV fields before the first op: command, now, at, least TTL on supplied time. */
+export const HEAD_FIELDS = 4;
 /** Reply fields per op: allowed, remaining, resetMs, retryAfterMs, delayMs, reason. */
 export const OUT_FIELDS = 6;
 
 export const STORE_SCRIPT = [
-  `local OP_FIELDS = ${OP_FIELDS}`,
+  `local OP_FIELDS, HEAD_FIELDS = ${OP_FIELDS}, ${HEAD_FIELDS}`,
   'local ALG = {}',
   COMMON_LUA,
   FIXED_WINDOW_LUA,

@@ -2,12 +2,17 @@
  * Lua mirror of `core/src/stack.ts` (SPEC 4, 3.6, 3.7) and the script's entry point.
  *
  * KEYS: one Redis key per op. ARGV: command (`c` consume, `p` peek, `r` refund), `now`
- * (empty: Redis `TIME`), `at` (refunds), then OP_FIELDS fields per op (see
+ * (empty: Redis `TIME`), `at` (refunds), the least TTL for supplied time, then OP_FIELDS
+ * fields per op (see
  * `../args.ts`). Every key written gets its TTL in the same command (`SET ... PX`), the
  * time until `entryExpiresAt`, so no key is ever left without expiry. An entry whose
  * expiry has passed is read as absent, exactly as `MemoryStore` does.
  */
 export const STACK_LUA = `
+-- Redis expires keys on its own clock; time supplied by the caller may not follow it, so
+-- keys written on supplied time live at least ARGV[4] ms (read as absent once expired).
+local MIN_TTL = 0
+
 local function expires_at(e, r)
   local s = 0
   if e.s ~= nil then s = ALG[r.algo].expires(e.s, r) end
@@ -25,7 +30,7 @@ end
 local function write(key, e, r, now)
   local x = expires_at(e, r)
   if x <= now then redis.call('DEL', key)
-  else redis.call('SET', key, encode(e), 'PX', ceil(x - now)) end
+  else redis.call('SET', key, encode(e), 'PX', max(ceil(x - now), MIN_TTL)) end
 end
 
 local function check_rule(entry, now, r, cost)
@@ -71,6 +76,7 @@ end
 
 local cmd = ARGV[1]
 local now
+if ARGV[2] ~= '' then MIN_TTL = tonumber(ARGV[4]) end
 if ARGV[2] == '' then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
@@ -81,7 +87,7 @@ end
 local n = #KEYS
 local ops = {}
 for i = 1, n do
-  local a = 3 + (i - 1) * OP_FIELDS
+  local a = HEAD_FIELDS + (i - 1) * OP_FIELDS
   ops[i] = {
     r = {
       algo = ARGV[a + 1], L = tonumber(ARGV[a + 2]), W = tonumber(ARGV[a + 3]), B = tonumber(ARGV[a + 4]),

@@ -1,0 +1,166 @@
+/**
+ * Failure policy acceptance tests (SPEC 6.5, issue 3): Redis killed mid-run and restarted,
+ * with ioredis' offline queue on and off, under each `onStoreError` policy; and a Redis
+ * slowed past `timeoutMs` by `DEBUG SLEEP`. No decision may wait longer than
+ * `timeoutMs` plus a small margin, and the store returns to Redis by itself.
+ *
+ * The only real-clock waits here are the outage itself: the breaker cool-down (150 ms)
+ * and ioredis' reconnect delay (50 ms).
+ */
+import diagnosticsChannel from 'node:diagnostics_channel';
+import { performance } from 'node:perf_hooks';
+import { createLimiter, type Decision, type Limiter } from '@tollgate/core';
+import { type BreakerEvent, REDIS_CHANNEL_NAMES, RedisStore } from '@tollgate/redis';
+import { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
+import { startRedis } from '../setup/redis.js';
+
+const TIMEOUT = 50;
+/** Slack beyond a plain timer of TIMEOUT ms started at the same moment. */
+const SLACK = 15;
+
+const rules = [{ name: 'r', key: () => 'k', algorithm: 'sliding-window' as const, limit: 10, window: '1m' }];
+
+/**
+ * Runs one decision and measures it against a plain `setTimeout(TIMEOUT)` started at the
+ * same moment: on a loaded machine timers fire late, and the store's deadline is a timer
+ * too. `bound` is when the decision must have answered: that timer's actual delay + SLACK.
+ */
+async function timed(l: Limiter<unknown>): Promise<{ d: Decision; ms: number; bound: number }> {
+  const t = performance.now();
+  let timer = 0;
+  const probe = new Promise<void>((resolve) =>
+    setTimeout(() => {
+      timer = performance.now() - t;
+      resolve();
+    }, TIMEOUT),
+  );
+  const d = await l.consume({});
+  const ms = performance.now() - t;
+  await probe;
+  return { d, ms, bound: Math.max(TIMEOUT, timer) + SLACK };
+}
+
+async function client(port: number, offlineQueue: boolean): Promise<Redis> {
+  const c = new Redis({ port, host: '127.0.0.1', enableOfflineQueue: offlineQueue, retryStrategy: () => 50, maxRetriesPerRequest: 1 });
+  c.on('error', () => {}); // connection errors are expected here; the store reports them
+  await new Promise((resolve) => c.once('ready', resolve));
+  return c;
+}
+
+describe.each([
+  ['on', true],
+  ['off', false],
+])('outage with the offline queue %s', (_label, offlineQueue) => {
+  it("'local' keeps deciding within timeoutMs with per-instance limits, 'allow' passes, 'deny' says so, and all return to Redis", async () => {
+    const server = await startRedis();
+    const c = await client(server.port, offlineQueue);
+    const breaker = { failures: 2, cooldownMs: 150 };
+    const local = new RedisStore({ client: c, prefix: 'out:', timeoutMs: TIMEOUT, breaker, instances: 2 });
+    const allow = new RedisStore({ client: c, prefix: 'out:', timeoutMs: TIMEOUT, breaker, onStoreError: 'allow' });
+    const deny = new RedisStore({ client: c, prefix: 'out:', timeoutMs: TIMEOUT, breaker, onStoreError: 'deny' });
+    const changes: BreakerEvent[] = [];
+    local.on('breaker', (e: BreakerEvent) => changes.push(e));
+    const errorEvents: unknown[] = [];
+    local.on('error', (e) => errorEvents.push(e));
+    const published: { channel: string; message: unknown }[] = [];
+    const onError = (message: unknown) => published.push({ channel: 'error', message });
+    const onBreaker = (message: unknown) => published.push({ channel: 'breaker', message });
+    diagnosticsChannel.subscribe(REDIS_CHANNEL_NAMES.error, onError);
+    diagnosticsChannel.subscribe(REDIS_CHANNEL_NAMES.breaker, onBreaker);
+    const prefix = `out${offlineQueue ? 1 : 0}`;
+    const lLocal = createLimiter({ rules, store: local, prefix });
+    const lAllow = createLimiter({ rules, store: allow, prefix: `${prefix}a` });
+    const lDeny = createLimiter({ rules, store: deny, prefix: `${prefix}d` });
+    try {
+      for (const l of [lLocal, lAllow, lDeny]) expect((await l.consume({})).degraded).toBeUndefined();
+
+      await server.stop();
+
+      // 'local': every decision within the deadline; the local share (10 / 2 instances) holds.
+      const localRuns = [];
+      for (let i = 0; i < 8; i++) localRuns.push(await timed(lLocal));
+      for (const { d, ms, bound } of localRuns) {
+        expect(d.degraded).toBe('local');
+        expect(ms).toBeLessThanOrEqual(bound);
+      }
+      expect(localRuns.filter((r) => r.d.allowed).length).toBe(5);
+      expect(local.breakerState).toBe('open');
+
+      // 'allow' lets everything through, 'deny' refuses and says why (503 at the HTTP layer).
+      for (let i = 0; i < 4; i++) {
+        const a = await timed(lAllow);
+        expect(a.d).toMatchObject({ allowed: true, degraded: 'allow' });
+        expect(a.ms).toBeLessThanOrEqual(a.bound);
+        const d = await timed(lDeny);
+        expect(d.d).toMatchObject({ allowed: false, degraded: 'deny' });
+        expect(d.d.retryAfterMs).toBeGreaterThan(0);
+        expect(d.ms).toBeLessThanOrEqual(d.bound);
+      }
+
+      expect(errorEvents.length).toBeGreaterThanOrEqual(2);
+      expect(published.some((p) => p.channel === 'error')).toBe(true);
+      expect(published.some((p) => p.channel === 'breaker' && (p.message as BreakerEvent).to === 'open')).toBe(true);
+
+      // Restart: the store goes back to Redis by itself (cool-down + reconnect + one probe).
+      await server.start();
+      const restarted = performance.now();
+      let back: Decision | undefined;
+      while (performance.now() - restarted < 3000) {
+        const { d, ms, bound } = await timed(lLocal);
+        expect(ms).toBeLessThanOrEqual(bound);
+        if (d.degraded === undefined) {
+          back = d;
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(back).toBeDefined();
+      expect(local.breakerState).toBe('closed');
+      expect(changes.map((e) => `${e.from}>${e.to}`)).toEqual(
+        expect.arrayContaining(['closed>open', 'open>half-open', 'half-open>closed']),
+      );
+    } finally {
+      diagnosticsChannel.unsubscribe(REDIS_CHANNEL_NAMES.error, onError);
+      diagnosticsChannel.unsubscribe(REDIS_CHANNEL_NAMES.breaker, onBreaker);
+      c.disconnect();
+      await server.destroy();
+    }
+  });
+});
+
+describe('latency', () => {
+  it('a Redis slowed past timeoutMs (DEBUG SLEEP) never makes a decision wait longer than timeoutMs', async () => {
+    const server = await startRedis(['--enable-debug-command', 'local']);
+    const c = await client(server.port, true);
+    const blocker = await client(server.port, true);
+    const store = new RedisStore({ client: c, prefix: 'slow:', timeoutMs: TIMEOUT, breaker: { failures: 3, cooldownMs: 100 } });
+    const l = createLimiter({ rules, store, prefix: 'slow' });
+    try {
+      expect((await l.consume({})).degraded).toBeUndefined();
+      const sleeping = blocker.call('DEBUG', 'SLEEP', '0.6');
+      await new Promise((r) => setTimeout(r, 10));
+      // Concurrent and sequential decisions while Redis is stuck.
+      const concurrent = await Promise.all(Array.from({ length: 20 }, () => timed(l)));
+      const sequential = [];
+      for (let i = 0; i < 5; i++) sequential.push(await timed(l));
+      for (const { d, ms, bound } of [...concurrent, ...sequential]) {
+        expect(ms).toBeLessThanOrEqual(bound);
+        expect(d.degraded).toBe('local');
+      }
+      await sleeping;
+      // Redis answers again: back to Redis after the cool-down.
+      const t = performance.now();
+      let d = await l.consume({});
+      while (d.degraded !== undefined && performance.now() - t < 2000) {
+        await new Promise((r) => setTimeout(r, 20));
+        d = await l.consume({});
+      }
+      expect(d.degraded).toBeUndefined();
+    } finally {
+      c.disconnect();
+      blocker.disconnect();
+      await server.destroy();
+    }
+  });
+});

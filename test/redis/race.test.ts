@@ -1,0 +1,145 @@
+/**
+ * Acceptance tests of issue 3 on a real redis-server: atomicity under concurrency (with a
+ * naive control that is not atomic), instances with skewed clocks sharing one window
+ * through Redis time, and script-cache loss (SCRIPT FLUSH) between decisions.
+ */
+import { createLimiter, type Rule } from '@tollgate/core';
+import { RedisStore } from '@tollgate/redis';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { keysWithoutExpiry, type RedisServer, startRedis } from '../setup/redis.js';
+
+let server: RedisServer;
+let a: Redis;
+let b: Redis;
+let n = 0;
+
+beforeAll(async () => {
+  server = await startRedis();
+  a = new Redis({ port: server.port, host: '127.0.0.1' });
+  b = new Redis({ port: server.port, host: '127.0.0.1' });
+});
+
+afterAll(async () => {
+  expect(await keysWithoutExpiry(a, 'race:*')).toEqual([]);
+  a.disconnect();
+  b.disconnect();
+  await server.destroy();
+});
+
+const ALGORITHMS: { label: string; rule: Omit<Rule<unknown>, 'name' | 'key'> }[] = [
+  { label: 'fixed-window clock', rule: { algorithm: 'fixed-window', limit: 50, window: '1m' } },
+  { label: 'fixed-window first-request', rule: { algorithm: 'fixed-window', align: 'first-request', limit: 50, window: '1m' } },
+  { label: 'sliding-log', rule: { algorithm: 'sliding-log', limit: 50, window: '1m' } },
+  { label: 'sliding-window', rule: { algorithm: 'sliding-window', limit: 50, window: '1m' } },
+  { label: 'token-bucket', rule: { algorithm: 'token-bucket', limit: 50, window: '1m' } },
+  { label: 'leaky-bucket meter', rule: { algorithm: 'leaky-bucket', limit: 50, window: '1m' } },
+  { label: 'leaky-bucket queue', rule: { algorithm: 'leaky-bucket', mode: 'queue', limit: 50, window: '1m' } },
+];
+
+const ROUNDS = 20;
+const CONCURRENT = 400;
+
+describe('race: two instances, 400 concurrent decisions for one key, limit 50', () => {
+  // Time is fixed per round (a store clock) so that no refill or window boundary can
+  // legitimately admit a 51st: the only way to exceed 50 is a non-atomic decision.
+  for (const { label, rule } of ALGORITHMS) {
+    it(`${label}: exactly 50 admitted in each of ${ROUNDS} rounds`, async () => {
+      const t0 = Date.UTC(2026, 0, 1);
+      for (let round = 0; round < ROUNDS; round++) {
+        const clock = { now: () => t0 + round * 3_600_000 };
+        const rules = [{ ...rule, name: 'r', key: () => `k${round}` }];
+        const prefix = `race${n++}`;
+        const storeA = new RedisStore({ client: a, prefix: 'race:', clock, denyCache: false, timeoutMs: 10_000 });
+        const storeB = new RedisStore({ client: b, prefix: 'race:', clock, denyCache: false, timeoutMs: 10_000 });
+        const la = createLimiter({ rules, store: storeA, prefix });
+        const lb = createLimiter({ rules, store: storeB, prefix });
+        const decisions = await Promise.all(Array.from({ length: CONCURRENT }, (_, i) => (i % 2 ? la : lb).consume({})));
+        expect(decisions.filter((d) => d.degraded !== undefined)).toEqual([]);
+        expect(decisions.filter((d) => d.allowed).length).toBe(50);
+      }
+    });
+  }
+
+  it('control: a naive GET-then-INCR limiter over-admits in at least one round', async () => {
+    const counts: number[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const key = `race:naive:${n++}`;
+      let admitted = 0;
+      const naive = async (c: Redis) => {
+        const v = Number((await c.get(key)) ?? 0);
+        if (v < 50) {
+          await c.multi().incr(key).pexpire(key, 60_000).exec();
+          admitted++;
+        }
+      };
+      await Promise.all(Array.from({ length: CONCURRENT }, (_, i) => naive(i % 2 ? a : b)));
+      counts.push(admitted);
+    }
+    expect(Math.max(...counts)).toBeGreaterThan(50);
+  });
+});
+
+describe('clock skew: instances whose clocks are 20 s apart', () => {
+  const rules = [{ name: 'r', key: () => 'k', algorithm: 'sliding-log' as const, limit: 5, window: '10s' }];
+
+  it('share one window through Redis time', async () => {
+    const prefix = `skew${n++}`;
+    const behind = createLimiter({ rules, store: new RedisStore({ client: a, prefix: 'race:' }), prefix });
+    const ahead = createLimiter({ rules, store: new RedisStore({ client: b, prefix: 'race:' }), prefix });
+    // The limiters pass no clock, so the store reads Redis' TIME. The "ahead" instance's local
+    // clock runs 20 s fast while it decides; it must not matter.
+    const realNow = Date.now.bind(Date);
+    const ds = [];
+    for (let i = 0; i < 8; i++) {
+      const spy = i % 2 ? vi.spyOn(Date, 'now').mockImplementation(() => realNow() + 20_000) : undefined;
+      try {
+        ds.push(await (i % 2 ? ahead : behind).consume({}));
+      } finally {
+        spy?.mockRestore();
+      }
+    }
+    expect(ds.filter((d) => d.allowed).length).toBe(5);
+    const rejected = ds.filter((d) => !d.allowed);
+    // Both instances see the same window end.
+    const ends = rejected.map((d) => d.at + d.retryAfterMs);
+    expect(Math.max(...ends) - Math.min(...ends)).toBeLessThanOrEqual(5);
+  });
+
+  it('control: with their own skewed clocks they do not', async () => {
+    const prefix = `skew${n++}`;
+    const now = Date.now();
+    const behind = createLimiter({ rules, store: new RedisStore({ client: a, prefix: 'race:', clock: { now: () => now } }), prefix });
+    const ahead = createLimiter({
+      rules,
+      store: new RedisStore({ client: b, prefix: 'race:', clock: { now: () => now + 20_000 } }),
+      prefix,
+    });
+    let admitted = 0;
+    for (let i = 0; i < 5; i++) if ((await behind.consume({})).allowed) admitted++;
+    for (let i = 0; i < 5; i++) if ((await ahead.consume({})).allowed) admitted++;
+    expect(admitted).toBe(10);
+  });
+});
+
+describe('script cache loss', () => {
+  it('SCRIPT FLUSH between decisions neither fails nor double-counts a decision', async () => {
+    const prefix = `flush${n++}`;
+    const errors: unknown[] = [];
+    const store = new RedisStore({ client: a, prefix: 'race:', denyCache: false });
+    store.on('error', (e) => errors.push(e));
+    const l = createLimiter({
+      rules: [{ name: 'r', key: () => 'k', algorithm: 'fixed-window', limit: 10, window: '1h', align: 'first-request' }],
+      store,
+      prefix,
+    });
+    for (let i = 1; i <= 6; i++) {
+      await b.script('FLUSH');
+      const d = await l.consume({});
+      expect(d.allowed).toBe(true);
+      expect(d.degraded).toBeUndefined();
+      expect(d.rules[0]?.remaining).toBe(10 - i);
+    }
+    expect(errors).toEqual([]);
+  });
+});
