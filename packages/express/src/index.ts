@@ -20,5 +20,8 @@ export {
   tenant,
   user,
 } from '@tollgate/core';
+export { type ConcurrencyMiddleware, type ConcurrencyMiddlewareOptions, concurrency } from './concurrency.js';
 export type { RateLimitMiddleware, RateLimitOptions, RouteOptions, StoreErrorPolicy } from './options.js';
 export { rateLimit } from './rate-limit.js';
+export { type ShedMiddleware, shed } from './shed.js';
+export { type SlowDownMiddleware, type SlowDownOptions, slowDown } from './slow-down.js';

@@ -15,6 +15,7 @@ import {
   type KeyFn,
   type Rule,
   type Store,
+  type Timers,
   type TrustProxy,
 } from '@tollgate/core';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
@@ -86,6 +87,11 @@ export interface RateLimitOptions {
   passOnStoreError?: boolean;
   /** The limiter's name in diagnostics messages. @default 'rateLimit' */
   name?: string;
+  /**
+   * Where delays (leaky-bucket queue waits) get their timers; tests pass `ManualTimers`.
+   * @default systemTimers
+   */
+  timers?: Timers;
 }
 
 /** Route-level rules added to an app-level limiter (`limiter.route({ rules })`). */
@@ -109,6 +115,7 @@ export interface Normalised {
   onRejected: RateLimitOptions['onRejected'];
   onStoreError: StoreErrorPolicy;
   name: string;
+  timers: Timers | undefined;
 }
 
 const KNOWN: ReadonlySet<string> = new Set([
@@ -129,6 +136,7 @@ const KNOWN: ReadonlySet<string> = new Set([
   'onStoreError',
   'passOnStoreError',
   'name',
+  'timers',
 ]);
 
 function fn<T>(value: T, path: string, shape: string): T {
@@ -254,7 +262,22 @@ export function normalise(options: RateLimitOptions): Normalised {
     onRejected: fn(o.onRejected, 'rateLimit.onRejected', 'a function (req, res, decision)'),
     onStoreError,
     name: o.name ?? 'rateLimit',
+    timers: timersOption(o.timers),
   };
+}
+
+function timersOption(value: unknown): Timers | undefined {
+  if (value === undefined) return undefined;
+  const t = value as Timers;
+  if (typeof t !== 'object' || t === null || typeof t.setTimeout !== 'function' || typeof t.clearTimeout !== 'function') {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'rateLimit.timers',
+      expected: 'an object with setTimeout(fn, ms) and clearTimeout(handle)',
+      received: describeValue(value),
+      fix: 'Pass new ManualTimers(clock) in tests, or leave it out.',
+    });
+  }
+  return t;
 }
 
 /** The middleware `rateLimit()` returns, with its route-level extension. */

@@ -17,6 +17,7 @@ import {
   type Decision,
   describeValue,
   type HeaderFormatter,
+  hold,
   isCapacityRefusal,
   type KeyFn,
   type Limiter,
@@ -208,7 +209,7 @@ function skipThen(o: Normalised, req: Request, res: Response, next: NextFunction
  * app-level decision to give back if this (route-level) check refuses.
  */
 function decider(lim: Limiter<Request>, o: Normalised, owner: Limiter<Request>) {
-  const { format, pk, dryRun, name, handler, message, onRejected, statusCode, onStoreError } = o;
+  const { format, pk, dryRun, name, handler, message, onRejected, statusCode, onStoreError, timers } = o;
   const counted = lim.rules.filter((r) => r.countIf !== undefined);
 
   function refundUncounted(req: Request, res: Response, d: Decision): void {
@@ -269,9 +270,10 @@ function decider(lim: Limiter<Request>, o: Normalised, owner: Limiter<Request>) 
     if (d.allowed || dryRun) {
       if (d.allowed && counted.length > 0) refundUncounted(req, res, d);
       if (d.delayMs > 0 && !dryRun) {
-        const timer = setTimeout(next, d.delayMs);
-        // A client that leaves while waiting never reaches the handler.
-        res.once('close', () => clearTimeout(timer));
+        // A client that leaves while waiting never reaches the handler (SPEC 8.2).
+        hold(res, d.delayMs, timers).then((stillThere) => {
+          if (stillThere) next();
+        });
         return;
       }
       next();
