@@ -118,7 +118,7 @@ describe('load shedding (SPEC 8.4)', () => {
   it('rejects bad options with stable codes', () => {
     expect(() => createShedder({})).toThrow(expect.objectContaining({ code: 'TG_INVALID_OPTION' }));
     expect(() => createShedder({ maxInFlight: 0 })).toThrow(expect.objectContaining({ code: 'TG_INVALID_LIMIT' }));
-    expect(() => createShedder({ maxInFlight: 1, headroom: 0.5 })).toThrow(expect.objectContaining({ code: 'TG_INVALID_OPTION' }));
+    expect(() => createShedder({ maxInFlight: 1, headroom: 0.3 })).toThrow(expect.objectContaining({ code: 'TG_INVALID_OPTION' }));
     expect(() => createShedder({ maxInFlight: 1, tenant: 'x' as never })).toThrow(expect.objectContaining({ code: 'TG_INVALID_OPTION' }));
     expect(() => createShedder({ maxInFlight: 1, maxInflight: 1 } as never)).toThrow(
       expect.objectContaining({ code: 'TG_UNKNOWN_OPTION' }),

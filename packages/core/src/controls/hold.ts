@@ -14,6 +14,8 @@ export interface ResponseLike {
   removeListener(event: 'close' | 'finish', listener: () => void): unknown;
   readonly writableEnded?: boolean;
   readonly destroyed?: boolean;
+  /** True once `close` has been emitted (Node 18+). */
+  readonly closed?: boolean;
 }
 
 /** True when the response can no longer be delivered (the connection is gone). */
@@ -60,6 +62,11 @@ export function onceDone(res: ResponseLike, fn: () => void): () => void {
     res.removeListener('close', run);
     fn();
   };
+  // A response that already closed will emit nothing more: run now rather than leak.
+  if (res.closed === true) {
+    run();
+    return run;
+  }
   res.once('finish', run);
   res.once('close', run);
   return run;

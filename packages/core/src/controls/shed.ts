@@ -8,8 +8,8 @@
  * - a request of priority `p` (0 to 1, clamped; higher is kept longer) from a tenant at
  *   or under its fair share: `1 - headroom·(1 - p)`. Priority 1 is shed only at full
  *   pressure (so `maxInFlight` is a hard ceiling), priority 0 from `1 - headroom`.
- * - the same request from a tenant over its fair share: `1 - headroom·(2 - p)`, i.e.
- *   one band lower: over-share tenants are shed before any tenant under its share.
+ * - the same request from a tenant over its fair share: `1 - headroom·(3 - p)`, two
+ *   bands lower: over-share tenants are shed before any tenant under its share.
  *
  * Fair share: the capacity (`maxInFlight`, or the current in-flight count plus one when
  * only event-loop delay is watched) divided by the number of active tenants — those
@@ -17,10 +17,11 @@
  * over its share when admitting this request would put its in-flight count above it.
  * Memory is bounded: at most `maxTenants` recent tenants are remembered.
  *
- * What this guarantees: requests from tenants under their share (at priority 1) are shed
- * only at full capacity, while over-share tenants stop being admitted at
- * `1 - 2·headroom` of it; so `2·headroom` of the capacity (40% by default) stays for the
- * small tenants however hard one tenant floods.
+ * What this guarantees: requests from tenants under their share are shed only from
+ * `1 - headroom` of capacity (at priority 1: only at full capacity), while over-share
+ * tenants stop being admitted at `1 - 2·headroom` at the latest; so at least
+ * `headroom` of the capacity (20% by default; 40% for priority-1 requests) stays for
+ * the small tenants however hard one tenant floods.
  */
 import { type Clock, systemClock } from '../clock.js';
 import type { Duration } from '../duration.js';
@@ -59,7 +60,7 @@ export interface ShedOptions<R = unknown> {
    */
   retryAfter?: Duration;
   /**
-   * Fraction of capacity (0 to 1) over which low priorities and over-share tenants
+   * Fraction of capacity (0 to 0.25) over which low priorities and over-share tenants
    * give way, see the module comment.
    * @default 0.2
    */
@@ -137,10 +138,10 @@ export function createShedder<R = unknown>(options: ShedOptions<R>): Shedder<R> 
     });
   }
   const headroom = o.headroom ?? 0.2;
-  if (typeof headroom !== 'number' || !(headroom >= 0 && headroom < 0.5)) {
+  if (typeof headroom !== 'number' || !(headroom >= 0 && headroom <= 0.25)) {
     throw configError('TG_INVALID_OPTION', {
       path: `${path}.headroom`,
-      expected: 'a fraction from 0 up to (not including) 0.5',
+      expected: 'a fraction from 0 to 0.25',
       received: describe(headroom),
       fix: 'Use e.g. 0.2: low priorities and over-share tenants give way from 80% of capacity.',
     });
@@ -199,7 +200,7 @@ export function createShedder<R = unknown>(options: ShedOptions<R>): Shedder<R> 
           lastSeen.delete(tenant);
           lastSeen.set(tenant, now);
           const capacity = maxInFlight ?? inFlight + 1;
-          if ((tenantInFlight.get(tenant) ?? 0) + 1 > capacity / active) threshold -= headroom;
+          if ((tenantInFlight.get(tenant) ?? 0) + 1 > capacity / active) threshold -= 2 * headroom;
         }
       }
       const byCount = countPressure();
