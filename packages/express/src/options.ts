@@ -291,4 +291,6 @@ export interface RateLimitMiddleware extends RequestHandler {
   route(options: RouteOptions): RequestHandler;
   /** Forgets the request's counters for every app-level rule (e.g. after a successful login). */
   reset(req: Request): Promise<void>;
+  /** Decides the request against the app-level rules without consuming anything. */
+  peek(req: Request): Promise<Decision>;
 }

@@ -40,24 +40,12 @@ declare global {
   }
 }
 
-/** Per-request bookkeeping shared by every tollgate limiter of the request. */
-interface RequestState {
-  /** What each limiter decided (`null`: skipped), for route-level refunds. */
-  byLimiter: Map<Limiter<Request>, Decision | null>;
-}
-
-const STATE = Symbol.for('tollgate.express.state');
-type WithState = Request & { [STATE]?: RequestState };
-
-function stateOf(req: Request): RequestState {
-  const r = req as WithState;
-  let st = r[STATE];
-  if (st === undefined) {
-    st = { byLimiter: new Map() };
-    r[STATE] = st;
-  }
-  return st;
-}
+/**
+ * Where a limiter leaves its app-level decision on the request (`null`: skipped), for its
+ * route-level extension to refund. One symbol per limiter: no per-request allocation.
+ */
+type Slot = symbol;
+type WithSlot = Request & Record<Slot, Decision | null | undefined>;
 
 /** Errors thrown by the app's own key, cost and trust functions: they are bugs, not store failures. */
 const appErrors = new WeakSet<object>();
@@ -124,14 +112,15 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
     defaultKey: guard(o.defaultKey) as KeyFn<Request>,
   };
   const limiter = createLimiter<Request>({ rules: guardRules(o.rules, 'rules'), ...base });
-  const decideApp = decider(limiter, o, limiter);
+  const slot: Slot = Symbol(`tollgate:${o.name}`);
+  const decideApp = decider(limiter, o, limiter, slot);
 
   const middleware = function rateLimit(req: Request, res: Response, next: NextFunction): void {
     if (o.skip === undefined) {
       decideApp(req, res, next, undefined);
       return;
     }
-    skipThen(o, req, res, next, limiter, () => decideApp(req, res, next, undefined));
+    skipThen(o, req, res, next, slot, () => decideApp(req, res, next, undefined));
   } as RateLimitMiddleware;
 
   middleware.route = function route(routeOptions: RouteOptions) {
@@ -157,10 +146,10 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
     // both as one atomic stack when the app-level middleware did not run first.
     const combined = limiter.extend(routeRules);
     const only = createLimiter<Request>({ rules: routeRules, ...base, store: limiter.store });
-    const decideCombined = decider(combined, o, limiter);
-    const decideOnly = decider(only, o, limiter);
+    const decideCombined = decider(combined, o, limiter, slot);
+    const decideOnly = decider(only, o, limiter, slot);
     return function rateLimitRoute(req: Request, res: Response, next: NextFunction): void {
-      const prior = (req as WithState)[STATE]?.byLimiter.get(limiter);
+      const prior = (req as WithSlot)[slot];
       if (prior === null) {
         // The app-level middleware skipped this request: so does its route extension.
         next();
@@ -174,19 +163,20 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
         decideCombined(req, res, next, undefined);
         return;
       }
-      skipThen(o, req, res, next, limiter, () => decideCombined(req, res, next, undefined));
+      skipThen(o, req, res, next, slot, () => decideCombined(req, res, next, undefined));
     };
   };
 
   middleware.reset = (req: Request) => limiter.reset(req);
+  middleware.peek = (req: Request) => limiter.peek(req);
   return middleware;
 }
 
-function skipThen(o: Normalised, req: Request, res: Response, next: NextFunction, owner: Limiter<Request>, go: () => void): void {
+function skipThen(o: Normalised, req: Request, res: Response, next: NextFunction, slot: Slot, go: () => void): void {
   const skip = o.skip as NonNullable<Normalised['skip']>;
   const onSkip = (skipped: boolean) => {
     if (!skipped) return go();
-    stateOf(req).byLimiter.set(owner, null);
+    (req as WithSlot)[slot] = null;
     next();
   };
   let result: boolean | Promise<boolean>;
@@ -205,10 +195,10 @@ function skipThen(o: Normalised, req: Request, res: Response, next: NextFunction
 
 /**
  * The per-request path for one limiter: consume, then answer. `owner` is the app-level
- * limiter (route refunds and request bookkeeping are keyed by it); `prior` is the
- * app-level decision to give back if this (route-level) check refuses.
+ * limiter, whose decision is left in the request's `slot`; `prior` is the app-level
+ * decision to give back if this (route-level) check refuses.
  */
-function decider(lim: Limiter<Request>, o: Normalised, owner: Limiter<Request>) {
+function decider(lim: Limiter<Request>, o: Normalised, owner: Limiter<Request>, slot: Slot) {
   const { format, pk, dryRun, name, handler, message, onRejected, statusCode, onStoreError, timers } = o;
   const counted = lim.rules.filter((r) => r.countIf !== undefined);
 
@@ -262,7 +252,7 @@ function decider(lim: Limiter<Request>, o: Normalised, owner: Limiter<Request>) 
 
   function decided(req: Request, res: Response, next: NextFunction, prior: Decision | undefined, d: Decision): void {
     // Only the app-level decision is remembered: it is what a route-level refusal gives back.
-    if (lim === owner) stateOf(req).byLimiter.set(owner, d);
+    if (lim === owner) (req as WithSlot)[slot] = d;
     const all = mergeDecisions(req.rateLimit, d);
     req.rateLimit = all;
     if (format !== undefined) headers(req, res, d, all, format);

@@ -341,3 +341,30 @@ describe('types and re-exports', () => {
     expect(user((r: { id?: string }) => r.id)({ id: 'a' })).toBe('a');
   });
 });
+
+describe('reset and peek', () => {
+  it('peek decides without consuming; reset forgets the request`s counters', async () => {
+    const limiter = rateLimit({ rules: [{ name: 'ip', limit: 2, window: '1m', algorithm: 'fixed-window' }], clock: clock() });
+    const app = express();
+    app.post('/reset', async (req, res) => {
+      await limiter.reset(req);
+      res.send('reset');
+    });
+    app.get('/peek', async (req, res) => {
+      const d = await limiter.peek(req);
+      res.json({ allowed: d.allowed, remaining: d.rules[0]?.remaining });
+    });
+    app.use(limiter);
+    app.get('/', (_req, res) => {
+      res.send('ok');
+    });
+    expect((await request(app).get('/peek')).body).toEqual({ allowed: true, remaining: 1 });
+    expect((await request(app).get('/peek')).body).toEqual({ allowed: true, remaining: 1 });
+    await request(app).get('/');
+    await request(app).get('/');
+    expect((await request(app).get('/')).status).toBe(429);
+    expect((await request(app).get('/peek')).body.allowed).toBe(false);
+    await request(app).post('/reset');
+    expect((await request(app).get('/')).status).toBe(200);
+  });
+});
