@@ -1,0 +1,40 @@
+/**
+ * Builds the scenario app (test/scenarios/scenarios.ts, AppSpec) on an Express major:
+ * app-level rules through rateLimit(), route rules through limiter.route().
+ */
+import http from 'node:http';
+import { rateLimit } from '@tollgate/express';
+import type express5 from 'express';
+import type { AppSpec, ListeningApp } from './scenarios.js';
+
+export type ExpressFactory = typeof express5;
+
+export function expressApp(express: ExpressFactory) {
+  return async function makeApp(spec: AppSpec): Promise<ListeningApp> {
+    const app = express();
+    const limiter = rateLimit({
+      rules: spec.rules as never,
+      store: spec.store,
+      clock: spec.clock,
+      ...(spec.trustProxy !== undefined ? { trustProxy: spec.trustProxy } : {}),
+      ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
+      ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
+    });
+    app.use(limiter);
+    const answer = (path: string) => (req: express5.Request, res: express5.Response) => {
+      res.json({ route: path, rateLimit: req.rateLimit ?? null });
+    };
+    for (const route of spec.routes) {
+      const handlers = route.rules ? [limiter.route({ rules: route.rules as never }), answer(route.path)] : [answer(route.path)];
+      if (route.method === 'GET') app.get(route.path, ...handlers);
+      else app.post(route.path, ...handlers);
+    }
+    app.get('/', answer('/'));
+    const server = http.createServer({ maxHeaderSize: spec.maxHeaderSize }, app);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return {
+      port: (server.address() as { port: number }).port,
+      close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    };
+  };
+}
