@@ -5,6 +5,7 @@
 
 export type { Algorithm, Check, State } from './algorithms/index.js';
 export { algorithms } from './algorithms/index.js';
+export { guardAppFn, guardRules, isAppError, markAppError } from './app-errors.js';
 export { type Clock, ManualClock, systemClock } from './clock.js';
 export {
   type ConcurrencyFigures,
@@ -52,6 +53,7 @@ export {
   appendHeaderValue,
   applyHeaders,
   compileHeaders,
+  type HeaderContext,
   type HeaderField,
   type HeaderFormatter,
   type HeaderMode,
@@ -79,6 +81,7 @@ export {
 export { createLimiter, type Limiter, type LimiterOptions, sanitizeKey } from './limiter.js';
 export { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
 export { mergeDecisions } from './merge.js';
+export { type NextAdmission, nextAdmission } from './next-admission.js';
 export {
   capacityProblem,
   capacityRefusal,

@@ -1,0 +1,59 @@
+/**
+ * Telling the app's own bugs from store failures (SPEC 6.5, 9), for every adapter.
+ *
+ * A store that fails goes through the `onStoreError` policy (by default the request is
+ * let through); a key, cost or skip function of the app that throws is a bug in the
+ * app and belongs to the framework's error handler. Both reach an adapter as a
+ * rejected `limiter.consume()`, so the app's functions are wrapped once, at
+ * construction, and whatever they throw is marked here.
+ */
+import { configError, describe } from './errors.js';
+import type { Rule } from './rules.js';
+
+const marked = new WeakSet<object>();
+
+/** Marks a value thrown by the app's own code; returns it as an object (wrapping primitives). */
+export function markAppError(err: unknown): object {
+  const e = typeof err === 'object' && err !== null ? err : new Error(String(err));
+  marked.add(e);
+  return e;
+}
+
+/** True when `err` was thrown by a function of the app wrapped with {@link guardAppFn}. */
+export function isAppError(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && marked.has(err);
+}
+
+/** Wraps an app function so that whatever it throws is marked as the app's error. */
+export function guardAppFn<A extends unknown[], T>(f: (...args: A) => T): (...args: A) => T {
+  return function guarded(...args: A): T {
+    try {
+      return f(...args);
+    } catch (err) {
+      throw markAppError(err);
+    }
+  };
+}
+
+/**
+ * Copies a stack with every key and cost function wrapped by {@link guardAppFn}. A
+ * value that is not an array is returned as is (the limiter reports it); an entry that
+ * is not an object throws `TG_INVALID_OPTION` at `path[i]`.
+ */
+export function guardRules<R>(rules: readonly Rule<R>[], path: string): Rule<R>[] {
+  if (!Array.isArray(rules)) return rules as Rule<R>[];
+  return rules.map((rule, i) => {
+    if (typeof rule !== 'object' || rule === null) {
+      throw configError('TG_INVALID_OPTION', {
+        path: `${path}[${i}]`,
+        expected: 'a rule object',
+        received: describe(rule),
+        fix: "Pass { name, rate: '100/min' }.",
+      });
+    }
+    const out: Rule<R> = { ...rule };
+    if (typeof rule.key === 'function') out.key = guardAppFn(rule.key);
+    if (typeof rule.cost === 'function') out.cost = guardAppFn(rule.cost);
+    return out;
+  });
+}
