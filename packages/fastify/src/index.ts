@@ -1,1 +1,29 @@
-export {};
+/**
+ * @tollgate/fastify — the Fastify 5 plugin (SPEC 9).
+ *
+ * `await app.register(tollgate, { rules })`, per route `config.rateLimit`; the key
+ * extractors and the types users write rules with are re-exported so an app needs one
+ * import.
+ */
+import './augment.js';
+import { tollgate } from './plugin.js';
+
+export {
+  constant,
+  type Decision,
+  type HeaderMode,
+  type HeadersOption,
+  header,
+  ip,
+  ManualClock,
+  MemoryStore,
+  type Rule,
+  type RuleResult,
+  type Store,
+  type TrustProxy,
+  tenant,
+  user,
+} from '@tollgate/core';
+export type { RouteRateLimit, StoreErrorPolicy, TollgateHook, TollgateOptions } from './options.js';
+export { tollgate };
+export default tollgate;

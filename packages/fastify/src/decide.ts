@@ -1,0 +1,179 @@
+/**
+ * The per-request path of one limiter in a Fastify hook (SPEC 4, 7, 9): skip? → one
+ * store decision → `request.rateLimit` → headers (draft-10 items appended to what
+ * earlier limiters wrote) → diagnostics → `done()`, a hold (leaky-bucket queue), or
+ * the refusal. Everything here is built once per (registration, route stack) at route
+ * registration; a request only calls functions that already exist.
+ *
+ * Deciding is the core limiter's; keys, headers, refusal bodies and diagnostics come
+ * from core, so the answers are the Express adapter's, byte for byte.
+ */
+import {
+  appendHeaderValue,
+  type CompiledRule,
+  capacityRefusal,
+  type Decision,
+  hold,
+  isAppError,
+  isCapacityRefusal,
+  type Limiter,
+  mergeDecisions,
+  publishDecision,
+  publishStoreError,
+  type Refusal,
+  refusal,
+  systemTimers,
+} from '@tollgate/core';
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import type { Normalised } from './options.js';
+
+/** A decision hook in Fastify's callback style (`onRequest`, `preValidation`, `preHandler`). */
+export type Decide = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void;
+
+function writeRefusal(reply: FastifyReply, r: Refusal): void {
+  reply.code(r.status);
+  for (const [name, value] of r.headers) reply.header(name, value);
+}
+
+function asError(err: unknown): Error {
+  return err instanceof Error ? err : new Error(String(err));
+}
+
+/** Builds the decision hook for one limiter (a plugin-level stack, or it plus a route's rules). */
+export function decider(lim: Limiter<FastifyRequest>, o: Normalised): Decide {
+  const { format, pk, dryRun, name, handler, message, onRejected, statusCode, onStoreError, skip } = o;
+  const timers = o.timers ?? systemTimers;
+  const counted = lim.rules.filter((r) => r.countIf !== undefined);
+
+  function refundUncounted(request: FastifyRequest, reply: FastifyReply, d: Decision): void {
+    // Node's response, not a Fastify hook: it also fires for hijacked replies and streams,
+    // exactly once per response.
+    const res = reply.raw;
+    res.once('finish', () => {
+      const names: string[] = [];
+      for (const r of counted) {
+        let counts = true;
+        try {
+          counts = (r.countIf as NonNullable<CompiledRule['countIf']>)(res.statusCode) !== false;
+        } catch {
+          // A throwing countIf counts the request: failing closed keeps the limit.
+        }
+        if (!counts) names.push(r.spec.name);
+      }
+      if (names.length > 0) lim.refund(request, d, { rules: names }).catch((err) => publishStoreError(err, request, name, 'allow'));
+    });
+  }
+
+  function headers(request: FastifyRequest, reply: FastifyReply, d: Decision, all: Decision): void {
+    const f = format as NonNullable<Normalised['format']>;
+    const fields = pk
+      ? f(d.rules, d.at, { all: all.rules, keys: lim.resolve(request).map((op) => op.key) })
+      : f(d.rules, d.at, all === d ? undefined : { all: all.rules });
+    for (let i = 0; i < fields.length; i++) {
+      const field = fields[i] as (typeof fields)[number];
+      reply.header(field.name, field.append ? appendHeaderValue(reply.getHeader(field.name), field.value) : field.value);
+    }
+  }
+
+  function sendBody(reply: FastifyReply, contentType: string, body: string): void {
+    reply.type(contentType).send(body);
+  }
+
+  function refuse(request: FastifyRequest, reply: FastifyReply, d: Decision): void {
+    onRejected?.(request, reply, d);
+    const r = refusal(d, { statusCode });
+    writeRefusal(reply, r);
+    if (handler !== undefined) {
+      handler(request, reply, d);
+      return;
+    }
+    if (message !== undefined && !isCapacityRefusal(d)) {
+      const body = message(request, d);
+      if (typeof body === 'string') sendBody(reply, 'text/plain; charset=utf-8', body);
+      else sendBody(reply, 'application/json; charset=utf-8', JSON.stringify(body));
+      return;
+    }
+    sendBody(reply, r.contentType, JSON.stringify(r.body));
+  }
+
+  function decided(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, d: Decision): void {
+    const all = mergeDecisions(request.rateLimit, d);
+    request.rateLimit = all;
+    if (format !== undefined) headers(request, reply, d, all);
+    publishDecision(d, request, name, dryRun);
+    if (d.allowed || dryRun) {
+      if (d.allowed && counted.length > 0) refundUncounted(request, reply, d);
+      if (d.delayMs > 0 && !dryRun) {
+        // Held until its departure; a client that leaves while waiting never reaches the handler.
+        hold(reply.raw, d.delayMs, timers).then((stillThere) => {
+          if (stillThere) done();
+        });
+        return;
+      }
+      done();
+      return;
+    }
+    try {
+      refuse(request, reply, d);
+    } catch (err) {
+      // A throwing handler, onRejected or message function is an app bug: Fastify's error handler gets it.
+      done(asError(err));
+    }
+  }
+
+  function failed(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, err: unknown): void {
+    if (isAppError(err)) {
+      done(asError(err));
+      return;
+    }
+    if (onStoreError === 'allow') {
+      publishStoreError(err, request, name, 'allow');
+      done();
+      return;
+    }
+    if (onStoreError === 'deny') {
+      publishStoreError(err, request, name, 'deny');
+      const r = capacityRefusal(1000);
+      writeRefusal(reply, r);
+      sendBody(reply, r.contentType, JSON.stringify(r.body));
+      return;
+    }
+    if (onStoreError === 'error') {
+      publishStoreError(err, request, name, 'error');
+      done(asError(err));
+      return;
+    }
+    publishStoreError(err, request, name, 'custom');
+    try {
+      onStoreError(err, request, reply, done);
+    } catch (thrown) {
+      done(asError(thrown));
+    }
+  }
+
+  function run(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+    lim.consume(request).then(
+      (d) => decided(request, reply, done, d),
+      (err) => failed(request, reply, done, err),
+    );
+  }
+
+  if (skip === undefined) return run;
+
+  return function decideUnlessSkipped(request, reply, done): void {
+    let result: boolean | Promise<boolean>;
+    try {
+      result = skip(request, reply);
+    } catch (err) {
+      done(asError(err));
+      return;
+    }
+    if (result === true) done();
+    else if (result === false) run(request, reply, done);
+    else
+      Promise.resolve(result).then(
+        (v) => (v === true ? done() : run(request, reply, done)),
+        (err) => done(asError(err)),
+      );
+  };
+}
