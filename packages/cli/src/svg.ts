@@ -55,11 +55,12 @@ function tickLabel(ms: number): string {
 }
 
 /**
- * Renders a figure of one or more timelines sharing the time axis.
+ * Renders a figure of one or more timelines sharing the time axis (at least up to `endMs`).
  * @example writeFileSync('out.svg', timelineSvg([panel], { title: 'fixed-window on a boundary attack' }))
  */
-export function timelineSvg(panels: readonly Panel[], o: { title: string; note?: string }): string {
-  const end = Math.max(1000, ...panels.flatMap((p) => p.records.map((r) => r.departure ?? r.arrival)));
+export function timelineSvg(panels: readonly Panel[], o: { title: string; note?: string; endMs?: number }): string {
+  // o.endMs lets two figures share one time axis (the playground draws the run and the prediction).
+  const end = Math.max(1000, o.endMs ?? 0, ...panels.flatMap((p) => p.records.map((r) => r.departure ?? r.arrival)));
   const step = tickStep(end);
   const span = Math.ceil((end * 1.04) / step) * step;
   const x = (t: number) => n2(LEFT + (t / span) * PLOT);
