@@ -1,11 +1,12 @@
 /**
- * Issue 7 acceptance, against a real tollgate-protected server on loopback whose limiter
- * runs on the same virtual clock as the clients (test/helpers). Nothing here waits on the
+ * Issue 7 acceptance, against a real tollgate-protected server on loopback (Express with
+ * @tollgate/express) whose limiter runs on the same virtual clock as the clients
+ * (test/helpers). Nothing here waits on the
  * real clock for the durations involved: time jumps between timers.
  */
-import type { IncomingMessage } from 'node:http';
 import { createFetch, type RetryEvent, TollgateClientError } from '@tollgate/client';
-import type { AlgorithmName, Rule } from '@tollgate/core';
+import type { AlgorithmName } from '@tollgate/core';
+import { constant, type Rule } from '@tollgate/express';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Arrival, type LimitedServer, seeded, startLimitedServer } from './helpers/limited-server.js';
 import { VirtualScheduler } from './helpers/virtual-scheduler.js';
@@ -44,7 +45,7 @@ describe('200 clients refused at the same instant', () => {
   /** Without Retry-After the server also leaves out RateLimit, so the client has nothing but its backoff. */
   const herd = async (jitter: 'full' | 'none', withRetryAfter: boolean) => {
     const sched = new VirtualScheduler(T0);
-    const global: Rule<IncomingMessage> = { name: 'global', key: () => 'all', limit: 1, window: '1s', algorithm: 'fixed-window' };
+    const global: Rule = { name: 'global', key: constant('all'), limit: 1, window: '1s', algorithm: 'fixed-window' };
     server = await startLimitedServer({
       clock: sched.clock,
       rules: [global],
@@ -205,7 +206,7 @@ describe('POST after a timeout', () => {
 describe('a batch of 500 against a 50/s server, self-paced at 50/s', () => {
   const batch = async (algorithm: AlgorithmName, pace: string | undefined) => {
     const sched = new VirtualScheduler(T0);
-    server = await startLimitedServer({ clock: sched.clock, rules: [{ name: 'api', key: () => 'batch', rate: '50/s', algorithm }] });
+    server = await startLimitedServer({ clock: sched.clock, rules: [{ name: 'api', key: constant('batch'), rate: '50/s', algorithm }] });
     const client = createFetch({
       fetch: sched.track(),
       ...(pace !== undefined && { pace }),

@@ -1,13 +1,15 @@
 /**
  * A real tollgate-protected HTTP server on loopback for the client's acceptance tests:
- * node:http plus `createLimiter` from @tollgate/core on the test's (virtual) clock. It
- * answers refusals the way SPEC 7 describes — 429, `Retry-After` in whole seconds,
- * draft-10 `RateLimit` / `RateLimit-Policy` — and logs every request it sees with the
- * virtual time of its arrival.
+ * an Express app with `rateLimit` from @tollgate/express, its limiter on the test's
+ * (virtual) clock. Refusals are what the adapter writes (SPEC 7: 429, `Retry-After` in
+ * whole seconds, draft-10 `RateLimit` / `RateLimit-Policy`) unless a test asks for
+ * another `Retry-After`. Every request is logged with the virtual time of its arrival.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type Clock, createLimiter, type Decision, type Rule } from '@tollgate/core';
+import type { Clock, Decision } from '@tollgate/core';
+import { type Rule, rateLimit } from '@tollgate/express';
+import express, { type Request, type Response } from 'express';
 
 export interface Arrival {
   at: number;
@@ -22,15 +24,15 @@ export interface Arrival {
 export interface LimitedServerOptions {
   clock: Clock;
   /** The stack; none means every request is answered 200. */
-  rules?: Rule<IncomingMessage>[];
-  /** Writes Retry-After for a refusal (default: whole seconds, SPEC 7.1). `undefined` omits it. */
+  rules?: Rule[];
+  /** Replaces the adapter's Retry-After on a refusal; returning `undefined` removes it. */
   retryAfter?: (d: Decision, now: number) => string | undefined;
   /** Send draft-10 RateLimit / RateLimit-Policy headers. @default true */
   rateLimitHeaders?: boolean;
   /** Send a `Date` header (from the virtual clock). @default true */
   sendDate?: boolean;
   /** Runs before the limiter; return true when it answered (or parked) the request itself. */
-  intercept?: (req: IncomingMessage, res: ServerResponse, n: number) => boolean;
+  intercept?: (req: Request, res: Response, n: number) => boolean;
 }
 
 export interface LimitedServer {
@@ -40,61 +42,53 @@ export interface LimitedServer {
   close(): Promise<void>;
 }
 
-const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000));
-
-export const clientKey = (req: IncomingMessage): string => String(req.headers['x-client'] ?? 'anonymous');
-
-function rateLimitHeaders(res: ServerResponse, d: Decision, peek: Decision | undefined): void {
-  res.setHeader('RateLimit-Policy', d.rules.map((r) => `"${r.name}";q=${r.limit};w=${Math.max(1, seconds(r.windowMs))}`).join(', '));
-  const items = d.rules.map((r, i) => {
-    let t: number;
-    if (!r.allowed) t = r.retryAfterMs;
-    else if (r.remaining === 0) t = peek?.rules[i]?.retryAfterMs ?? r.resetMs;
-    else t = r.resetMs;
-    return `"${r.name}";r=${r.remaining};t=${seconds(t)}`;
-  });
-  res.setHeader('RateLimit', items.join(', '));
-}
-
 export async function startLimitedServer(o: LimitedServerOptions): Promise<LimitedServer> {
-  const limiter = o.rules ? createLimiter<IncomingMessage>({ rules: o.rules, clock: o.clock, defaultKey: clientKey }) : undefined;
   const log: Arrival[] = [];
   let n = 0;
-  const server = createServer(async (req, res) => {
+  const app = express();
+  app.use((req, res, next) => {
     const entry: Arrival = {
       at: o.clock.now(),
-      method: req.method ?? 'GET',
-      path: req.url ?? '/',
-      client: req.headers['x-client'] as string | undefined,
-      idempotencyKey: req.headers['idempotency-key'] as string | undefined,
+      method: req.method,
+      path: req.url,
+      client: req.get('x-client'),
+      idempotencyKey: req.get('idempotency-key'),
       status: 0,
     };
     log.push(entry);
-    // The server's Date follows the virtual clock, like a real server's follows its own.
-    if (o.sendDate === false) res.sendDate = false;
-    else res.setHeader('Date', new Date(o.clock.now()).toUTCString());
     res.on('finish', () => {
       entry.status = res.statusCode;
     });
-    if (o.intercept?.(req, res, n++)) return;
-    if (limiter) {
-      const d = await limiter.consume(req);
-      const exhausted = d.allowed && d.rules.some((r) => r.remaining === 0);
-      if (o.rateLimitHeaders !== false) rateLimitHeaders(res, d, exhausted ? await limiter.peek(req) : undefined);
-      if (!d.allowed) {
-        const ra = o.retryAfter ? o.retryAfter(d, o.clock.now()) : String(seconds(d.retryAfterMs));
-        if (ra !== undefined) res.setHeader('Retry-After', ra);
-        res.setHeader('Cache-Control', 'no-store');
-        res.statusCode = 429;
-        res.setHeader('Content-Type', 'application/problem+json');
-        res.end(JSON.stringify({ title: 'Too Many Requests', status: 429, 'violated-policies': d.rejectedBy }));
-        return;
-      }
-    }
+    // The server's Date follows the virtual clock, like a real server's follows its own.
+    if (o.sendDate === false) res.sendDate = false;
+    else res.setHeader('Date', new Date(o.clock.now()).toUTCString());
+    if (!o.intercept?.(req, res, n++)) next();
+  });
+  if (o.rules) {
+    const { retryAfter } = o;
+    app.use(
+      rateLimit({
+        rules: o.rules,
+        clock: o.clock,
+        headers: o.rateLimitHeaders === false ? false : 'draft-10',
+        ...(retryAfter && {
+          handler: (_req: Request, res: Response, _next: unknown, d: Decision) => {
+            const value = retryAfter(d, o.clock.now());
+            if (value === undefined) res.removeHeader('Retry-After');
+            else res.setHeader('Retry-After', value);
+            res.end('slow down');
+          },
+        }),
+      }),
+    );
+  }
+  app.use((req, res) => {
     req.resume();
     req.on('end', () => res.end('ok'));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const server = await new Promise<Server>((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
