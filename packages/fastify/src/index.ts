@@ -24,6 +24,7 @@ export {
   tenant,
   user,
 } from '@tollgate/core';
+export { type ClientAddressOptions, type ConcurrencyPluginOptions, concurrency, type SlowDownOptions, shed, slowDown } from './controls.js';
 export type { RouteRateLimit, StoreErrorPolicy, TollgateHook, TollgateOptions } from './options.js';
 export { tollgate };
 export default tollgate;

@@ -1,0 +1,218 @@
+/**
+ * The controls beside the limiter for Fastify 5 (SPEC 8.1, 8.3, 8.4): `slowDown`,
+ * `concurrency` and `shed`, each a small plugin (wrapped with fastify-plugin, so it acts
+ * in the scope it is registered in) that adds one `onRequest` hook: decided before the
+ * body is read. Deciding is core's (`createThrottle`, `createConcurrency`,
+ * `createShedder`), exactly as in @tollgate/express; this file is Fastify plumbing.
+ *
+ * A route opts out with `config: { slowDown: false }` (`concurrency`, `shed` alike).
+ * Slots and in-flight counts are released once, when `reply.raw` finishes or closes.
+ *
+ * @example
+ * await app.register(shed, { maxInFlight: 500 });
+ * await app.register(slowDown, { window: '10s', delayAfter: 5, delay: 500 });
+ * await app.register(concurrency, { max: 3, global: 100 });
+ */
+import {
+  applyHeaders,
+  type ConcurrencyOptions,
+  type ConcurrencyOutcome,
+  compileHeaders,
+  concurrencyHeaderFields,
+  concurrencyRefusal,
+  createConcurrency,
+  createShedder,
+  createThrottle,
+  type Decision,
+  type HeaderField,
+  type HeadersOption,
+  hold,
+  ip,
+  isGone,
+  type KeyFn,
+  onceDone,
+  publishDecision,
+  publishStoreError,
+  type Refusal,
+  type ShedOptions,
+  shedRefusal,
+  type ThrottleOptions,
+  type ThrottleResult,
+  type Timers,
+  type TrustProxy,
+} from '@tollgate/core';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import fp from 'fastify-plugin';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** What the slow-down throttle decided for this request (hits and delay). */
+    slowDown?: ThrottleResult;
+  }
+  interface FastifyContextConfig {
+    /** `false` turns the slow-down throttle off for this route. */
+    slowDown?: false;
+    /** `false` turns the concurrency limit off for this route. */
+    concurrency?: false;
+    /** `false` exempts this route from load shedding (health checks). */
+    shed?: false;
+  }
+}
+
+/** Options every control plugin shares for finding the client address. */
+export interface ClientAddressOptions {
+  /** Which proxies to trust when finding the client address (the default `ip()` key). @default false */
+  trustProxy?: TrustProxy;
+  /** IPv6 prefix length the default `ip()` key groups clients by. @default 56 */
+  ipv6Subnet?: number | false;
+}
+
+export interface SlowDownOptions extends Omit<ThrottleOptions<FastifyRequest>, 'defaultKey'>, ClientAddressOptions {
+  /** Rate-limit headers carrying the throttle's figures. @default 'draft-10' */
+  headers?: HeadersOption;
+  /** Where delays get their timers (tests: `ManualTimers`). @default systemTimers */
+  timers?: Timers;
+}
+
+export interface ConcurrencyPluginOptions extends Omit<ConcurrencyOptions<FastifyRequest>, 'defaultKey'>, ClientAddressOptions {
+  /** Send draft-10 items with `qu="concurrent-requests"`. @default true */
+  headers?: boolean;
+}
+
+function split<T extends ClientAddressOptions>(o: T): [Omit<T, 'trustProxy' | 'ipv6Subnet'>, KeyFn<FastifyRequest>] {
+  const { trustProxy, ipv6Subnet, ...rest } = (o ?? {}) as T;
+  const key = ip({ ...(trustProxy !== undefined ? { trustProxy } : {}), ...(ipv6Subnet !== undefined ? { ipv6Subnet } : {}) });
+  return [rest, key as KeyFn<FastifyRequest>];
+}
+
+function writeFields(reply: FastifyReply, fields: readonly HeaderField[]): void {
+  applyHeaders(
+    fields,
+    (name) => reply.getHeader(name),
+    (name, value) => reply.header(name, value),
+  );
+}
+
+function sendRefusal(reply: FastifyReply, r: Refusal): void {
+  reply.code(r.status);
+  for (const [name, value] of r.headers) reply.header(name, value);
+  reply.type(r.contentType).send(JSON.stringify(r.body));
+}
+
+const off = (request: FastifyRequest, name: 'slowDown' | 'concurrency' | 'shed') => request.routeOptions.config?.[name] === false;
+
+function slowDownPlugin(app: FastifyInstance, options: SlowDownOptions, done: (err?: Error) => void): void {
+  const { headers, timers, ...rest } = options;
+  const [core, defaultKey] = split(rest);
+  const throttle = createThrottle<FastifyRequest>({ ...core, defaultKey } as ThrottleOptions<FastifyRequest>);
+  const format = compileHeaders(headers);
+  const clock = core.clock;
+  app.addHook('onClose', (_instance, next) => {
+    throttle.close().then(() => next(), next);
+  });
+  app.addHook('onRequest', function tollgateSlowDown(request, reply, next: HookHandlerDoneFunction) {
+    if (off(request, 'slowDown')) return next();
+    throttle.hit(request).then(
+      (t) => {
+        if (t === undefined) return next();
+        request.slowDown = t;
+        const at = clock?.now() ?? Date.now();
+        if (format !== undefined) writeFields(reply, format([t.result], at));
+        const d: Decision = {
+          allowed: true,
+          delayMs: t.delayMs,
+          retryAfterMs: 0,
+          rejectedBy: [],
+          dryRunRejectedBy: [],
+          rules: [t.result],
+          at,
+        };
+        publishDecision(d, request, throttle.name);
+        if (t.delayMs === 0) return next();
+        // A client that leaves while delayed never reaches the handler.
+        hold(reply.raw, t.delayMs, timers).then((stillThere) => {
+          if (stillThere) next();
+        });
+      },
+      (err) => {
+        // It slows, it never blocks: a failing store lets the request through undelayed.
+        publishStoreError(err, request, throttle.name, 'allow');
+        next();
+      },
+    );
+  });
+  done();
+}
+
+function concurrencyPlugin(app: FastifyInstance, options: ConcurrencyPluginOptions, done: (err?: Error) => void): void {
+  const { headers = true, ...rest } = options;
+  const [core, defaultKey] = split(rest);
+  const limit = createConcurrency<FastifyRequest>({ ...core, defaultKey } as ConcurrencyOptions<FastifyRequest>);
+  app.addHook('onClose', (_instance, next) => {
+    limit.close().then(() => next(), next);
+  });
+
+  function answer(reply: FastifyReply, next: HookHandlerDoneFunction, o: ConcurrencyOutcome | undefined): void {
+    if (o === undefined) {
+      next();
+      return;
+    }
+    if (!o.admitted) {
+      if (o.reason === 'aborted') return; // the client is gone
+      if (headers) writeFields(reply, concurrencyHeaderFields(o.figures));
+      sendRefusal(reply, concurrencyRefusal(o));
+      return;
+    }
+    if (isGone(reply.raw)) {
+      o.release();
+      return;
+    }
+    onceDone(reply.raw, o.release);
+    if (headers) writeFields(reply, concurrencyHeaderFields(o.figures));
+    next();
+  }
+
+  app.addHook('onRequest', function tollgateConcurrency(request, reply, next: HookHandlerDoneFunction) {
+    if (off(request, 'concurrency')) return next();
+    const abort = new AbortController();
+    const onClose = () => abort.abort();
+    reply.raw.once('close', onClose);
+    limit.acquire(request, abort.signal).then(
+      (o) => {
+        reply.raw.removeListener('close', onClose);
+        answer(reply, next, o);
+      },
+      (err) => {
+        reply.raw.removeListener('close', onClose);
+        // A slot store that fails lets the request through without a slot.
+        publishStoreError(err, request, limit.name, 'allow');
+        next();
+      },
+    );
+  });
+  done();
+}
+
+function shedPlugin(app: FastifyInstance, options: ShedOptions<FastifyRequest>, done: (err?: Error) => void): void {
+  const shedder = createShedder<FastifyRequest>(options);
+  app.addHook('onClose', (_instance, next) => {
+    shedder.close();
+    next();
+  });
+  app.addHook('onRequest', function tollgateShed(request, reply, next: HookHandlerDoneFunction) {
+    if (off(request, 'shed')) return next();
+    const o = shedder.check(request);
+    if (o === undefined) return next();
+    if (o.shed) return sendRefusal(reply, shedRefusal(o));
+    onceDone(reply.raw, o.release);
+    next();
+  });
+  done();
+}
+
+/** The slow-down throttle (SPEC 8.1) as a Fastify plugin. */
+export const slowDown = fp(slowDownPlugin, { name: '@tollgate/fastify/slow-down', fastify: '5.x' });
+/** The concurrency limit (SPEC 8.3) as a Fastify plugin: 429 per key, 503 global. */
+export const concurrency = fp(concurrencyPlugin, { name: '@tollgate/fastify/concurrency', fastify: '5.x' });
+/** Load shedding (SPEC 8.4) as a Fastify plugin: 503 + Retry-After, decided first. */
+export const shed = fp(shedPlugin, { name: '@tollgate/fastify/shed', fastify: '5.x' });
