@@ -60,7 +60,9 @@ function tickLabel(ms: number): string {
  */
 export function timelineSvg(panels: readonly Panel[], o: { title: string; note?: string; endMs?: number }): string {
   // o.endMs lets two figures share one time axis (the playground draws the run and the prediction).
-  const end = Math.max(1000, o.endMs ?? 0, ...panels.flatMap((p) => p.records.map((r) => r.departure ?? r.arrival)));
+  let end = Math.max(1000, o.endMs ?? 0);
+  // A loop, not Math.max(...records): a trace can hold millions of requests.
+  for (const p of panels) for (const r of p.records) end = Math.max(end, r.departure ?? r.arrival);
   const step = tickStep(end);
   const span = Math.ceil((end * 1.04) / step) * step;
   const x = (t: number) => n2(LEFT + (t / span) * PLOT);

@@ -10,7 +10,8 @@ type Align = 'l' | 'r';
 
 /** Lays out rows under headers, columns padded to their widest cell. */
 export function table(headers: readonly string[], rows: readonly (readonly string[])[], align: readonly Align[]): string {
-  const widths = headers.map((h, c) => Math.max(h.length, ...rows.map((r) => (r[c] ?? '').length)));
+  const widths = headers.map((h) => h.length);
+  for (const r of rows) for (let c = 0; c < widths.length; c++) widths[c] = Math.max(widths[c] as number, (r[c] ?? '').length);
   const line = (cells: readonly string[]) =>
     cells
       .map((cell, c) => (align[c] === 'r' ? cell.padStart(widths[c] as number) : cell.padEnd(widths[c] as number)))
