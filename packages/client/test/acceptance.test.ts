@@ -109,6 +109,8 @@ describe('Retry-After is a floor', () => {
     server = await startLimitedServer({
       clock: sched.clock,
       sendDate,
+      // Retry-After alone: no RateLimit headers that could also carry the wait.
+      rateLimitHeaders: false,
       rules: [{ name: 'slow', limit: 1, window: '3s', algorithm: 'fixed-window' }],
       ...(retryAfter && { retryAfter: (_d: unknown, now: number) => retryAfter(now) }),
     });
