@@ -12,6 +12,7 @@
  * - `throw`: throws an Error (the framework answers 500);
  * - `stream`: writes `chunks` chunks `everyMs` apart (virtual), then ends.
  */
+import diagnosticsChannel from 'node:diagnostics_channel';
 import {
   type ConcurrencyOptions,
   constant,
@@ -25,7 +26,7 @@ import {
   type Store,
   type ThrottleOptions,
 } from '@tollgate/core';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Reply, type SendOptions, type Sent, send, until } from './http.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: stage options are handed to each adapter's own request type
@@ -84,6 +85,20 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
     const open: Array<() => Promise<void>> = [];
     afterEach(async () => {
       while (open.length > 0) await open.pop()?.();
+    });
+
+    // No timer, socket or server may outlive the scenarios (leases: see the Redis runs).
+    const handles = () =>
+      process.getActiveResourcesInfo().filter((r) => r === 'Timeout' || r === 'TCPSocketWrap' || r === 'TCPServerWrap').length;
+    let before = 0;
+    beforeAll(() => {
+      before = handles();
+    });
+    afterAll(async () => {
+      await until(() => handles() <= before, 'timers and sockets to be released', 2000).catch(() => {});
+      expect(
+        process.getActiveResourcesInfo().filter((r) => r === 'Timeout' || r === 'TCPSocketWrap' || r === 'TCPServerWrap').length,
+      ).toBeLessThanOrEqual(before);
     });
 
     async function start(
@@ -383,6 +398,31 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
         await until(async () => (await t.slots.count(key)) === 0, 'slot freed after stream');
         expect((await t.get('/ok').reply).status).toBe(200);
         await t.timers.advance(1000); // the aborted slow handler's own timer
+      });
+    });
+
+    describe('store failures', () => {
+      it('a failing slot store lets requests through without a slot, and says so on tollgate:store-error', async () => {
+        const seen: unknown[] = [];
+        const listener = (m: unknown) => seen.push(m);
+        diagnosticsChannel.subscribe('tollgate:store-error', listener);
+        try {
+          const broken: SlotStore = {
+            leases: false,
+            shared: false,
+            acquire: () => Promise.reject(new Error('slot store down')),
+            release: () => Promise.resolve(),
+            renew: () => Promise.resolve(false),
+            count: () => Promise.resolve(0),
+            close: () => Promise.resolve(),
+          };
+          const t = await start(({ timers }) => [{ kind: 'concurrency', options: { max: 1, store: broken, timers } }]);
+          expect((await t.get('/').reply).status).toBe(200);
+          expect(seen).toHaveLength(1);
+          expect(seen[0]).toMatchObject({ limiter: 'concurrency', action: 'allow' });
+        } finally {
+          diagnosticsChannel.unsubscribe('tollgate:store-error', listener);
+        }
       });
     });
 

@@ -13,6 +13,7 @@ import {
   createConcurrency,
   isGone,
   onceDone,
+  publishStoreError,
 } from '@tollgate/core';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { type ClientAddressOptions, sendRefusal, splitAddressOptions, writeFields } from './control-response.js';
@@ -73,7 +74,9 @@ export function concurrency(options: ConcurrencyMiddlewareOptions): ConcurrencyM
       },
       (err) => {
         res.removeListener('close', onClose);
-        next(err);
+        // A slot store that fails lets the request through without a slot.
+        publishStoreError(err, req, limit.name, 'allow');
+        next();
       },
     );
   } as ConcurrencyMiddleware;
