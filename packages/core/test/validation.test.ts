@@ -236,6 +236,9 @@ describe('odd input at request time gives a well-defined decision', () => {
       expect(s.length).toBeLessThanOrEqual(128);
       expect(s).toMatch(/^[\x21-\x7a|~]+$/);
       const { store, l } = make();
+      // What the store receives is the bounded form, never the raw key.
+      const ops = l.resolve({ k: key });
+      expect(ops.map((op) => op.key)).toEqual([s]);
       expect((await l.consume({ k: key })).allowed).toBe(true);
       const d = await l.consume({ k: key });
       expect(d.allowed).toBe(false);
