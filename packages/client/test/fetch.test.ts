@@ -103,6 +103,20 @@ describe('retries and giving up', () => {
     expect(seen).toHaveLength(3);
   });
 
+  it('onRetry reports each retry: number, attempt, wait, reason', async () => {
+    const events: unknown[] = [];
+    const { sched, client } = setup([new TypeError('fetch failed'), r429({ 'retry-after': '2' }), ok()], {
+      onRetry: (e) => events.push(e),
+    });
+    const p = client('https://api.test/a');
+    await sched.run();
+    expect((await p).status).toBe(200);
+    expect(events).toMatchObject([
+      { retry: 1, attempt: 2, waitMs: 250, reason: 'network', error: expect.any(TypeError), method: 'GET', url: 'https://api.test/a' },
+      { retry: 2, attempt: 3, waitMs: 2500, reason: 'status', status: 429, serverWaitMs: 2000 },
+    ]);
+  });
+
   it('a Retry-After longer than maxWaitMs ends the retries at once', async () => {
     const { sched, seen, client, gaveUp } = setup([r429({ 'retry-after': '120' }), ok()], { maxWaitMs: 60_000 });
     const p = client('https://api.test/a');
@@ -184,6 +198,23 @@ describe('AbortSignal', () => {
     expect(await p).toBe(reason);
     expect(sched.pending).toBe(0);
     expect(seen).toHaveLength(1);
+  });
+
+  it('aborting while queued behind a pacing wait leaves the queue; the calls behind it still go', async () => {
+    const { sched, seen, client } = setup([ok()], { pace: '1/s' });
+    const ac = new AbortController();
+    const first = client('https://api.test/1');
+    const second = client('https://api.test/2', { signal: ac.signal }).catch((e: unknown) => e);
+    const third = client('https://api.test/3');
+    await sched.settle();
+    ac.abort(new Error('not needed'));
+    expect(((await second) as Error).message).toBe('not needed');
+    await sched.run();
+    await Promise.all([first, third]);
+    expect(seen.map((s) => [new URL(s.url).pathname, s.at - T0])).toEqual([
+      ['/1', 0],
+      ['/3', 1000],
+    ]);
   });
 
   it('an already-aborted signal sends nothing', async () => {
