@@ -44,19 +44,28 @@ export interface HeaderField {
   append: boolean;
 }
 
+/** What an adapter knows beside the rule results (all optional). */
+export interface HeaderContext {
+  /**
+   * Every rule result the request has met so far, this limiter's included (single-value
+   * modes pick the most restrictive among them). Defaults to the limiter's own rules.
+   */
+  all?: readonly RuleResult[];
+  /** The store key of each of the limiter's rules (only read when `partitionKey` is on). */
+  keys?: readonly (string | undefined)[];
+  /**
+   * For each of the limiter's rules, the exact ms until a request of cost 1 would pass,
+   * where known (see `nextAdmission`); used for `t` when `r` is 0.
+   */
+  next?: readonly (number | undefined)[];
+}
+
 /**
  * Renders the headers of one limiter's decision.
  * @param rules the limiter's own rule results (draft-10 items are rendered from these)
  * @param now the decision time in ms (for `legacy` epoch resets)
- * @param context.all every rule result the request has met so far, this limiter's included
- *   (single-value modes pick the most restrictive among them); defaults to `rules`
- * @param context.keys the store key of each of `rules` (only read when `partitionKey` is on)
  */
-export type HeaderFormatter = (
-  rules: readonly RuleResult[],
-  now: number,
-  context?: { all?: readonly RuleResult[]; keys?: readonly (string | undefined)[] },
-) => HeaderField[];
+export type HeaderFormatter = (rules: readonly RuleResult[], now: number, context?: HeaderContext) => HeaderField[];
 
 const MODES: readonly HeaderMode[] = ['draft-10', 'draft-7', 'draft-6', 'legacy'];
 
@@ -73,14 +82,14 @@ export function windowSeconds(r: RuleResult): number {
 /**
  * The draft-10 `t` figure in ms: with units left, the time until the full quota is back;
  * with none left, the time until a request could pass again — `retryAfterMs` on a
- * refusal (so `t` equals `Retry-After`). An admitted request that took the last unit
- * reports `resetMs`: exact for fixed windows, an upper bound for the other algorithms
- * (a client that waits that long is never refused for this rule).
+ * refusal (so `t` equals `Retry-After`), or `nextMs` (from `nextAdmission`) for an
+ * admitted request that took the last unit. Without `nextMs` that case falls back to
+ * `resetMs`: exact for fixed windows, an upper bound for the other algorithms.
  */
-export function resetMsOf(r: RuleResult): number {
+export function resetMsOf(r: RuleResult, nextMs?: number): number {
   if (r.remaining > 0) return r.resetMs;
   if (!r.allowed && r.retryAfterMs > 0) return r.retryAfterMs;
-  return r.resetMs;
+  return nextMs ?? r.resetMs;
 }
 
 /** The rule a single-value header describes: lowest remaining, then the longest wait. */
@@ -159,7 +168,7 @@ export function compileHeaders(option?: HeadersOption, options: HeaderOptions = 
         const key = salt === undefined ? undefined : context?.keys?.[i];
         const pkParam = key === undefined || salt === undefined ? '' : `;pk=${partitionKey(salt, r.name, key)}`;
         policy[i] = `"${r.name}";q=${r.limit};w=${windowSeconds(r)}${pkParam}`;
-        state[i] = `"${r.name}";r=${Math.max(0, r.remaining)};t=${seconds(resetMsOf(r))}${pkParam}`;
+        state[i] = `"${r.name}";r=${Math.max(0, r.remaining)};t=${seconds(resetMsOf(r, context?.next?.[i]))}${pkParam}`;
       }
       fields.push({ name: 'RateLimit-Policy', value: policy.join(', '), append: true });
       fields.push({ name: 'RateLimit', value: state.join(', '), append: true });
@@ -169,7 +178,8 @@ export function compileHeaders(option?: HeadersOption, options: HeaderOptions = 
       if (top === undefined) return fields;
       const limit = String(top.limit);
       const remaining = String(Math.max(0, top.remaining));
-      const resetMs = resetMsOf(top);
+      const own = context?.next === undefined ? -1 : rules.indexOf(top);
+      const resetMs = resetMsOf(top, own === -1 ? undefined : context?.next?.[own]);
       const reset = String(seconds(resetMs));
       if (draft7) {
         fields.push({ name: 'RateLimit-Policy', value: `${limit};w=${windowSeconds(top)}`, append: false });

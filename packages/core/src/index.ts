@@ -53,6 +53,7 @@ export {
   appendHeaderValue,
   applyHeaders,
   compileHeaders,
+  type HeaderContext,
   type HeaderField,
   type HeaderFormatter,
   type HeaderMode,
@@ -80,6 +81,7 @@ export {
 export { createLimiter, type Limiter, type LimiterOptions, sanitizeKey } from './limiter.js';
 export { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
 export { mergeDecisions } from './merge.js';
+export { type NextAdmission, nextAdmission } from './next-admission.js';
 export {
   capacityProblem,
   capacityRefusal,

@@ -5,6 +5,7 @@ import {
   createLimiter,
   type HeaderField,
   ManualClock,
+  nextAdmission,
   type RuleResult,
   TollgateError,
 } from '@tollgate/core';
@@ -134,5 +135,36 @@ describe('headers from a real decision', () => {
     clock.advance(1);
     const refused = await l.consume({});
     expect(asRecord(compileHeaders()!(refused.rules, refused.at)).RateLimit).toBe('"g";r=0;t=8');
+  });
+});
+
+describe('nextAdmission: exact t when an admitted request took the last unit', () => {
+  it('a drained token bucket says when the next token comes, not when the bucket is full', async () => {
+    const clock = new ManualClock(0);
+    const l = createLimiter({ rules: [{ name: 'tb', key: constant('k'), limit: 5, window: '10s', algorithm: 'token-bucket' }], clock });
+    const first = nextAdmission(l);
+    let d = await l.consume({});
+    for (let i = 0; i < 4; i++) d = await l.consume({});
+    expect(d.rules[0]?.remaining).toBe(0);
+    expect(first.needed(d)).toBe(true);
+    const next = await first.get({}, d);
+    expect(next).toEqual([2000]);
+    expect(asRecord(compileHeaders()!(d.rules, d.at)).RateLimit).toBe('"tb";r=0;t=10');
+    expect(asRecord(compileHeaders()!(d.rules, d.at, { next })).RateLimit).toBe('"tb";r=0;t=2');
+    expect(asRecord(compileHeaders('draft-6')!(d.rules, d.at, { next }))['RateLimit-Reset']).toBe('2');
+    // Nothing was consumed by asking.
+    clock.advance(2000);
+    expect((await l.consume({})).allowed).toBe(true);
+    expect((await l.consume({})).allowed).toBe(false);
+  });
+  it('is not needed for fixed windows, refusals, or rules with units left', async () => {
+    const clock = new ManualClock(0);
+    const fw = createLimiter({ rules: [{ name: 'fw', key: constant('k'), limit: 1, window: '10s', algorithm: 'fixed-window' }], clock });
+    expect(nextAdmission(fw).needed(await fw.consume({}))).toBe(false);
+    const sw = createLimiter({ rules: [{ name: 'sw', key: constant('k'), limit: 2, window: '10s' }], clock });
+    const n = nextAdmission(sw);
+    expect(n.needed(await sw.consume({}))).toBe(false);
+    expect(n.needed(await sw.consume({}))).toBe(true);
+    expect(n.needed(await sw.consume({}))).toBe(false);
   });
 });
