@@ -16,16 +16,20 @@ import {
   createLimiter,
   type Decision,
   describeValue,
+  guardAppFn,
+  guardRules,
+  type HeaderContext,
   type HeaderFormatter,
   hold,
+  isAppError,
   isCapacityRefusal,
   type KeyFn,
   type Limiter,
   mergeDecisions,
+  nextAdmission,
   publishDecision,
   publishStoreError,
   type Refusal,
-  type Rule,
   refusal,
 } from '@tollgate/core';
 import type { NextFunction, Request, Response } from 'express';
@@ -45,44 +49,9 @@ declare global {
  * route-level extension to refund. One symbol per limiter: no per-request allocation.
  */
 type Slot = symbol;
+/** Per rule, the exact ms until a cost-1 request would pass, when it had to be asked for. */
+type NextMs = readonly (number | undefined)[] | undefined;
 type WithSlot = Request & Record<Slot, Decision | null | undefined>;
-
-/** Errors thrown by the app's own key, cost and trust functions: they are bugs, not store failures. */
-const appErrors = new WeakSet<object>();
-
-function markAppError(err: unknown): object {
-  const e = typeof err === 'object' && err !== null ? err : new Error(String(err));
-  appErrors.add(e);
-  return e;
-}
-
-function guard<A extends unknown[], T>(f: (...args: A) => T): (...args: A) => T {
-  return function guarded(...args: A): T {
-    try {
-      return f(...args);
-    } catch (err) {
-      throw markAppError(err);
-    }
-  };
-}
-
-function guardRules(rules: Rule<Request>[], path: string): Rule<Request>[] {
-  if (!Array.isArray(rules)) return rules;
-  return rules.map((rule, i) => {
-    if (typeof rule !== 'object' || rule === null) {
-      throw configError('TG_INVALID_OPTION', {
-        path: `${path}[${i}]`,
-        expected: 'a rule object',
-        received: describeValue(rule),
-        fix: "Pass { name, rate: '100/min' }.",
-      });
-    }
-    const out: Rule<Request> = { ...rule };
-    if (typeof rule.key === 'function') out.key = guard(rule.key);
-    if (typeof rule.cost === 'function') out.cost = guard(rule.cost);
-    return out;
-  });
-}
 
 function writeRefusal(res: Response, r: Refusal): void {
   res.statusCode = r.status;
@@ -109,7 +78,7 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
     ...(o.store !== undefined ? { store: o.store } : {}),
     ...(o.clock !== undefined ? { clock: o.clock } : {}),
     ...(o.prefix !== undefined ? { prefix: o.prefix } : {}),
-    defaultKey: guard(o.defaultKey) as KeyFn<Request>,
+    defaultKey: guardAppFn(o.defaultKey) as KeyFn<Request>,
   };
   const limiter = createLimiter<Request>({ rules: guardRules(o.rules, 'rules'), ...base });
   const slot: Slot = Symbol(`tollgate:${o.name}`);
@@ -201,6 +170,7 @@ function skipThen(o: Normalised, req: Request, res: Response, next: NextFunction
 function decider(lim: Limiter<Request>, o: Normalised, owner: Limiter<Request>, slot: Slot) {
   const { format, pk, dryRun, name, handler, message, onRejected, statusCode, onStoreError, timers } = o;
   const counted = lim.rules.filter((r) => r.countIf !== undefined);
+  const firstUnit = nextAdmission(lim);
 
   function refundUncounted(req: Request, res: Response, d: Decision): void {
     res.once('finish', () => {
@@ -218,8 +188,11 @@ function decider(lim: Limiter<Request>, o: Normalised, owner: Limiter<Request>, 
     });
   }
 
-  function headers(req: Request, res: Response, d: Decision, all: Decision, f: HeaderFormatter): void {
-    const fields = f(d.rules, d.at, pk ? { all: all.rules, keys: lim.resolve(req).map((op) => op.key) } : { all: all.rules });
+  function headers(req: Request, res: Response, d: Decision, all: Decision, f: HeaderFormatter, nextMs: NextMs): void {
+    const context: HeaderContext = { all: all.rules };
+    if (pk) context.keys = lim.resolve(req).map((op) => op.key);
+    if (nextMs !== undefined) context.next = nextMs;
+    const fields = f(d.rules, d.at, context);
     for (const field of fields) {
       let value = field.value;
       if (field.append) {
@@ -255,7 +228,33 @@ function decider(lim: Limiter<Request>, o: Normalised, owner: Limiter<Request>, 
     if (lim === owner) (req as WithSlot)[slot] = d;
     const all = mergeDecisions(req.rateLimit, d);
     req.rateLimit = all;
-    if (format !== undefined) headers(req, res, d, all, format);
+    if (format !== undefined && firstUnit.needed(d)) {
+      // Rare (a rule just ran dry): ask the store when its next unit comes, for an exact `t`.
+      firstUnit
+        .get(req, d)
+        .then(
+          (nextMs) => answer(req, res, next, prior, d, all, nextMs),
+          (err) => {
+            publishStoreError(err, req, name, 'allow');
+            answer(req, res, next, prior, d, all, undefined);
+          },
+        )
+        .catch(next);
+      return;
+    }
+    answer(req, res, next, prior, d, all, undefined);
+  }
+
+  function answer(
+    req: Request,
+    res: Response,
+    next: NextFunction,
+    prior: Decision | undefined,
+    d: Decision,
+    all: Decision,
+    nextMs: NextMs,
+  ): void {
+    if (format !== undefined) headers(req, res, d, all, format, nextMs);
     publishDecision(d, req, name, dryRun);
     if (d.allowed || dryRun) {
       if (d.allowed && counted.length > 0) refundUncounted(req, res, d);
@@ -274,7 +273,7 @@ function decider(lim: Limiter<Request>, o: Normalised, owner: Limiter<Request>, 
   }
 
   function failed(req: Request, res: Response, next: NextFunction, err: unknown): void {
-    if (typeof err === 'object' && err !== null && appErrors.has(err)) {
+    if (isAppError(err)) {
       next(err);
       return;
     }
