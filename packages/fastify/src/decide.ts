@@ -18,6 +18,7 @@ import {
   isCapacityRefusal,
   type Limiter,
   mergeDecisions,
+  nextAdmission,
   publishDecision,
   publishStoreError,
   type Refusal,
@@ -44,6 +45,7 @@ export function decider(lim: Limiter<FastifyRequest>, o: Normalised): Decide {
   const { format, pk, dryRun, name, handler, message, onRejected, statusCode, onStoreError, skip } = o;
   const timers = o.timers ?? systemTimers;
   const counted = lim.rules.filter((r) => r.countIf !== undefined);
+  const firstUnit = nextAdmission(lim);
 
   function refundUncounted(request: FastifyRequest, reply: FastifyReply, d: Decision): void {
     // Node's response, not a Fastify hook: it also fires for hijacked replies and streams,
@@ -64,11 +66,17 @@ export function decider(lim: Limiter<FastifyRequest>, o: Normalised): Decide {
     });
   }
 
-  function headers(request: FastifyRequest, reply: FastifyReply, d: Decision, all: Decision): void {
+  function headers(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    d: Decision,
+    all: Decision,
+    nextMs?: readonly (number | undefined)[],
+  ): void {
     const f = format as NonNullable<Normalised['format']>;
     const fields = pk
-      ? f(d.rules, d.at, { all: all.rules, keys: lim.resolve(request).map((op) => op.key) })
-      : f(d.rules, d.at, all === d ? undefined : { all: all.rules });
+      ? f(d.rules, d.at, { all: all.rules, keys: lim.resolve(request).map((op) => op.key), ...(nextMs ? { next: nextMs } : {}) })
+      : f(d.rules, d.at, all === d && !nextMs ? undefined : { all: all.rules, ...(nextMs ? { next: nextMs } : {}) });
     for (let i = 0; i < fields.length; i++) {
       const field = fields[i] as (typeof fields)[number];
       reply.header(field.name, field.append ? appendHeaderValue(reply.getHeader(field.name), field.value) : field.value);
@@ -99,7 +107,29 @@ export function decider(lim: Limiter<FastifyRequest>, o: Normalised): Decide {
   function decided(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, d: Decision): void {
     const all = mergeDecisions(request.rateLimit, d);
     request.rateLimit = all;
-    if (format !== undefined) headers(request, reply, d, all);
+    if (format !== undefined && firstUnit.needed(d)) {
+      // Rare (a rule just ran dry): ask the store when its next unit comes, for an exact `t` (SPEC 7.2).
+      firstUnit.get(request, d).then(
+        (nextMs) => answer(request, reply, done, d, all, nextMs),
+        (err) => {
+          publishStoreError(err, request, name, 'allow');
+          answer(request, reply, done, d, all, undefined);
+        },
+      );
+      return;
+    }
+    answer(request, reply, done, d, all, undefined);
+  }
+
+  function answer(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    done: HookHandlerDoneFunction,
+    d: Decision,
+    all: Decision,
+    nextMs: readonly (number | undefined)[] | undefined,
+  ): void {
+    if (format !== undefined) headers(request, reply, d, all, nextMs);
     publishDecision(d, request, name, dryRun);
     if (d.allowed || dryRun) {
       if (d.allowed && counted.length > 0) refundUncounted(request, reply, d);
