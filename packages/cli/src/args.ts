@@ -41,7 +41,8 @@ const POLICY_HELP = `  -r, --rate <R>          limit as a rate: 10/s, 600/min, 5
       --burst <B>         token-bucket / leaky-meter capacity (default: the limit)
       --queue <Q>         leaky-queue places (default: the limit)
       --align <A>         fixed-window: clock (default) or first-request
-  -c, --config <file>     JSON or YAML with the middleware's rule objects (see docs/cli.md)`;
+  -c, --config <file>     JSON or YAML with the middleware's rule objects, and
+                          optionally a throttle in front of them (see docs/cli.md)`;
 
 const OUTPUT_HELP = `  -p, --pattern <text>    arrival pattern (repeatable; see below)
   -t, --trace <file>      CSV trace to replay instead of patterns
@@ -95,8 +96,8 @@ Policies:
                           sliding-window,token-bucket,leaky-queue); all share
                           the limit flags below (--burst and --queue apply
                           where they make sense)
-${POLICY_HELP} (repeatable; each
-                          file's rules or policies are added)
+${POLICY_HELP}
+                          (repeatable: every file's policies are added)
 
 Arrivals and output:
 ${OUTPUT_HELP}

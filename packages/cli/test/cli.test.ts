@@ -187,6 +187,13 @@ describe('help', () => {
   });
 });
 
+it('--version prints the package version', async () => {
+  const { readFile } = await import('node:fs/promises');
+  const pkg = JSON.parse(await readFile(new URL('../package.json', import.meta.url), 'utf8'));
+  const r = await cli(['--version']);
+  expect(r.stdout()).toBe(`${pkg.version}\n`);
+});
+
 describe('errors', () => {
   it.each([
     [['launch'], 'TG_CLI_UNKNOWN_COMMAND', /expected a command: simulate, compare or help/],
