@@ -1,6 +1,7 @@
 /**
- * The script's wire format (see `lua/stack.ts`): a rule becomes 12 ARGV strings, built
- * once per `RuleSpec` and cached, so the per-request cost is one array copy.
+ * The script's wire format (see `lua/stack.ts`): a rule becomes one comma-separated ARGV
+ * string, built once per `RuleSpec` and cached; per request only the cost is appended.
+ * Few, short arguments keep both the client's encoding and the script's parsing cheap.
  */
 import type { Outcome, RejectReason, RuleSpec, StoreDecision, StoreOp } from '@tollgate/core';
 import { OUT_FIELDS } from './lua/index.js';
@@ -15,13 +16,13 @@ const ALGO_CODE = {
 
 const REASONS: Record<string, RejectReason | undefined> = { '': undefined, l: 'limit', b: 'blocked', c: 'cost_exceeds_limit' };
 
-const cache = new WeakMap<RuleSpec, readonly string[]>();
+const cache = new WeakMap<RuleSpec, string>();
 
-/** The 12 ARGV fields describing `r`. */
-export function ruleArgs(r: RuleSpec): readonly string[] {
+/** The rule's fields, comma-separated and ending with a comma (the cost follows). */
+export function ruleArg(r: RuleSpec): string {
   let a = cache.get(r);
   if (a === undefined) {
-    a = [
+    a = `${[
       ALGO_CODE[r.algorithm],
       String(r.limit),
       String(r.windowMs),
@@ -34,7 +35,7 @@ export function ruleArgs(r: RuleSpec): readonly string[] {
       r.countRejected ? '1' : '0',
       r.dryRun ? '1' : '0',
       String(r.maxCost),
-    ];
+    ].join(',')},`;
     cache.set(r, a);
   }
   return a;
@@ -51,21 +52,21 @@ export function scriptArgs(
   minTtl: string,
 ): string[] {
   const out: string[] = [cmd, now === undefined ? '' : String(now), at === undefined ? '' : String(at), minTtl];
-  for (const op of ops) {
-    for (const f of ruleArgs(op.rule)) out.push(f);
-    out.push(String(op.cost));
-  }
+  for (const op of ops) out.push(ruleArg(op.rule) + op.cost);
   return out;
 }
 
-/** Parses a consume/peek reply. Numbers arrive as `%.17g` strings, exact doubles. */
+/**
+ * Parses a consume/peek reply: an array whose numbers are integer replies, or exact
+ * decimal text when fractional.
+ */
 export function parseDecision(reply: unknown, n: number): StoreDecision {
-  const a = reply as string[];
+  const a = reply as (number | string)[];
   const outcomes: Outcome[] = new Array(n);
   for (let i = 0; i < n; i++) {
     const k = 2 + i * OUT_FIELDS;
     outcomes[i] = {
-      allowed: a[k] === '1',
+      allowed: a[k] === 1,
       remaining: Number(a[k + 1]),
       resetMs: Number(a[k + 2]),
       retryAfterMs: Number(a[k + 3]),
@@ -73,5 +74,5 @@ export function parseDecision(reply: unknown, n: number): StoreDecision {
       reason: REASONS[a[k + 5] as string],
     };
   }
-  return { allowed: a[0] === '1', now: Number(a[1]), outcomes };
+  return { allowed: a[0] === 1, now: Number(a[1]), outcomes };
 }

@@ -133,6 +133,15 @@ async function replay(bodies: RuleBody[], actions: Action[], start: number, deny
 }
 
 describe('RedisStore decides exactly as MemoryStore', () => {
+  it('a long sliding log (hundreds of entries, the chunked encoding) with refunds', async () => {
+    const actions: Action[] = [];
+    for (let i = 0; i < 260; i++) {
+      actions.push({ t: 'consume', k: 'a', n: 1 + (i % 3) }, { t: 'advance', ms: 7 });
+      if (i % 17 === 0) actions.push({ t: 'refund' });
+    }
+    await replay([{ algorithm: 'sliding-log', limit: 400, window: 1500 }], actions, 1_700_000_000_000, false);
+  });
+
   for (const denyCache of [false, true]) {
     it(`random stacks and actions, deny cache ${denyCache ? 'on' : 'off'}`, async () => {
       await fc.assert(

@@ -3,9 +3,10 @@
  * the `admitted` / `refused` constructors of `core/src/algorithms/types.ts`.
  *
  * Redis runs Lua 5.1, whose numbers are IEEE doubles like JavaScript's, so the same
- * operations in the same order give the same results. Numbers leave the script as
- * `%.17g` strings: an integer reply would truncate fractions, and 17 significant
- * digits round-trip every double exactly.
+ * operations in the same order give the same results. Whole numbers leave the script as
+ * integer replies; any other number as `%.17g` text (an integer reply would truncate
+ * it, and 17 significant digits round-trip every double exactly). States are stored as
+ * packed doubles, so they round-trip exactly too.
  */
 export const COMMON_LUA = `
 local floor, ceil, max, min, fmod = math.floor, math.ceil, math.max, math.min, math.fmod
@@ -21,22 +22,41 @@ local function refused(remaining, resetMs, retryAfterMs, nx)
   return { allowed = false, remaining = remaining, resetMs = resetMs, retryAfterMs = retryAfterMs, delayMs = 0, reason = 'l', next = nx }
 end
 
--- An entry is stored as "b,s1,s2,...": the block deadline, then the algorithm's state.
+-- An entry is stored as packed little-endian doubles (Redis' struct library): the block
+-- deadline, then the algorithm's state. Exact, compact, and no number formatting.
 -- No state fields means no state (an empty sliding log decides like none).
+local pack, unpack_bin, rep = struct.pack, struct.unpack, string.rep
+
 local function decode(v)
-  local b, s = nil, nil
-  for part in string.gmatch(v, '[^,]+') do
-    if b == nil then b = tonumber(part) else
-      if s == nil then s = {} end
-      s[#s + 1] = tonumber(part)
+  local n = #v / 8
+  local s = nil
+  if n > 1 then
+    s = {}
+    if n <= 32 then
+      local vals = { unpack_bin('<' .. rep('d', n), v) }
+      for i = 2, n do s[i - 1] = vals[i] end
+      return { s = s, b = vals[1] }
     end
+    for i = 2, n do s[i - 1] = (unpack_bin('<d', v, (i - 1) * 8 + 1)) end
   end
-  return { s = s, b = b or 0 }
+  return { s = s, b = (unpack_bin('<d', v)) }
 end
 
 local function encode(e)
-  local parts = { fmt(e.b) }
-  if e.s ~= nil then for i = 1, #e.s do parts[i + 1] = fmt(e.s[i]) end end
-  return table.concat(parts, ',')
+  local n = 0
+  if e.s ~= nil then n = #e.s end
+  if n <= 31 then
+    if n == 0 then return pack('<d', e.b) end
+    return pack('<' .. rep('d', n + 1), e.b, unpack(e.s))
+  end
+  local parts = { pack('<d', e.b) }
+  for i = 1, n do parts[i + 1] = pack('<d', e.s[i]) end
+  return table.concat(parts)
+end
+
+-- A reply field: whole numbers travel as integer replies (no formatting), others as text.
+local function out(x)
+  if x == floor(x) and x < 9007199254740992 and x > -9007199254740992 then return x end
+  return fmt(x)
 end
 `;

@@ -1,7 +1,11 @@
 /**
- * The one script every store call runs: the prelude, one section per algorithm and the
- * stack logic. One script (rather than one per algorithm) so that a stack mixing
- * algorithms is still one EVALSHA; its SHA-1 is computed once at load.
+ * The one script every store call runs: the prelude, the argument parsing, one section
+ * per algorithm and the stack logic. One script (rather than one per algorithm) so that a
+ * stack mixing algorithms is still one EVALSHA; its SHA-1 is computed once at load.
+ *
+ * Redis runs the whole script body on every call, so every function it defines is a new
+ * closure each time. Each algorithm's section is therefore wrapped in `if NEED[code]`:
+ * a call instantiates only the algorithms its rules use.
  */
 import { createHash } from 'node:crypto';
 import { COMMON_LUA } from './common.js';
@@ -9,25 +13,28 @@ import { FIXED_WINDOW_LUA } from './fixed-window.js';
 import { LEAKY_BUCKET_LUA } from './leaky-bucket.js';
 import { SLIDING_LOG_LUA } from './sliding-log.js';
 import { SLIDING_WINDOW_LUA } from './sliding-window.js';
-import { STACK_LUA } from './stack.js';
+import { PARSE_LUA, STACK_LUA } from './stack.js';
 import { TOKEN_BUCKET_LUA } from './token-bucket.js';
 
-/** ARGV fields per op: 12 describing the rule, then the cost. */
-export const OP_FIELDS = 13;
 /** ARGV fields before the first op: command, now, at, least TTL on supplied time. */
 export const HEAD_FIELDS = 4;
 /** Reply fields per op: allowed, remaining, resetMs, retryAfterMs, delayMs, reason. */
 export const OUT_FIELDS = 6;
 
+function section(code: string, lua: string): string {
+  return `if NEED['${code}'] then\n${lua}\nend`;
+}
+
 export const STORE_SCRIPT = [
-  `local OP_FIELDS, HEAD_FIELDS = ${OP_FIELDS}, ${HEAD_FIELDS}`,
+  `local HEAD_FIELDS = ${HEAD_FIELDS}`,
   'local ALG = {}',
   COMMON_LUA,
-  FIXED_WINDOW_LUA,
-  SLIDING_LOG_LUA,
-  SLIDING_WINDOW_LUA,
-  TOKEN_BUCKET_LUA,
-  LEAKY_BUCKET_LUA,
+  PARSE_LUA,
+  section('f', FIXED_WINDOW_LUA),
+  section('s', SLIDING_LOG_LUA),
+  section('w', SLIDING_WINDOW_LUA),
+  section('t', TOKEN_BUCKET_LUA),
+  section('k', LEAKY_BUCKET_LUA),
   STACK_LUA,
 ].join('\n');
 

@@ -2,17 +2,49 @@
  * Lua mirror of `core/src/stack.ts` (SPEC 4, 3.6, 3.7) and the script's entry point.
  *
  * KEYS: one Redis key per op. ARGV: command (`c` consume, `p` peek, `r` refund), `now`
- * (empty: Redis `TIME`), `at` (refunds), the least TTL for supplied time, then OP_FIELDS
- * fields per op (see
- * `../args.ts`). Every key written gets its TTL in the same command (`SET ... PX`), the
+ * (empty: Redis `TIME`), `at` (refunds), the least TTL for supplied time, then one
+ * comma-separated field per op: the rule (see `../args.ts`) and the cost. The reply is
+ * an array: allowed (1/0), now, then OUT_FIELDS per op (see `out` in common.ts). Every key written gets its TTL in the same command (`SET ... PX`), the
  * time until `entryExpiresAt`, so no key is ever left without expiry. An entry whose
  * expiry has passed is read as absent, exactly as `MemoryStore` does.
  */
-export const STACK_LUA = `
+/** Reads the arguments: command, time, and each op's rule and cost. Runs first. */
+export const PARSE_LUA = `
+local cmd = ARGV[1]
+local now
 -- Redis expires keys on its own clock; time supplied by the caller may not follow it, so
 -- keys written on supplied time live at least ARGV[4] ms (read as absent once expired).
 local MIN_TTL = 0
+if ARGV[2] ~= '' then MIN_TTL = tonumber(ARGV[4]) end
+if ARGV[2] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[2])
+end
 
+local n = #KEYS
+local ops = {}
+-- The algorithms this call needs: only their sections are instantiated (see index.ts).
+local NEED = {}
+for i = 1, n do
+  -- One field per op: algorithm,L,W,B,Q,align,mode,calendar,blockFor,countRejected,dryRun,maxCost,cost
+  local algo, L, W, B, Q, align, mode, cal, block, cr, dry, maxCost, cost = string.match(ARGV[HEAD_FIELDS + i],
+    '^(%a),([^,]*),([^,]*),([^,]*),([^,]*),(%a),(%a),(%a?),([^,]*),(%d),(%d),([^,]*),([^,]*)$')
+  ops[i] = {
+    r = {
+      algo = algo, L = tonumber(L), W = tonumber(W), B = tonumber(B), Q = tonumber(Q), align = align, mode = mode,
+      cal = cal, block = tonumber(block), cr = cr == '1', dry = dry == '1', maxCost = tonumber(maxCost),
+    },
+    cost = tonumber(cost),
+  }
+  NEED[algo] = true
+end
+
+`;
+
+/** The stack decision and the command's body. Runs after the algorithm sections. */
+export const STACK_LUA = `
 local function expires_at(e, r)
   local s = 0
   if e.s ~= nil then s = ALG[r.algo].expires(e.s, r) end
@@ -74,30 +106,6 @@ local function refund_entry(e, now, r, cost, at)
   return { s = s, b = e.b }
 end
 
-local cmd = ARGV[1]
-local now
-if ARGV[2] ~= '' then MIN_TTL = tonumber(ARGV[4]) end
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
-else
-  now = tonumber(ARGV[2])
-end
-
-local n = #KEYS
-local ops = {}
-for i = 1, n do
-  local a = HEAD_FIELDS + (i - 1) * OP_FIELDS
-  ops[i] = {
-    r = {
-      algo = ARGV[a + 1], L = tonumber(ARGV[a + 2]), W = tonumber(ARGV[a + 3]), B = tonumber(ARGV[a + 4]),
-      Q = tonumber(ARGV[a + 5]), align = ARGV[a + 6], mode = ARGV[a + 7], cal = ARGV[a + 8],
-      block = tonumber(ARGV[a + 9]), cr = ARGV[a + 10] == '1', dry = ARGV[a + 11] == '1', maxCost = tonumber(ARGV[a + 12]),
-    },
-    cost = tonumber(ARGV[a + 13]),
-  }
-end
-
 if cmd == 'r' then
   local at = tonumber(ARGV[3])
   for i = 1, n do
@@ -108,7 +116,7 @@ if cmd == 'r' then
       if nx == nil then redis.call('DEL', KEYS[i]) else write(KEYS[i], nx, op.r, now) end
     end
   end
-  return { fmt(now) }
+  return out(now)
 end
 
 local outcomes, writes = {}, {}
@@ -121,7 +129,7 @@ for i = 1, n do
   if not o.allowed and not op.r.dry then allowed = false end
 end
 
-local reply = { allowed and '1' or '0', fmt(now) }
+local reply = { allowed and 1 or 0, out(now) }
 for i = 1, n do
   local o = outcomes[i]
   -- An admitting rule consumes only when the whole stack is admitted; a rejecting rule
@@ -130,11 +138,11 @@ for i = 1, n do
   local delay = o.delayMs
   if not allowed then delay = 0 end
   local k = 2 + (i - 1) * 6
-  reply[k + 1] = o.allowed and '1' or '0'
-  reply[k + 2] = fmt(o.remaining)
-  reply[k + 3] = fmt(o.resetMs)
-  reply[k + 4] = fmt(o.retryAfterMs)
-  reply[k + 5] = fmt(delay)
+  reply[k + 1] = o.allowed and 1 or 0
+  reply[k + 2] = out(o.remaining)
+  reply[k + 3] = out(o.resetMs)
+  reply[k + 4] = out(o.retryAfterMs)
+  reply[k + 5] = out(delay)
   reply[k + 6] = o.reason
 end
 return reply
