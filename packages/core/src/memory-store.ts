@@ -46,6 +46,8 @@ export class MemoryStore implements Store {
   #size = 0;
   /** Latest time seen, so the sweep works on the limiter's clock too. */
   #latest = 0;
+  /** Whether a limiter has passed its own time; then the sweep must not read this store's clock. */
+  #external = false;
   #timer: ReturnType<typeof setInterval> | undefined;
   #closed = false;
 
@@ -100,9 +102,19 @@ export class MemoryStore implements Store {
   #now(now: number | undefined): number {
     if (this.#closed)
       throw new TollgateError('TG_STORE_CLOSED', 'MemoryStore: used after close(). Create a new store, or stop calling this one.');
+    if (now !== undefined) this.#external = true;
     const t = now ?? this.#clock.now();
     if (t > this.#latest) this.#latest = t;
     return t;
+  }
+
+  /**
+   * The time the sweep judges expiry by. On the store's own clock that is simply now, so
+   * states keep being dropped while traffic is idle; with times supplied by a limiter's
+   * clock, which may run anywhere, it is the latest time a limiter supplied.
+   */
+  #sweepTime(): number {
+    return this.#external ? this.#latest : Math.max(this.#latest, this.#clock.now());
   }
 
   #get(id: string, key: string, now: number): Slot | undefined {
@@ -243,7 +255,7 @@ export class MemoryStore implements Store {
   }
 
   /** Drops every expired state now. Runs by itself on the sweep interval. */
-  sweep(now: number = this.#latest): number {
+  sweep(now: number = this.#sweepTime()): number {
     let dropped = 0;
     for (const map of this.#maps.values()) {
       for (const [k, slot] of map) {

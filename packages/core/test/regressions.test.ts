@@ -142,4 +142,16 @@ describe('regressions', () => {
     expect(d.delayMs).toBe(0); // but not applied
     await store.close();
   });
+
+  it('MemoryStore: the sweep judged expiry by the last request time, so states were never swept while traffic was idle', async () => {
+    const clock = new ManualClock(0);
+    const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+    // No limiter clock: the store decides on its own clock, as in production.
+    const l = createLimiter({ rules: [{ name: 'r', key: constant('k'), limit: 1, window: '1s' }], store });
+    await l.consume({});
+    clock.set(10_000); // idle: no request tells the store the time
+    expect(store.sweep()).toBe(1);
+    expect(store.size).toBe(0);
+    await store.close();
+  });
 });
