@@ -136,11 +136,14 @@ describe('algorithm properties', () => {
         fc.integer({ min: 1, max: 400 }),
         fc.integer({ min: 1, max: 10 }),
         fc.integer({ min: 1, max: 10 }).chain((c) => arrivalsArb(c, 1500)),
-        async (limit, interval, burst, arrivals) => {
+        fc.boolean(),
+        async (limit, interval, burst, arrivals, countRejected) => {
           const window = limit * interval; // T = W / L is a whole number of ms
           const fitting = arrivals.map((a) => ({ gap: a.gap, cost: Math.min(a.cost, burst) }));
-          const meter = await run({ algorithm: 'leaky-bucket', limit, window, burst }, fitting);
-          const bucket = await run({ algorithm: 'token-bucket', limit, window, burst }, fitting);
+          // With countRejected too: a refusal adds its cost to the meter's level exactly as
+          // it takes it from the bucket's tokens.
+          const meter = await run({ algorithm: 'leaky-bucket', limit, window, burst, countRejected }, fitting);
+          const bucket = await run({ algorithm: 'token-bucket', limit, window, burst, countRejected }, fitting);
           expect(meter.map((x) => x.d.allowed)).toEqual(bucket.map((x) => x.d.allowed));
           expect(meter.map((x) => x.d.retryAfterMs)).toEqual(bucket.map((x) => x.d.retryAfterMs));
           expect(meter.map((x) => x.d.rules[0]?.remaining)).toEqual(bucket.map((x) => x.d.rules[0]?.remaining));
