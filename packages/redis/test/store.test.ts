@@ -1,0 +1,203 @@
+/**
+ * RedisStore's own behaviour beside the conformance suite: option validation (SPEC 12),
+ * the NOSCRIPT reply code, the breaker's state machine, the local deny cache (SPEC 6.5)
+ * answering without a round trip, the instance-scaled local fallback, and close().
+ */
+import { createLimiter, ManualClock, TollgateError } from '@tollgate/core';
+import { RedisStore } from '@tollgate/redis';
+import { Redis, ReplyError } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { keysWithoutExpiry, type RedisServer, startRedis } from '../../../test/setup/redis.js';
+import { Breaker, type BreakerState } from '../src/breaker.js';
+import { scaleRule } from '../src/fallback.js';
+import { replyCode } from '../src/script.js';
+
+let server: RedisServer;
+let client: Redis;
+let admin: Redis;
+let n = 0;
+
+beforeAll(async () => {
+  server = await startRedis();
+  client = new Redis({ port: server.port, host: '127.0.0.1' });
+  admin = new Redis({ port: server.port, host: '127.0.0.1' });
+});
+
+afterAll(async () => {
+  expect(await keysWithoutExpiry(admin, 'unit:*')).toEqual([]);
+  client.disconnect();
+  admin.disconnect();
+  await server.destroy();
+});
+
+async function evalshaCalls(): Promise<number> {
+  const info = await admin.info('commandstats');
+  const m = /cmdstat_evalsha:calls=(\d+)/.exec(info);
+  return m ? Number(m[1]) : 0;
+}
+
+function codeOf(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(TollgateError);
+    return (err as TollgateError).code;
+  }
+  return undefined;
+}
+
+describe('options', () => {
+  it('rejects unknown and malformed options at construction with stable codes', () => {
+    expect(codeOf(() => new RedisStore({ client, timeout: 5 } as never))).toBe('TG_UNKNOWN_OPTION');
+    expect(codeOf(() => new RedisStore({ client: {} as never }))).toBe('TG_INVALID_OPTION');
+    expect(codeOf(() => new RedisStore({ client, prefix: 'a{b}' }))).toBe('TG_INVALID_OPTION');
+    expect(codeOf(() => new RedisStore({ client, timeoutMs: 0 }))).toBe('TG_INVALID_OPTION');
+    expect(codeOf(() => new RedisStore({ client, onStoreError: 'throw' as never }))).toBe('TG_INVALID_OPTION');
+    expect(codeOf(() => new RedisStore({ client, instances: 1.5 }))).toBe('TG_INVALID_OPTION');
+    expect(codeOf(() => new RedisStore({ client, clock: {} as never }))).toBe('TG_INVALID_OPTION');
+    expect(codeOf(() => new RedisStore({ client, hashTag: 'tenant' as never }))).toBe('TG_INVALID_OPTION');
+    expect(codeOf(() => new RedisStore({ client, denyCache: -1 }))).toBe('TG_INVALID_OPTION');
+    expect(codeOf(() => new RedisStore({ client, breaker: { failures: 0 } }))).toBe('TG_INVALID_OPTION');
+    expect(codeOf(() => new RedisStore({ client, minTtlMs: -5 }))).toBe('TG_INVALID_OPTION');
+    expect(codeOf(() => new RedisStore({ client, prefix: 'ok:', clock: 'redis', onStoreError: 'deny' }))).toBeUndefined();
+  });
+
+  it('says what was expected, what was received and how to fix it', () => {
+    expect(() => new RedisStore({ client, timeoutMs: -1 })).toThrow(/RedisStore\.timeoutMs: expected a number of ms > 0, received -1\. /);
+  });
+});
+
+describe('NOSCRIPT detection', () => {
+  it('reads the code word of a Redis error reply, never an arbitrary message', () => {
+    expect(replyCode(new ReplyError('NOSCRIPT No matching script. Please use EVAL.'))).toBe('NOSCRIPT');
+    expect(replyCode(new ReplyError('ERR Error running script: NOSCRIPT in user text'))).toBe('ERR');
+    expect(replyCode(new Error('NOSCRIPT No matching script.'))).toBeUndefined();
+    expect(replyCode('NOSCRIPT')).toBeUndefined();
+  });
+
+  it('a real NOSCRIPT reply is recognised', async () => {
+    const err = await client.evalsha('0'.repeat(40), 0).catch((e: unknown) => e);
+    expect(replyCode(err)).toBe('NOSCRIPT');
+  });
+});
+
+describe('breaker', () => {
+  function breaker(failures = 2, cooldownMs = 100) {
+    let now = 0;
+    const changes: string[] = [];
+    const b = new Breaker(
+      { failures, cooldownMs },
+      () => now,
+      (from: BreakerState, to: BreakerState) => changes.push(`${from}>${to}`),
+    );
+    return { b, changes, advance: (ms: number) => (now += ms) };
+  }
+
+  it('opens after N consecutive failures, probes once after the cool-down, closes on success', () => {
+    const { b, changes, advance } = breaker();
+    b.failure();
+    b.success();
+    b.failure();
+    expect(b.state).toBe('closed');
+    b.failure();
+    expect(b.state).toBe('open');
+    expect(b.tryCall()).toBe(false);
+    expect(b.retryInMs()).toBe(100);
+    advance(99);
+    expect(b.tryCall()).toBe(false);
+    advance(1);
+    expect(b.tryCall()).toBe(true);
+    expect(b.state).toBe('half-open');
+    expect(b.tryCall()).toBe(false); // one probe at a time
+    b.success();
+    expect(b.state).toBe('closed');
+    expect(changes).toEqual(['closed>open', 'open>half-open', 'half-open>closed']);
+  });
+
+  it('a failed probe opens it again for a full cool-down', () => {
+    const { b, advance } = breaker(1, 50);
+    b.failure();
+    advance(50);
+    expect(b.tryCall()).toBe(true);
+    b.failure();
+    expect(b.state).toBe('open');
+    expect(b.retryInMs()).toBe(50);
+  });
+});
+
+describe('local deny cache', () => {
+  const rules = [{ name: 'r', key: () => 'k', algorithm: 'fixed-window' as const, limit: 2, window: '10s' }];
+
+  it('answers a known rejection locally until its retry time, then asks Redis again', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const store = new RedisStore({ client, prefix: 'unit:', clock });
+    const l = createLimiter({ rules, store, clock, prefix: `dc${n++}` });
+    await l.consume({});
+    await l.consume({});
+    const first = await l.consume({});
+    expect(first.allowed).toBe(false);
+    const before = await evalshaCalls();
+    clock.advance(4000);
+    const local = await l.consume({});
+    expect(local).toMatchObject({ allowed: false, retryAfterMs: first.retryAfterMs - 4000, rejectedBy: ['r'] });
+    expect(await evalshaCalls()).toBe(before);
+    clock.advance(first.retryAfterMs - 4000);
+    expect((await l.consume({})).allowed).toBe(true);
+    expect(await evalshaCalls()).toBe(before + 1);
+  });
+
+  it('is cleared by a refund and a reset through the store, and is off with denyCache: false', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const store = new RedisStore({ client, prefix: 'unit:', clock });
+    const l = createLimiter({ rules, store, clock, prefix: `dc${n++}` });
+    const a = await l.consume({});
+    await l.consume({});
+    expect((await l.consume({})).allowed).toBe(false);
+    await l.refund({}, a);
+    expect((await l.consume({})).allowed).toBe(true);
+    expect((await l.consume({})).allowed).toBe(false);
+    await l.reset({});
+    expect((await l.consume({})).allowed).toBe(true);
+
+    const off = new RedisStore({ client, prefix: 'unit:', clock, denyCache: false });
+    const lo = createLimiter({ rules, store: off, clock, prefix: `dc${n++}` });
+    await lo.consume({});
+    await lo.consume({});
+    await lo.consume({});
+    const before = await evalshaCalls();
+    await lo.consume({});
+    expect(await evalshaCalls()).toBe(before + 1);
+  });
+
+  it('does not cache a stack with a rule that counts rejected requests (the store would count them)', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const store = new RedisStore({ client, prefix: 'unit:', clock });
+    const l = createLimiter({ rules: [{ ...rules[0], countRejected: true } as (typeof rules)[0]], store, clock, prefix: `dc${n++}` });
+    await l.consume({});
+    await l.consume({});
+    await l.consume({});
+    const before = await evalshaCalls();
+    await l.consume({});
+    expect(await evalshaCalls()).toBe(before + 1);
+  });
+});
+
+describe('local fallback', () => {
+  it('divides every limit by the expected number of instances, rounding up, at least 1', () => {
+    const [rule] = createLimiter({ rules: [{ name: 'r', algorithm: 'token-bucket', limit: 10, burst: 25, window: '1s' }] }).rules;
+    const scaled = scaleRule(rule?.spec as never, 4);
+    expect(scaled).toMatchObject({ limit: 3, burst: 7, maxCost: 7, id: rule?.spec.id });
+    expect(scaleRule(rule?.spec as never, 100)).toMatchObject({ limit: 1, burst: 1 });
+    expect(scaleRule(rule?.spec as never, 1)).toBe(rule?.spec);
+  });
+});
+
+describe('close', () => {
+  it('refuses calls after close() with TG_STORE_CLOSED and leaves the client open', async () => {
+    const store = new RedisStore({ client, prefix: 'unit:' });
+    await store.close();
+    const l = createLimiter({ rules: [{ name: 'r', rate: '5/s' }], store, prefix: 'closed' });
+    await expect(l.consume({})).rejects.toMatchObject({ code: 'TG_STORE_CLOSED' });
+    expect(await client.ping()).toBe('PONG');
+  });
+});
