@@ -104,6 +104,20 @@ describe('concurrency (SPEC 8.3)', () => {
     await limit.close();
   });
 
+  it('a store failing on the global slot gives the per-key slot back before the error surfaces', async () => {
+    const inner = new MemorySlotStore();
+    const store = Object.assign(Object.create(inner) as MemorySlotStore, {
+      acquire: (key: string, id: string, max: number) =>
+        key.endsWith(':*') ? Promise.reject(new Error('down')) : inner.acquire(key, id, max),
+      release: (key: string, id: string) => inner.release(key, id),
+      count: (key: string) => inner.count(key),
+    });
+    const limit = createConcurrency<Req>({ max: 2, global: 5, key, store });
+    await expect(limit.acquire({ k: 'a' })).rejects.toThrow('down');
+    expect(await inner.count('tg-cc:concurrency:a')).toBe(0);
+    expect(inner.keys).toBe(0);
+  });
+
   it('requests without a key take only the global slot; skip takes none', async () => {
     const limit = createConcurrency<Req & { skip?: boolean }>({ max: 1, global: 1, key, skip: (r) => r.skip === true });
     expect(await limit.acquire({ skip: true })).toBeUndefined();

@@ -21,7 +21,7 @@ import { sanitizeKey } from '../limiter.js';
 import { capacityRefusal, type Refusal, refusal } from '../response.js';
 import type { KeyFn } from '../rules.js';
 import { boundedDuration, checkOptions, MAX_TIMER_MS, optionalFn, wholeNumber } from './options.js';
-import { MemorySlotStore, type SlotStore } from './slot-store.js';
+import { MemorySlotStore, type SlotGrant, type SlotStore } from './slot-store.js';
 import { systemTimers, type TimerHandle, type Timers } from './timers.js';
 
 export interface ConcurrencyOptions<R = unknown> {
@@ -243,7 +243,14 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
       taken.push(slot);
     }
     if (global !== undefined) {
-      const g = await store.acquire(globalSlot, id, global, leaseMs);
+      let g: SlotGrant;
+      try {
+        g = await store.acquire(globalSlot, id, global, leaseMs);
+      } catch (err) {
+        // Never keep half a pair: the per-key slot goes back before the failure surfaces.
+        await Promise.allSettled(taken.map((slot) => store.release(slot, id)));
+        throw err;
+      }
       figures.push({ name: globalName, scope: 'global', limit: global, inFlight: g.inFlight });
       if (!g.acquired) {
         // All or nothing: give back the per-key slot taken a moment ago.
