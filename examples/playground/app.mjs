@@ -29,6 +29,8 @@ import express from 'express';
 /** A browser keeps a run short: at most this many requests within this many ms. */
 export const MAX_REQUESTS = 400;
 export const MAX_SPAN_MS = 30_000;
+/** A request this much later than its pattern time is reported as late. */
+const LATE_MS = 50;
 /** Runs kept for their results; the oldest is dropped (and its store closed) beyond this. */
 const MAX_RUNS = 16;
 
@@ -196,8 +198,12 @@ export function createPlayground() {
       byArrival.map((r) => ({ t: r.arrival, key: r.key, cost: r.cost })),
     );
     const agree = byArrival.filter((r, k) => (r.decision === 'rejected') === (replay.records[k]?.decision === 'rejected')).length;
+    // Requests that reached the server well after their time in the pattern: the browser held
+    // them (at most six connections per server) or timers ran late.
+    const late = seen.filter((s) => s.arrivedAt - run.arrivals[s.i].t > LATE_MS).length;
     res.json({
       sent: run.arrivals.length,
+      late,
       received: seen.length,
       // Both charts again on one time axis, so they can be compared at a glance.
       observed: {
