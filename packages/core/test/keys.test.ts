@@ -1,4 +1,5 @@
 import { constant, header, ip, normalizeAddress, type RequestLike, TollgateError, tenant, user } from '@tollgate/core';
+import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import { compileTrust, TRUST_PROXY_WARNING } from '../src/keys.js';
 
@@ -189,5 +190,50 @@ describe('other extractors', () => {
   it('constant() is the same for every request', () => {
     expect(constant('global')()).toBe('global');
     expect(() => constant('')).toThrow(TollgateError);
+  });
+});
+
+describe('property: a client can never choose a key that is not an address', () => {
+  const alphabet = fc.constantFrom(
+    ...'0123456789abcdef.:,;=[]"% _-xunknowFORf'.split(''),
+    'for=',
+    ', ',
+    '::ffff:',
+    '1.2.3.4',
+    '2001:db8::',
+  );
+  const junk = fc.array(alphabet, { maxLength: 80 }).map((parts) => parts.join(''));
+  const isAddressKey = (k: string) => {
+    if (k === 'unknown') return false;
+    const [addr, bits, ...rest] = k.split('/');
+    return rest.length === 0 && normalizeAddress(addr as string) === addr && (bits === undefined || bits === '56');
+  };
+  it('without trusted proxies the key is the socket address, whatever the headers say', () => {
+    const key = ip();
+    fc.assert(
+      fc.property(
+        junk,
+        junk,
+        (xff, fwd) => key(req('198.51.100.77', { 'x-forwarded-for': xff, forwarded: fwd, 'x-real-ip': xff })) === '198.51.100.77',
+      ),
+    );
+  });
+  it('behind a trusted proxy the key is always a normalised address (or its /56)', () => {
+    const keys = [
+      ip({ trustProxy: 'loopback' }),
+      ip({ trustProxy: true }),
+      ip({ trustProxy: 'loopback', header: 'forwarded' }),
+      ip({ trustProxy: 3 }),
+    ];
+    fc.assert(
+      fc.property(junk, (value) => {
+        for (const key of keys) {
+          const k = key(req('127.0.0.1', { 'x-forwarded-for': value, forwarded: value }));
+          if (!isAddressKey(k)) return false;
+        }
+        return true;
+      }),
+      { numRuns: 2000 },
+    );
   });
 });
