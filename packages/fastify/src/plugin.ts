@@ -76,6 +76,16 @@ function install(route: RouteOptions, hook: TollgateHook, fn: HookFn): void {
 }
 
 const tollgatePlugin: FastifyPluginCallback<TollgateOptions> = function tollgate(fastify, options, done) {
+  try {
+    register(fastify, options);
+  } catch (err) {
+    done(err as Error);
+    return;
+  }
+  done();
+};
+
+function register(fastify: FastifyInstance, options: TollgateOptions): void {
   const o = normalise(options);
   // One store for the plugin-level stack and every route extension, so that route rules
   // naming the same group share a counter even without plugin-level rules.
@@ -128,8 +138,7 @@ const tollgatePlugin: FastifyPluginCallback<TollgateOptions> = function tollgate
       ownStore.close().then(() => next(), next);
     });
   }
-  done();
-};
+}
 
 /**
  * Rate-limits the routes of the scope it is registered in.
