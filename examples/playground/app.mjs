@@ -103,15 +103,27 @@ export function createPlayground() {
       return;
     }
     const prediction = await simulate(policy, arrivals);
-    // Each run's store counts time from the run's start, so clock-aligned windows (fixed
-    // window, sliding window counter) start where the simulator's do: at the pattern's 0.
-    const t0 = performance.now();
-    const clock = { now: () => Math.floor(performance.now() - t0) };
+    // Each run's store counts time from the run's start (POST /api/runs/:id/start, sent by
+    // the page just before its first request), so clock-aligned windows (fixed window,
+    // sliding window counter) start where the simulator's do: at the pattern's 0.
+    const origin = { t0: performance.now() };
+    const clock = { now: () => Math.floor(performance.now() - origin.t0) };
     const store = new MemoryStore({ clock });
     // The same rules the simulator ran, with the key and cost read from the request's arrival.
     const rules = policy.rules.map((r) => ({ ...r, key: (req) => req.arrival.key, cost: (req) => req.arrival.cost }));
     const id = String(nextId++);
-    const run = { id, policy, arrivals, prediction, store, clock, limiter: rateLimit({ rules, store }), seen: new Map() };
+    const run = {
+      id,
+      policy,
+      arrivals,
+      prediction,
+      store,
+      clock,
+      origin,
+      started: false,
+      limiter: rateLimit({ rules, store }),
+      seen: new Map(),
+    };
     runs.set(id, run);
     if (runs.size > MAX_RUNS) {
       const [oldest] = runs.values();
@@ -124,6 +136,18 @@ export function createPlayground() {
       arrivals,
       prediction: { summary: prediction.summary, records: prediction.records, svg: chart('Simulator prediction', policy, prediction) },
     });
+  });
+
+  // The page is about to send the first request: the run's clock starts now (once, before any request).
+  app.post('/api/runs/:id/start', (req, res) => {
+    const run = runs.get(req.params.id);
+    if (!run || run.started || run.seen.size > 0) {
+      res.status(409).json({ error: { message: 'unknown or already started run' } });
+      return;
+    }
+    run.started = true;
+    run.origin.t0 = performance.now();
+    res.json({ ok: true });
   });
 
   // Records each request of a run as it arrives and when it finishes, around the limiter.
