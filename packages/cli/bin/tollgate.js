@@ -1,10 +1,18 @@
 #!/usr/bin/env node
-// The `tollgate` command: a shim over the built package (run `pnpm build` first).
-import { run } from '../dist/esm/index.js';
+// The `tollgate` command: a shim over the built package.
 
 // `tollgate ... | head` closes the pipe early: that is the reader's choice, not a failure.
 process.stdout.on('error', (err) => {
   if (err.code === 'EPIPE') process.exit(0);
   throw err;
 });
-process.exitCode = await run(process.argv.slice(2));
+
+let cli;
+try {
+  cli = await import('../dist/esm/index.js');
+} catch (err) {
+  if (err?.code !== 'ERR_MODULE_NOT_FOUND') throw err;
+  process.stderr.write('tollgate: the package is not built yet. Run `pnpm build` at the repository root first.\n');
+  process.exit(1);
+}
+process.exitCode = await cli.run(process.argv.slice(2));
