@@ -4,13 +4,15 @@
 //   pnpm build && node test/bench/express.bench.mjs [--duration 5] [--runs 3] [--connections 50]
 //
 // Each server runs in its own child process on 127.0.0.1; autocannon drives it for a
-// bounded time after a one-second warm-up. Runs are interleaved (bare, tollgate,
-// express-rate-limit, bare, ...) so that drift on the machine affects every variant
-// alike; the figures are medians. Besides requests per second it reports the server's
-// own CPU time per request (from process.cpuUsage in the server), which is far less
-// disturbed than throughput when other work shares the machine. The limit is never
-// reached: this measures the cost of deciding and writing headers, not of refusing.
+// bounded time after a one-second warm-up. A round measures every variant back to back
+// (in an order rotated from round to round); ratios to the bare app are taken within a
+// round, and the table shows their median over rounds with the range. Besides requests
+// per second it reports the server's own CPU time per request (process.cpuUsage in the
+// server), which is less disturbed than throughput when other work shares the machine.
+// The limit is never reached: this measures the cost of deciding and writing headers,
+// not of refusing.
 import { fork } from 'node:child_process';
+import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
@@ -85,10 +87,14 @@ async function main() {
       child.send('cpu');
     });
 
-  const samples = Object.fromEntries(Object.keys(variants).map((n) => [n, []]));
-  const cpu = Object.fromEntries(Object.keys(variants).map((n) => [n, []]));
+  const names = Object.keys(variants);
+  const rounds = []; // rounds[i][name] = { rps, us }
+  const load0 = loadavg()[0];
   for (let i = 0; i < runs; i++) {
-    for (const name of Object.keys(variants)) {
+    const round = {};
+    // Rotate the order each round so that no variant always runs first (or last).
+    const order = names.map((_, j) => names[(i + j) % names.length]);
+    for (const name of order) {
       const { child, port } = await start(name);
       try {
         await load(port, 1);
@@ -98,8 +104,7 @@ async function main() {
         if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name}: ${r.non2xx} non-2xx, ${r.errors} errors`);
         const rps = r.requests.total / duration;
         const us = (cpu1 - cpu0) / r.requests.total;
-        samples[name].push(rps);
-        cpu[name].push(us);
+        round[name] = { rps, us };
         process.stderr.write(`run ${i + 1}/${runs} ${name}: ${Math.round(rps)} req/s, ${us.toFixed(1)} µs CPU/req\n`);
       } finally {
         child.removeAllListeners('exit');
@@ -107,22 +112,33 @@ async function main() {
         await new Promise((r) => child.once('exit', r));
       }
     }
+    rounds.push(round);
   }
+  const load1 = loadavg()[0];
   const median = (xs) => {
     const s = [...xs].sort((a, b) => a - b);
     return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
   };
-  const bare = median(samples.bare);
+  const range = (xs) => `${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}`;
+  const version = (await import('express/package.json', { with: { type: 'json' } })).default.version;
   console.log(
-    `\nExpress ${(await import('express/package.json', { with: { type: 'json' } })).default.version}, Node ${process.version}, ${connections} connections, ${duration} s x ${runs} runs (medians)\n`,
+    `\nExpress ${version}, Node ${process.version}, ${cpus().length} CPUs, ${connections} connections, ${duration} s x ${runs} rounds; ` +
+      `load average ${load0.toFixed(1)} at start, ${load1.toFixed(1)} at end\n`,
   );
-  const bareCpu = median(cpu.bare);
-  console.log('| variant | req/s | throughput ratio to bare | server CPU µs/req | CPU ratio to bare |');
+  // Ratios are taken within each round (variants measured back to back), then the median
+  // over rounds: far steadier than a ratio of medians when the machine's load drifts.
+  console.log(
+    '| variant | req/s (median) | throughput ratio to bare: median (min–max) | server CPU µs/req | CPU ratio to bare: median (min–max) |',
+  );
   console.log('| --- | ---: | ---: | ---: | ---: |');
-  for (const name of Object.keys(samples)) {
-    const m = median(samples[name]);
-    const c = median(cpu[name]);
-    console.log(`| ${name} | ${Math.round(m)} | ${(m / bare).toFixed(3)} | ${c.toFixed(1)} | ${(c / bareCpu).toFixed(3)} |`);
+  for (const name of names) {
+    const rps = rounds.map((r) => r[name].rps);
+    const us = rounds.map((r) => r[name].us);
+    const tr = rounds.map((r) => r[name].rps / r.bare.rps);
+    const cr = rounds.map((r) => r[name].us / r.bare.us);
+    console.log(
+      `| ${name} | ${Math.round(median(rps))} | ${median(tr).toFixed(3)} (${range(tr)}) | ${median(us).toFixed(1)} | ${median(cr).toFixed(3)} (${range(cr)}) |`,
+    );
   }
 }
 
