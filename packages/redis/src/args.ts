@@ -1,7 +1,7 @@
 /**
- * The script's wire format (see `lua/stack.ts`): a rule becomes one comma-separated ARGV
- * string, built once per `RuleSpec` and cached; per request only the cost is appended.
- * Few, short arguments keep both the client's encoding and the script's parsing cheap.
+ * The script's wire format (see `lua/stack.ts`): a rule becomes one binary ARGV packed
+ * as `RULE_FORMAT`, built once per `RuleSpec` and cached; the cost follows as text. The
+ * script reads a rule with one `struct.unpack` instead of parsing text.
  */
 import type { Outcome, RejectReason, RuleSpec, StoreDecision, StoreOp } from '@tollgate/core';
 import { OUT_FIELDS } from './lua/index.js';
@@ -16,29 +16,37 @@ const ALGO_CODE = {
 
 const REASONS: Record<string, RejectReason | undefined> = { '': undefined, l: 'limit', b: 'blocked', c: 'cost_exceeds_limit' };
 
-const cache = new WeakMap<RuleSpec, string>();
+const cache = new WeakMap<RuleSpec, Buffer>();
 
-/** The rule's fields, comma-separated and ending with a comma (the cost follows). */
-export function ruleArg(r: RuleSpec): string {
-  let a = cache.get(r);
-  if (a === undefined) {
-    a = `${[
-      ALGO_CODE[r.algorithm],
-      String(r.limit),
-      String(r.windowMs),
-      String(r.burst),
-      String(r.queue),
-      r.align === 'first-request' ? 'f' : 'c',
-      r.mode === 'queue' ? 'q' : 'm',
-      r.calendar === 'month' ? 'm' : r.calendar === 'day' ? 'd' : '',
-      String(r.blockForMs),
-      r.countRejected ? '1' : '0',
-      r.dryRun ? '1' : '0',
-      String(r.maxCost),
-    ].join(',')},`;
-    cache.set(r, a);
+/** The rule packed as `RULE_FORMAT` (one char per code, a double per number), cached. */
+export function ruleArg(r: RuleSpec): Buffer {
+  let b = cache.get(r);
+  if (b === undefined) {
+    const buf = Buffer.alloc(54);
+    let o = 0;
+    const char = (c: string) => {
+      buf.write(c, o, 'latin1');
+      o += 1;
+    };
+    const num = (x: number) => {
+      o = buf.writeDoubleLE(x, o);
+    };
+    char(ALGO_CODE[r.algorithm]);
+    num(r.limit);
+    num(r.windowMs);
+    num(r.burst);
+    num(r.queue);
+    char(r.align === 'first-request' ? 'f' : 'c');
+    char(r.mode === 'queue' ? 'q' : 'm');
+    char(r.calendar === 'month' ? 'm' : r.calendar === 'day' ? 'd' : '-');
+    num(r.blockForMs);
+    char(r.countRejected ? '1' : '0');
+    char(r.dryRun ? '1' : '0');
+    num(r.maxCost);
+    b = buf;
+    cache.set(r, b);
   }
-  return a;
+  return b;
 }
 
 export type Command = 'c' | 'p' | 'r';
@@ -50,9 +58,9 @@ export function scriptArgs(
   now: number | undefined,
   at: number | undefined,
   minTtl: string,
-): string[] {
-  const out: string[] = [cmd, now === undefined ? '' : String(now), at === undefined ? '' : String(at), minTtl];
-  for (const op of ops) out.push(ruleArg(op.rule) + op.cost);
+): (string | Buffer)[] {
+  const out: (string | Buffer)[] = [cmd, now === undefined ? '' : String(now), at === undefined ? '' : String(at), minTtl];
+  for (const op of ops) out.push(ruleArg(op.rule), String(op.cost));
   return out;
 }
 

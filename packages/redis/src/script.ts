@@ -18,8 +18,8 @@ import { STORE_SCRIPT, STORE_SCRIPT_SHA } from './lua/index.js';
  * ioredis 5 and 6 (and their generic reply modes) all fit.
  */
 export interface RedisClientLike {
-  evalsha(sha: string, numkeys: number, ...args: string[]): Promise<unknown>;
-  eval(script: string, numkeys: number, ...args: string[]): Promise<unknown>;
+  evalsha(sha: string, numkeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
+  eval(script: string, numkeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
   del(...keys: string[]): Promise<number>;
   /** Set by ioredis: `true` on a Cluster. */
   readonly isCluster?: boolean;
@@ -37,7 +37,7 @@ export function replyCode(err: unknown): string | undefined {
 }
 
 /** Runs the store script over `keys` with `args`. */
-export function runScript(client: ScriptClient, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+export function runScript(client: ScriptClient, keys: readonly string[], args: readonly (string | Buffer)[]): Promise<unknown> {
   return client.evalsha(STORE_SCRIPT_SHA, keys.length, ...keys, ...args).catch((err: unknown) => {
     if (replyCode(err) !== 'NOSCRIPT') throw err;
     return client.eval(STORE_SCRIPT, keys.length, ...keys, ...args);

@@ -18,6 +18,12 @@ import { TOKEN_BUCKET_LUA } from './token-bucket.js';
 
 /** ARGV fields before the first op: command, now, at, least TTL on supplied time. */
 export const HEAD_FIELDS = 4;
+/**
+ * A rule as packed by `args.ts` and read by `struct.unpack`: algorithm code, L, W, B, Q,
+ * align, mode, calendar, blockForMs, countRejected, dryRun, maxCost (c1 = one character,
+ * d = little-endian double).
+ */
+export const RULE_FORMAT = '<c1ddddc1c1c1dc1c1d';
 /** Reply fields per op: allowed, remaining, resetMs, retryAfterMs, delayMs, reason. */
 export const OUT_FIELDS = 6;
 
@@ -26,7 +32,7 @@ function section(code: string, lua: string): string {
 }
 
 export const STORE_SCRIPT = [
-  `local HEAD_FIELDS = ${HEAD_FIELDS}`,
+  `local HEAD_FIELDS, RULE_FORMAT = ${HEAD_FIELDS}, '${RULE_FORMAT}'`,
   'local ALG = {}',
   COMMON_LUA,
   PARSE_LUA,

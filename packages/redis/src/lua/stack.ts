@@ -2,8 +2,8 @@
  * Lua mirror of `core/src/stack.ts` (SPEC 4, 3.6, 3.7) and the script's entry point.
  *
  * KEYS: one Redis key per op. ARGV: command (`c` consume, `p` peek, `r` refund), `now`
- * (empty: Redis `TIME`), `at` (refunds), the least TTL for supplied time, then one
- * comma-separated field per op: the rule (see `../args.ts`) and the cost. The reply is
+ * (empty: Redis `TIME`), `at` (refunds), the least TTL for supplied time, then two
+ * fields per op: the rule packed as RULE_FORMAT (see `../args.ts`) and the cost. The reply is
  * an array: allowed (1/0), now, then OUT_FIELDS per op (see `out` in common.ts). Every key written gets its TTL in the same command (`SET ... PX`), the
  * time until `entryExpiresAt`, so no key is ever left without expiry. An entry whose
  * expiry has passed is read as absent, exactly as `MemoryStore` does.
@@ -28,13 +28,13 @@ local ops = {}
 -- The algorithms this call needs: only their sections are instantiated (see index.ts).
 local NEED = {}
 for i = 1, n do
-  -- One field per op: algorithm,L,W,B,Q,align,mode,calendar,blockFor,countRejected,dryRun,maxCost,cost
-  local algo, L, W, B, Q, align, mode, cal, block, cr, dry, maxCost, cost = string.match(ARGV[HEAD_FIELDS + i],
-    '^(%a),([^,]*),([^,]*),([^,]*),([^,]*),(%a),(%a),(%a?),([^,]*),(%d),(%d),([^,]*),([^,]*)$')
+  -- Two fields per op: the rule, packed (see args.ts), and the cost.
+  local algo, L, W, B, Q, align, mode, cal, block, cr, dry, maxCost = unpack_bin(RULE_FORMAT, ARGV[HEAD_FIELDS + 2 * i - 1])
+  local cost = ARGV[HEAD_FIELDS + 2 * i]
   ops[i] = {
     r = {
-      algo = algo, L = tonumber(L), W = tonumber(W), B = tonumber(B), Q = tonumber(Q), align = align, mode = mode,
-      cal = cal, block = tonumber(block), cr = cr == '1', dry = dry == '1', maxCost = tonumber(maxCost),
+      algo = algo, L = L, W = W, B = B, Q = Q, align = align, mode = mode,
+      cal = cal, block = block, cr = cr == '1', dry = dry == '1', maxCost = maxCost,
     },
     cost = tonumber(cost),
   }
