@@ -5,7 +5,9 @@
  * body is read. Deciding is core's (`createThrottle`, `createConcurrency`,
  * `createShedder`), exactly as in @tollgate/express; this file is Fastify plumbing.
  *
- * A route opts out with `config: { slowDown: false }` (`concurrency`, `shed` alike).
+ * A route opts out with `config: { slowDown: false }` (`concurrency`, `shed` alike). For a
+ * control on one route only, the same hooks come as factories (`slowDownHook`,
+ * `concurrencyHook`, `shedHook`) for the route's `onRequest` option.
  * Slots and in-flight counts are released once, when `reply.raw` finishes or closes.
  *
  * @example
@@ -41,7 +43,7 @@ import {
   type Timers,
   type TrustProxy,
 } from '@tollgate/core';
-import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 
 declare module 'fastify' {
@@ -101,20 +103,31 @@ function sendRefusal(reply: FastifyReply, r: Refusal): void {
 
 const off = (request: FastifyRequest, name: 'slowDown' | 'concurrency' | 'shed') => request.routeOptions.config?.[name] === false;
 
-function slowDownPlugin(app: FastifyInstance, options: SlowDownOptions, done: (err?: Error) => void): void {
-  const { headers, timers, ...rest } = options;
+/** An `onRequest` hook with the control behind it; `close` releases its timers and store. */
+export type ControlHook = onRequestHookHandler & { close(): Promise<void> };
+
+/**
+ * The slow-down throttle as an `onRequest` hook, for one route or a scope:
+ * `app.post('/login', { onRequest: slowDownHook({ window: '15m', delayAfter: 3 }) }, login)`.
+ * Call `close()` when the app closes (the `slowDown` plugin does this for you).
+ */
+export function slowDownHook(options: SlowDownOptions): ControlHook {
+  const { headers, timers, ...rest } = options ?? ({} as SlowDownOptions);
   const [core, defaultKey] = split(rest);
   const throttle = createThrottle<FastifyRequest>({ ...core, defaultKey } as ThrottleOptions<FastifyRequest>);
   const format = compileHeaders(headers);
   const clock = core.clock;
-  app.addHook('onClose', (_instance, next) => {
-    throttle.close().then(() => next(), next);
-  });
-  app.addHook('onRequest', function tollgateSlowDown(request, reply, next: HookHandlerDoneFunction) {
-    if (off(request, 'slowDown')) return next();
+  const hook = function tollgateSlowDown(request: FastifyRequest, reply: FastifyReply, next: HookHandlerDoneFunction): void {
+    if (off(request, 'slowDown')) {
+      next();
+      return;
+    }
     throttle.hit(request).then(
       (t) => {
-        if (t === undefined) return next();
+        if (t === undefined) {
+          next();
+          return;
+        }
         request.slowDown = t;
         const at = clock?.now() ?? Date.now();
         if (format !== undefined) writeFields(reply, format([t.result], at));
@@ -128,7 +141,10 @@ function slowDownPlugin(app: FastifyInstance, options: SlowDownOptions, done: (e
           at,
         };
         publishDecision(d, request, throttle.name);
-        if (t.delayMs === 0) return next();
+        if (t.delayMs === 0) {
+          next();
+          return;
+        }
         // A client that leaves while delayed never reaches the handler.
         hold(reply.raw, t.delayMs, timers).then((stillThere) => {
           if (stillThere) next();
@@ -140,17 +156,19 @@ function slowDownPlugin(app: FastifyInstance, options: SlowDownOptions, done: (e
         next();
       },
     );
-  });
-  done();
+  } as ControlHook;
+  hook.close = () => throttle.close();
+  return hook;
 }
 
-function concurrencyPlugin(app: FastifyInstance, options: ConcurrencyPluginOptions, done: (err?: Error) => void): void {
-  const { headers = true, ...rest } = options;
+/**
+ * The concurrency limit as an `onRequest` hook, for one route or a scope:
+ * `app.get('/export', { onRequest: concurrencyHook({ max: 1 }) }, exportCsv)`.
+ */
+export function concurrencyHook(options: ConcurrencyPluginOptions): ControlHook {
+  const { headers = true, ...rest } = options ?? ({} as ConcurrencyPluginOptions);
   const [core, defaultKey] = split(rest);
   const limit = createConcurrency<FastifyRequest>({ ...core, defaultKey } as ConcurrencyOptions<FastifyRequest>);
-  app.addHook('onClose', (_instance, next) => {
-    limit.close().then(() => next(), next);
-  });
 
   function answer(reply: FastifyReply, next: HookHandlerDoneFunction, o: ConcurrencyOutcome | undefined): void {
     if (o === undefined) {
@@ -172,8 +190,11 @@ function concurrencyPlugin(app: FastifyInstance, options: ConcurrencyPluginOptio
     next();
   }
 
-  app.addHook('onRequest', function tollgateConcurrency(request, reply, next: HookHandlerDoneFunction) {
-    if (off(request, 'concurrency')) return next();
+  const hook = function tollgateConcurrency(request: FastifyRequest, reply: FastifyReply, next: HookHandlerDoneFunction): void {
+    if (off(request, 'concurrency')) {
+      next();
+      return;
+    }
     const abort = new AbortController();
     const onClose = () => abort.abort();
     reply.raw.once('close', onClose);
@@ -189,30 +210,53 @@ function concurrencyPlugin(app: FastifyInstance, options: ConcurrencyPluginOptio
         next();
       },
     );
-  });
-  done();
+  } as ControlHook;
+  hook.close = () => limit.close();
+  return hook;
 }
 
-function shedPlugin(app: FastifyInstance, options: ShedOptions<FastifyRequest>, done: (err?: Error) => void): void {
+/** Load shedding as an `onRequest` hook (usually the `shed` plugin, registered first, is what you want). */
+export function shedHook(options: ShedOptions<FastifyRequest>): ControlHook {
   const shedder = createShedder<FastifyRequest>(options);
-  app.addHook('onClose', (_instance, next) => {
-    shedder.close();
-    next();
-  });
-  app.addHook('onRequest', function tollgateShed(request, reply, next: HookHandlerDoneFunction) {
-    if (off(request, 'shed')) return next();
+  const hook = function tollgateShed(request: FastifyRequest, reply: FastifyReply, next: HookHandlerDoneFunction): void {
+    if (off(request, 'shed')) {
+      next();
+      return;
+    }
     const o = shedder.check(request);
-    if (o === undefined) return next();
-    if (o.shed) return sendRefusal(reply, shedRefusal(o));
+    if (o === undefined) {
+      next();
+      return;
+    }
+    if (o.shed) {
+      sendRefusal(reply, shedRefusal(o));
+      return;
+    }
     onceDone(reply.raw, o.release);
     next();
-  });
-  done();
+  } as ControlHook;
+  hook.close = () => {
+    shedder.close();
+    return Promise.resolve();
+  };
+  return hook;
+}
+
+/** Registers a control hook on a scope and closes it with the app. */
+function asPlugin<O>(make: (options: O) => ControlHook) {
+  return function controlPlugin(app: FastifyInstance, options: O, done: (err?: Error) => void): void {
+    const hook = make(options);
+    app.addHook('onClose', (_instance, next) => {
+      hook.close().then(() => next(), next);
+    });
+    app.addHook('onRequest', hook);
+    done();
+  };
 }
 
 /** The slow-down throttle (SPEC 8.1) as a Fastify plugin. */
-export const slowDown = fp(slowDownPlugin, { name: '@tollgate/fastify/slow-down', fastify: '5.x' });
+export const slowDown = fp(asPlugin(slowDownHook), { name: '@tollgate/fastify/slow-down', fastify: '5.x' });
 /** The concurrency limit (SPEC 8.3) as a Fastify plugin: 429 per key, 503 global. */
-export const concurrency = fp(concurrencyPlugin, { name: '@tollgate/fastify/concurrency', fastify: '5.x' });
+export const concurrency = fp(asPlugin(concurrencyHook), { name: '@tollgate/fastify/concurrency', fastify: '5.x' });
 /** Load shedding (SPEC 8.4) as a Fastify plugin: 503 + Retry-After, decided first. */
-export const shed = fp(shedPlugin, { name: '@tollgate/fastify/shed', fastify: '5.x' });
+export const shed = fp(asPlugin(shedHook), { name: '@tollgate/fastify/shed', fastify: '5.x' });

@@ -24,7 +24,18 @@ export {
   tenant,
   user,
 } from '@tollgate/core';
-export { type ClientAddressOptions, type ConcurrencyPluginOptions, concurrency, type SlowDownOptions, shed, slowDown } from './controls.js';
+export {
+  type ClientAddressOptions,
+  type ConcurrencyPluginOptions,
+  type ControlHook,
+  concurrency,
+  concurrencyHook,
+  type SlowDownOptions,
+  shed,
+  shedHook,
+  slowDown,
+  slowDownHook,
+} from './controls.js';
 export type { RouteRateLimit, StoreErrorPolicy, TollgateHook, TollgateOptions } from './options.js';
 export { tollgate };
 export default tollgate;
