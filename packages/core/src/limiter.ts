@@ -81,6 +81,8 @@ function toResults(ops: readonly StoreOp[], d: StoreDecision): Decision {
   let dryRunRejectedBy = NONE;
   let retryAfterMs = 0;
   let delayMs = 0;
+  // A rule that can never admit this cost makes waiting pointless for the whole request.
+  let hopeless = false;
   for (let i = 0; i < ops.length; i++) {
     const spec = (ops[i] as StoreOp).rule;
     const o = d.outcomes[i] as StoreDecision['outcomes'][number];
@@ -104,6 +106,7 @@ function toResults(ops: readonly StoreOp[], d: StoreDecision): Decision {
       } else {
         if (rejectedBy === NONE) rejectedBy = [];
         rejectedBy.push(spec.name);
+        if (o.reason === 'cost_exceeds_limit') hopeless = true;
         if (o.retryAfterMs > retryAfterMs) retryAfterMs = o.retryAfterMs;
       }
     } else if (!spec.dryRun && o.delayMs > delayMs) delayMs = o.delayMs; // dry-run never delays (SPEC 9)
@@ -111,7 +114,7 @@ function toResults(ops: readonly StoreOp[], d: StoreDecision): Decision {
   const decision: Decision = {
     allowed: d.allowed,
     delayMs: d.allowed ? delayMs : 0,
-    retryAfterMs: d.allowed ? 0 : retryAfterMs,
+    retryAfterMs: d.allowed || hopeless ? 0 : retryAfterMs,
     rejectedBy,
     dryRunRejectedBy,
     rules,

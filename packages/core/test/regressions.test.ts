@@ -154,4 +154,25 @@ describe('regressions', () => {
     expect(store.size).toBe(0);
     await store.close();
   });
+
+  it('stack: a cost no rule could ever admit still got the retryAfterMs of another rejecting rule (waiting cannot help)', async () => {
+    const clock = new ManualClock(0);
+    const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+    const l = createLimiter<{ n: number }>({
+      rules: [
+        { name: 'small', key: constant('k'), limit: 5, window: '1s', cost: (req) => req.n },
+        { name: 'big', key: constant('k'), limit: 100, window: '1m', cost: (req) => req.n },
+      ],
+      store,
+      clock,
+    });
+    await l.consume({ n: 99 }); // rejected by small (cost 99 > 5) only
+    await l.consume({ n: 5 }); // admitted: big has 95 left
+    const d = await l.consume({ n: 96 });
+    expect(d.rejectedBy).toEqual(['small', 'big']);
+    expect(d.rules[0]?.reason).toBe('cost_exceeds_limit');
+    expect(d.rules[1]?.retryAfterMs).toBeGreaterThan(0);
+    expect(d.retryAfterMs).toBe(0);
+    await store.close();
+  });
 });
