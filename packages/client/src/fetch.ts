@@ -44,18 +44,25 @@ export function createFetch(options?: CreateFetchOptions): typeof fetch {
     let last: Outcome | undefined;
     for (let attempt = 1; ; attempt++) {
       if (call.signal?.aborted) throw call.signal.reason;
+      let done: () => void;
       try {
-        await gate.admit(call, scope, deadlineAt);
+        done = await gate.admit(call, scope, deadlineAt);
       } catch (e) {
         if (!(e instanceof DeadlineReached)) throw e;
         if (last === undefined) throw deadlineError(call, o);
         return giveUp(last, 'deadline', attempt - 1, call);
       }
 
-      const outcome = await send(inner, call, attempt, o);
-      last = outcome;
+      let outcome: Outcome;
       let serverWaitMs: number | undefined;
-      if (outcome.response) serverWaitMs = learn(outcome.response, scope);
+      try {
+        outcome = await send(inner, call, attempt, o);
+        if (outcome.response) serverWaitMs = learn(outcome.response, scope);
+      } finally {
+        // A probe's lane opens only now, when the scope's new limits are known.
+        done();
+      }
+      last = outcome;
 
       let reason: RetryReason;
       if (outcome.response) {

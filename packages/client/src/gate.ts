@@ -10,14 +10,19 @@
  *   an admission's `delayMs` (leaky queue) is how long to wait before sending.
  * - Requests of one scope pass the pacer one at a time, in arrival order (a FIFO lane), so
  *   a thousand queued requests do not all poll the limiter at every instant.
+ * - After a hold, one request goes first (a probe) and the rest wait for its response, so
+ *   a backlog does not rush the server the instant the hold ends.
  */
 import { createLimiter, type Limiter, MemoryStore } from '@tollgate/core';
 import { TollgateClientError } from './errors.js';
 import type { NormalizedOptions, PaceRequest } from './options.js';
 import type { PreparedCall } from './request.js';
+import { linkedController } from './sleep.js';
 
 /** Thrown inside the client when a wait would pass the call's deadline. */
 export class DeadlineReached extends Error {}
+
+const noop = (): void => {};
 
 /** Scopes remembered before expired holds are swept. */
 const HOLDS_SWEEP_AT = 1024;
@@ -103,39 +108,73 @@ export class Gate {
   }
 
   /**
-   * Waits until the call may be sent.
+   * Waits until the call may be sent, and returns what to call once its response (or
+   * error) has been learned from.
+   *
+   * Calls of one scope queue in a FIFO lane when the scope is paced or held. A call that
+   * had to wait for a hold is a probe: it keeps the lane until its response is in, so the
+   * calls queued behind it learn whether the limit has recovered (or a new hold) before
+   * they are sent, instead of all leaving together when the hold ends.
    * @throws DeadlineReached when a wait would end after `deadlineAt`
    * @throws the signal's reason when the caller aborts
    */
-  async admit(call: PreparedCall, scope: string, deadlineAt: number): Promise<void> {
-    if (!this.#pacer) {
-      await this.#waitHold(call, scope, deadlineAt);
-      return;
-    }
+  async admit(call: PreparedCall, scope: string, deadlineAt: number): Promise<() => void> {
     let lane = this.#lanes.get(scope);
+    if (!this.#pacer && (lane === undefined || lane.idle) && this.heldFor(scope) === 0) return noop;
     if (!lane) {
       lane = new Lane();
       this.#lanes.set(scope, lane);
     }
-    const release = await lane.acquire(call.signal);
-    try {
-      await this.#pace(this.#pacer, call, scope, deadlineAt);
-    } finally {
+    const release = await this.#queue(lane, call, deadlineAt);
+    const done = () => {
       release();
-      if (lane.idle) this.#lanes.delete(scope);
+      if (lane.idle && this.#lanes.get(scope) === lane) this.#lanes.delete(scope);
+    };
+    try {
+      let probe = await this.#waitHold(call, scope, deadlineAt);
+      if (this.#pacer && (await this.#pace(this.#pacer, call, scope, deadlineAt))) probe = true;
+      if (probe) return done;
+    } catch (e) {
+      done();
+      throw e;
+    }
+    done();
+    return noop;
+  }
+
+  /** Waits for the lane; a deadline passing while queued ends the wait (DeadlineReached). */
+  async #queue(lane: Lane, call: PreparedCall, deadlineAt: number): Promise<() => void> {
+    if (lane.idle || deadlineAt === Number.POSITIVE_INFINITY) return lane.acquire(call.signal);
+    const timer = new AbortController();
+    const { controller, dispose } = linkedController([call.signal, timer.signal]);
+    this.#o.sleep(Math.max(0, deadlineAt - this.#o.clock.now()), timer.signal).then(
+      () => timer.abort(new DeadlineReached()),
+      () => {},
+    );
+    try {
+      return await lane.acquire(controller.signal);
+    } finally {
+      dispose();
+      if (!timer.signal.aborted) timer.abort();
     }
   }
 
-  async #waitHold(call: PreparedCall, scope: string, deadlineAt: number): Promise<void> {
+  /** Waits while the scope is held; true when it had to wait. */
+  async #waitHold(call: PreparedCall, scope: string, deadlineAt: number): Promise<boolean> {
+    let waited = false;
     for (let wait = this.heldFor(scope); wait > 0; wait = this.heldFor(scope)) {
       await this.#wait('ratelimit', wait, call, scope, deadlineAt);
+      waited = true;
     }
+    return waited;
   }
 
-  async #pace(pacer: Limiter<PaceRequest>, call: PreparedCall, scope: string, deadlineAt: number): Promise<void> {
+  /** The delay-until-admitted loop; true when it also had to wait for a hold. */
+  async #pace(pacer: Limiter<PaceRequest>, call: PreparedCall, scope: string, deadlineAt: number): Promise<boolean> {
     const req: PaceRequest = { url: call.url, method: call.method, scope };
+    let held = false;
     for (;;) {
-      await this.#waitHold(call, scope, deadlineAt);
+      if (await this.#waitHold(call, scope, deadlineAt)) held = true;
       const d = await pacer.consume(req);
       if (d.allowed) {
         // A hold learned while we asked: give the slot back and wait for the hold first.
@@ -150,7 +189,7 @@ export class Gate {
           }
           await this.#wait('pace', d.delayMs, call, scope, deadlineAt);
         }
-        return;
+        return held;
       }
       if (!(d.retryAfterMs > 0)) {
         throw new TollgateClientError(

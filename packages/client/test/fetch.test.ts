@@ -16,7 +16,7 @@ interface Seen {
   body: string | undefined;
 }
 
-type Step = Response | Error | ((seen: Seen) => Response | Error);
+type Step = Response | Error | ((seen: Seen) => Response | Error | Promise<Response | Error>);
 
 /** An inner fetch that answers with `steps` in turn (the last one repeats) and records each call. */
 function scripted(clock: { now(): number }, steps: Step[]) {
@@ -27,7 +27,7 @@ function scripted(clock: { now(): number }, steps: Step[]) {
     const s: Seen = { at: clock.now(), url: req.url, method: req.method, headers: req.headers, body };
     seen.push(s);
     let step = steps[Math.min(seen.length - 1, steps.length - 1)] as Step;
-    if (typeof step === 'function') step = step(s);
+    if (typeof step === 'function') step = await step(s);
     if (step instanceof Error) throw step;
     return step.clone();
   }) as typeof fetch;
@@ -240,6 +240,43 @@ describe('RateLimit awareness', () => {
       ['/b', 7000],
     ]);
     expect(waits).toMatchObject([{ reason: 'ratelimit', waitMs: 7000, scope: 'https://api.test' }]);
+  });
+
+  it('after a hold one request probes; the others wait for its response instead of all leaving at once', async () => {
+    const used = () => ok({ ratelimit: '"user";r=0;t=2' });
+    const { sched, seen, client } = setup([used(), used(), ok({ ratelimit: '"user";r=5;t=60' })]);
+    await Promise.all([client('https://api.test/first'), sched.run()]);
+    const calls = ['a', 'b', 'c'].map((x) => client(`https://api.test/${x}`));
+    await sched.run();
+    await Promise.all(calls);
+    // a probes at 2 s and is told r=0 again; b probes after the new hold; then c goes with b's good news.
+    expect(seen.map((s) => [new URL(s.url).pathname, s.at - T0])).toEqual([
+      ['/first', 0],
+      ['/a', 2000],
+      ['/b', 4000],
+      ['/c', 4000],
+    ]);
+  });
+
+  it('a call queued behind a slow probe gives up when its deadline passes in the queue', async () => {
+    const sched = new VirtualScheduler(T0);
+    const { inner, seen } = scripted(sched.clock, [
+      ok({ ratelimit: '"user";r=0;t=2' }),
+      async () => {
+        await sched.sleep(10_000); // the probe's answer takes 10 s
+        return ok();
+      },
+    ]);
+    const client = createFetch({ fetch: inner, deadlineMs: 5000, clock: sched.clock, sleep: sched.sleep });
+    await Promise.all([client('https://api.test/first'), sched.run()]);
+    const probe = client('https://api.test/probe');
+    const queued = client('https://api.test/queued').catch((e: unknown) => e);
+    await sched.advance(5000);
+    const err = await queued;
+    expect((err as TollgateClientError).code).toBe('TGC_DEADLINE_EXCEEDED');
+    await sched.run();
+    expect((await probe).status).toBe(200);
+    expect(seen.map((s) => new URL(s.url).pathname)).toEqual(['/first', '/probe']);
   });
 
   it('X-RateLimit-Reset as epoch seconds (GitHub style) holds until that instant', async () => {
