@@ -29,6 +29,8 @@ describe('error catalogue', () => {
 
   it('docs/errors.md documents no code that does not exist', () => {
     for (const code of documented) expect(codes, `docs/errors.md lists unknown ${code}`).toContain(code);
+    // Nor mentions one anywhere in its prose.
+    for (const [code] of docs.matchAll(/\bTG_[A-Z0-9_]+\b/g)) expect(codes, `docs/errors.md mentions unknown ${code}`).toContain(code);
   });
 
   it('each code round-trips through TollgateError', () => {
