@@ -3,8 +3,8 @@
  * that mirror every core algorithm, Redis time, and a failure policy (SPEC 6.3–6.5).
  */
 export type { BreakerOptions, BreakerState } from './breaker.js';
-export { RedisSlotStore, type RedisSlotStoreOptions, SLOT_SCRIPT, SLOT_SCRIPT_SHA, type SlotClientLike } from './concurrency.js';
 export { REDIS_CHANNEL_NAMES, redisChannels } from './channels.js';
+export { RedisSlotStore, type RedisSlotStoreOptions, SLOT_SCRIPT, SLOT_SCRIPT_SHA, type SlotClientLike } from './concurrency.js';
 export type { StoreErrorPolicy } from './fallback.js';
 export { STORE_SCRIPT, STORE_SCRIPT_SHA } from './lua/index.js';
 export { type BreakerEvent, RedisStore, type RedisStoreOptions, type StoreErrorEvent } from './redis-store.js';
