@@ -89,6 +89,37 @@ describe('Redis Cluster', () => {
     expect(p.rules.map((r) => r.remaining)).toEqual([4, 49]);
   });
 
+  it('a stack in one slot (hashTag) is one EVALSHA; spread over slots, one per slot', async () => {
+    const calls = async () => {
+      let total = 0;
+      for (const node of client.nodes('master')) {
+        const m = /cmdstat_evalsha:calls=(\d+)/.exec(await node.info('commandstats'));
+        total += m ? Number(m[1]) : 0;
+      }
+      return total;
+    };
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const rules: Rule<{ t: string; u: string }>[] = [
+      { name: 'user', key: (r) => `${r.t}:${r.u}`, limit: 10, window: '1m' },
+      { name: 'tenant', key: (r) => r.t, algorithm: 'token-bucket', limit: 100, window: '1m' },
+    ];
+    const tagged = watched(new RedisStore({ client, prefix: 'cl:', clock, hashTag: (_rule, key) => key.split(':')[0] as string }));
+    const lt = createLimiter({ rules, store: tagged, clock, prefix: prefix() });
+    await lt.consume({ t: 'acme', u: 'ann' });
+    let before = await calls();
+    for (let i = 0; i < 4; i++) expect((await lt.consume({ t: 'acme', u: 'ann' })).allowed).toBe(true);
+    expect((await calls()) - before).toBe(4);
+
+    const plain = watched(new RedisStore({ client, prefix: 'cl:', clock }));
+    const lp = createLimiter({ rules, store: plain, clock, prefix: prefix() });
+    const [a, b] = lp.resolve({ t: 'acme', u: 'ann' });
+    expect(slotOf(plain.keyOf(a?.rule as never, a?.key as string))).not.toBe(slotOf(plain.keyOf(b?.rule as never, b?.key as string)));
+    await lp.consume({ t: 'acme', u: 'ann' });
+    before = await calls();
+    for (let i = 0; i < 4; i++) expect((await lp.consume({ t: 'acme', u: 'ann' })).allowed).toBe(true);
+    expect((await calls()) - before).toBe(8);
+  });
+
   it('after SCRIPT FLUSH on every master, decisions reload the script and count once', async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
     const store = watched(new RedisStore({ client, prefix: 'cl:', denyCache: false }));

@@ -182,6 +182,27 @@ describe('local deny cache', () => {
   });
 });
 
+describe('round trips', () => {
+  it('a stack of three rules of different algorithms is one EVALSHA', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const store = new RedisStore({ client, prefix: 'unit:', clock });
+    const l = createLimiter({
+      rules: [
+        { name: 'a', key: () => 'k', algorithm: 'sliding-window', limit: 10, window: '1m' },
+        { name: 'b', key: () => 'k', algorithm: 'token-bucket', limit: 10, window: '1s' },
+        { name: 'c', key: () => 'other', algorithm: 'leaky-bucket', limit: 10, window: '1m' },
+      ],
+      store,
+      clock,
+      prefix: `rt${n++}`,
+    });
+    await l.consume({});
+    const before = await evalshaCalls();
+    for (let i = 0; i < 5; i++) expect((await l.consume({})).allowed).toBe(true);
+    expect(await evalshaCalls()).toBe(before + 5);
+  });
+});
+
 describe('local fallback', () => {
   it('divides every limit by the expected number of instances, rounding up, at least 1', () => {
     const [rule] = createLimiter({ rules: [{ name: 'r', algorithm: 'token-bucket', limit: 10, burst: 25, window: '1s' }] }).rules;
