@@ -32,6 +32,13 @@ export interface Limiter<R> {
   readonly prefix: string;
   /** Decides the request and consumes from every rule if all admit. */
   consume(req: R, options?: { cost?: number }): Promise<Decision>;
+  /**
+   * The same decision as `consume`, made synchronously when the store can
+   * (`Store.consumeSync`, e.g. MemoryStore), so an adapter can answer in the same tick;
+   * `undefined` when the store decides asynchronously (call `consume`). Throws what
+   * `consume` would reject with.
+   */
+  consumeSync(req: R, options?: { cost?: number }): Decision | undefined;
   /** Decides without consuming. */
   peek(req: R, options?: { cost?: number }): Promise<Decision>;
   /** Gives back what `decision` consumed (no-op for a rejected decision). */
@@ -224,6 +231,11 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
         return Promise.reject(err);
       }
       return store.consume(ops, now()).then((d) => finish(ops, d));
+    },
+    consumeSync(req, o) {
+      if (consumeSync === undefined) return undefined;
+      const ops = resolve(req, o?.cost);
+      return finish(ops, consumeSync.call(store, ops, now()));
     },
     async peek(req, o) {
       const ops = resolve(req, o?.cost);
