@@ -1,36 +1,28 @@
-// In-process benchmark of @tollgate/core (issue 2): decisions per second through the public
-// promise API (`limiter.consume`) for each algorithm on one key and across 100k keys, with
-// rate-limiter-flexible's RateLimiterMemory.consume in the same run for a ratio; then heap
-// bytes per key in MemoryStore for each algorithm at 1M keys.
+// In-process benchmark of @tollgate/core (docs/benchmarks.md, "In-process"): decisions per
+// second through the public promise API (`await limiter.consume(req)`) for each algorithm on
+// one key and across 100k keys, a four-rule stack beside one rule, and
+// rate-limiter-flexible's RateLimiterMemory.consume in the same run for a ratio; then heap,
+// external (typed-array) and RSS bytes per key in MemoryStore for each algorithm at 1M keys.
 //
 //   pnpm build && node test/bench/core.bench.mjs [--time 1000] [--runs 3] [--keys 1000000]
 //
 // It imports the BUILT package (packages/core/dist/esm), as users do. Every measurement runs
 // in a fresh child process (started with --expose-gc), so one algorithm's JIT feedback or
-// garbage never colours another's figures; throughput is the median of --runs children.
-import { spawnSync } from 'node:child_process';
+// garbage never colours another's figures; runs are interleaved and each figure is the
+// median of --runs children with its spread.
+import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { isMain, median, pm } from './util.mjs';
 
-const { values } = parseArgs({
-  options: {
-    time: { type: 'string', default: '1000' },
-    runs: { type: 'string', default: '3' },
-    keys: { type: 'string', default: '1000000' },
-    child: { type: 'string' },
-    heap: { type: 'boolean', default: false },
-  },
-});
-const TIME = Number(values.time);
-const RUNS = Number(values.runs);
-const HEAP_KEYS = Number(values.keys);
 const MANY = 100_000;
 const RLF = 'rate-limiter-flexible';
+const CORE = new URL('../../packages/core/dist/esm/index.js', import.meta.url).href;
 
-// One rule per algorithm, the same budget for all: 1M units per second, big enough that a
+// One rule per algorithm, the same budget for all: 1e9 units per second, big enough that a
 // single hot key is (mostly) admitted, so the figures are for the admit path, which writes.
-const LIMIT = 1_000_000;
-const ALGORITHMS = {
+const LIMIT = 1_000_000_000;
+export const ALGORITHMS = {
   'fixed-window': { algorithm: 'fixed-window' },
   'sliding-log': { algorithm: 'sliding-log' },
   'sliding-window': { algorithm: 'sliding-window' },
@@ -38,129 +30,215 @@ const ALGORITHMS = {
   'leaky-bucket meter': { algorithm: 'leaky-bucket' },
   'leaky-bucket queue': { algorithm: 'leaky-bucket', mode: 'queue' },
 };
+/** Four rules on the same request (key, tenant, global, endpoint), as the HTTP stack. */
+const STACK4 = 'fixed-window, 4-rule stack';
 
 /** IPv4-looking keys, distinct for i < 2^24. */
 const keyOf = (i) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
 
-if (values.child !== undefined) {
-  const out = values.heap ? await heapChild(values.child) : await throughputChild(values.child);
-  process.stdout.write(`${JSON.stringify(out)}\n`);
-  process.exit(0);
+function rulesFor(label, limit, window) {
+  if (label === STACK4) {
+    return [
+      { name: 'ip', key: (req) => req.k, limit, window },
+      { name: 'tenant', key: () => 'tenant', limit: limit * 1000, window },
+      { name: 'global', key: () => 'all', limit: limit * 1000, window },
+      { name: 'endpoint', key: () => 'GET /', limit: limit * 1000, window },
+    ];
+  }
+  return [{ name: 'r', key: (req) => req.k, limit, window, ...ALGORITHMS[label] }];
 }
 
-/** Decisions/s on one key and on 100k keys for one algorithm (or rate-limiter-flexible). */
-async function throughputChild(label) {
-  const { Bench } = await import('tinybench');
+/**
+ * Runs `batch(from, n)` (n awaited calls, numbered from `from`) in batches of 10 000 until
+ * `time` ms have passed, after a 300 ms warm-up; returns calls per second. Clock readings
+ * around a batch (rather than around every call, as tinybench does) keep the harness's own
+ * cost out of a figure of about 100 ns per call.
+ */
+async function timed(batch, time) {
+  const BATCH = 10_000;
+  let i = 0;
+  for (const until = performance.now() + 300; performance.now() < until; i += BATCH) await batch(i, BATCH);
+  let n = 0;
+  const t0 = performance.now();
+  let t = t0;
+  while (t - t0 < time) {
+    await batch(i, BATCH);
+    i += BATCH;
+    n += BATCH;
+    t = performance.now();
+  }
+  return (n / (t - t0)) * 1000;
+}
+
+/** Decisions/s on one key and on 100k keys for one label. */
+async function throughputChild(label, time) {
   const keys = Array.from({ length: MANY }, (_, i) => keyOf(i));
   const reqs = keys.map((k) => ({ k }));
-  const bench = new Bench({ time: TIME, warmupTime: 300 });
-  const counts = {};
-  const closers = [];
+  const out = {};
   for (const spread of ['1 key', '100k keys']) {
     const count = { yes: 0, all: 0 };
-    counts[spread] = count;
-    let i = 0;
+    const one = spread === '1 key';
+    let perSec;
     if (label === RLF) {
       const { RateLimiterMemory } = await import('rate-limiter-flexible');
       const rlf = new RateLimiterMemory({ points: LIMIT, duration: 1 });
-      bench.add(spread, async () => {
-        const key = spread === '1 key' ? keys[0] : keys[i++ % MANY];
-        count.all++;
-        try {
-          await rlf.consume(key, 1);
-          count.yes++;
-        } catch {
-          // over the limit: RateLimiterMemory rejects with a RateLimiterRes
+      perSec = await timed(async (from, n) => {
+        for (let i = from; i < from + n; i++) {
+          count.all++;
+          try {
+            await rlf.consume(one ? keys[0] : keys[i % MANY], 1);
+            count.yes++;
+          } catch {
+            // over the limit: RateLimiterMemory rejects with a RateLimiterRes
+          }
         }
-      });
+      }, time);
     } else {
-      const { createLimiter, MemoryStore } = await import('../../packages/core/dist/esm/index.js');
+      const { createLimiter, MemoryStore } = await import(CORE);
       const store = new MemoryStore({ sweepIntervalMs: 0 });
-      closers.push(() => store.close());
-      const limiter = createLimiter({
-        rules: [{ name: 'r', key: (req) => req.k, limit: LIMIT, window: '1s', ...ALGORITHMS[label] }],
-        store,
-      });
-      bench.add(spread, async () => {
-        const d = await limiter.consume(spread === '1 key' ? reqs[0] : reqs[i++ % MANY]);
-        count.all++;
-        if (d.allowed) count.yes++;
-      });
+      const limiter = createLimiter({ rules: rulesFor(label, LIMIT, '1s'), store });
+      perSec = await timed(async (from, n) => {
+        for (let i = from; i < from + n; i++) {
+          const d = await limiter.consume(one ? reqs[0] : reqs[i % MANY]);
+          count.all++;
+          if (d.allowed) count.yes++;
+        }
+      }, time);
+      await store.close();
     }
+    out[spread] = { perSec, admitted: count.yes / Math.max(1, count.all) };
   }
-  await bench.run();
-  for (const close of closers) await close();
-  return Object.fromEntries(
-    bench.tasks.map((t) => [t.name, { perSec: 1000 / t.result.period, admitted: counts[t.name].yes / Math.max(1, counts[t.name].all) }]),
-  );
+  return out;
 }
 
-/** Heap bytes per key with HEAP_KEYS states of one rule in a MemoryStore. */
-async function heapChild(label) {
-  const { createLimiter, MemoryStore } = await import('../../packages/core/dist/esm/index.js');
-  const store = new MemoryStore({ sweepIntervalMs: 0, maxKeys: HEAP_KEYS + 1 });
-  const limiter = createLimiter({ rules: [{ name: 'r', key: (req) => req.k, limit: 100, window: '1h', ...ALGORITHMS[label] }], store });
+/** Heap (+ typed-array) and RSS bytes per key with `keys` states of one rule in a MemoryStore. */
+async function memoryChild(label, keys) {
+  const { createLimiter, MemoryStore } = await import(CORE);
+  const store = new MemoryStore({ sweepIntervalMs: 0, maxKeys: keys + 1 });
+  const limiter = createLimiter({ rules: rulesFor(label, 100, '1h'), store });
   const req = { k: '' };
-  globalThis.gc();
-  globalThis.gc();
-  const before = process.memoryUsage().heapUsed;
-  for (let i = 0; i < HEAP_KEYS; i++) {
+  const used = () => {
+    globalThis.gc();
+    globalThis.gc();
+    const m = process.memoryUsage();
+    return { heap: m.heapUsed + m.external, rss: m.rss };
+  };
+  const before = used();
+  for (let i = 0; i < keys; i++) {
     // Built here, so the store holds the only reference to each key string.
     req.k = keyOf(i);
     await limiter.consume(req);
   }
-  globalThis.gc();
-  globalThis.gc();
-  const after = process.memoryUsage().heapUsed;
-  if (store.size !== HEAP_KEYS) throw new Error(`expected ${HEAP_KEYS} states, found ${store.size}`);
+  const after = used();
+  if (store.size !== keys) throw new Error(`expected ${keys} states, found ${store.size}`);
   await store.close();
-  return { bytesPerKey: (after - before) / HEAP_KEYS };
+  return { heap: (after.heap - before.heap) / keys, rss: (after.rss - before.rss) / keys };
 }
 
-function child(label, heap) {
-  const args = ['--expose-gc', fileURLToPath(import.meta.url), '--child', label, '--time', String(TIME), '--keys', String(HEAP_KEYS)];
-  if (heap) args.push('--heap');
-  const r = spawnSync(process.execPath, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-  if (r.status !== 0) throw new Error(`${label}: child exited with ${r.status}`);
-  return JSON.parse(r.stdout.trim().split('\n').at(-1));
+function child(args) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (d) => {
+      out += d;
+    });
+    p.once('exit', (code) =>
+      code === 0 ? resolve(JSON.parse(out.trim().split('\n').at(-1))) : reject(new Error(`${args.join(' ')}: exit ${code}`)),
+    );
+  });
 }
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-};
+const LABELS = [...Object.keys(ALGORITHMS), STACK4, RLF];
 
-const labels = [...Object.keys(ALGORITHMS), RLF];
-const results = {};
-for (let run = 0; run < RUNS; run++) {
-  // Interleave the runs, so a noisy moment on the machine does not hit one label only.
-  for (const label of labels) {
-    const r = child(label, false);
-    for (const [spread, v] of Object.entries(r)) {
-      const name = `${label} · ${spread}`;
-      results[name] ??= { perSec: [], admitted: [] };
-      const slot = results[name];
-      slot.perSec.push(v.perSec);
-      slot.admitted.push(v.admitted);
+/** Decisions/s per label and spread; runs interleaved. Returns rows. */
+export async function runInProcess({ time = 1000, runs = 3, log = (s) => process.stderr.write(`${s}\n`) } = {}) {
+  const results = {};
+  for (let run = 0; run < runs; run++) {
+    for (const label of LABELS) {
+      const r = await child(['--child', label, '--time', String(time)]);
+      for (const [spread, v] of Object.entries(r)) {
+        results[`${label}|${spread}`] ??= { label, spread, perSec: [], admitted: [] };
+        const slot = results[`${label}|${spread}`];
+        slot.perSec.push(v.perSec);
+        slot.admitted.push(v.admitted);
+      }
+      log(
+        `  in-process ${run + 1}/${runs} ${label}: ${Object.entries(r)
+          .map(([s, v]) => `${s} ${(v.perSec / 1e6).toFixed(2)} M/s`)
+          .join(', ')}`,
+      );
     }
   }
+  return Object.values(results).map((v) => ({
+    label: v.label,
+    spread: v.spread,
+    perSec: median(v.perSec),
+    pm: pm(v.perSec),
+    vsRlf: median(v.perSec) / median(results[`${RLF}|${v.spread}`].perSec),
+    admitted: median(v.admitted),
+  }));
 }
 
-console.log(
-  `Decisions per second through limiter.consume — median of ${RUNS} fresh processes, tinybench ${TIME} ms per task, Node ${process.version}`,
-);
-const rows = Object.entries(results).map(([task, v]) => {
-  const spread = task.split(' · ')[1];
-  const ref = median(results[`${RLF} · ${spread}`].perSec);
-  return {
-    task,
-    'decisions/s': Math.round(median(v.perSec)),
-    'min–max': `${Math.round(Math.min(...v.perSec) / 1000)}k–${Math.round(Math.max(...v.perSec) / 1000)}k`,
-    admitted: `${Math.round(100 * median(v.admitted))}%`,
-    'vs RLF': `${(median(v.perSec) / ref).toFixed(2)}×`,
-  };
-});
-console.table(rows);
+/** Bytes per key at `keys` keys per algorithm (fresh process each, `runs` of each). */
+export async function runMemory({ keys = 1_000_000, runs = 3, log = (s) => process.stderr.write(`${s}\n`) } = {}) {
+  const results = {};
+  for (let run = 0; run < runs; run++) {
+    for (const label of Object.keys(ALGORITHMS)) {
+      const r = await child(['--child', label, '--memory', '--keys', String(keys)]);
+      results[label] ??= { heap: [], rss: [] };
+      const slot = results[label];
+      slot.heap.push(r.heap);
+      slot.rss.push(r.rss);
+      log(`  memory ${run + 1}/${runs} ${label}: ${r.heap.toFixed(1)} heap B/key, ${r.rss.toFixed(1)} RSS B/key`);
+    }
+  }
+  return Object.entries(results).map(([label, v]) => ({
+    label,
+    heap: median(v.heap),
+    heapPm: pm(v.heap),
+    rss: median(v.rss),
+    rssPm: pm(v.rss),
+  }));
+}
 
-console.log(`Heap bytes per key in MemoryStore (${HEAP_KEYS.toLocaleString('en')} keys of one rule, key strings included)`);
-console.table(Object.keys(ALGORITHMS).map((label) => ({ algorithm: label, 'bytes/key': Math.round(child(label, true).bytesPerKey) })));
+const M = (x) => `${(x / 1e6).toFixed(2)} M/s`;
+
+export function inProcessTable(rows) {
+  const out = [
+    '| algorithm | keys | decisions/s | spread | vs rate-limiter-flexible | admitted |',
+    '| --- | --- | ---: | ---: | ---: | ---: |',
+  ];
+  for (const r of rows)
+    out.push(`| ${r.label} | ${r.spread} | ${M(r.perSec)} | ${r.pm} | ${r.vsRlf.toFixed(2)}× | ${Math.round(r.admitted * 100)}% |`);
+  return out.join('\n');
+}
+
+export function memoryTable(rows, keys) {
+  const out = [
+    `| algorithm | heap + typed-array bytes/key at ${keys.toLocaleString('en')} keys | spread | RSS bytes/key | spread |`,
+    '| --- | ---: | ---: | ---: | ---: |',
+  ];
+  for (const r of rows) out.push(`| ${r.label} | ${r.heap.toFixed(1)} | ${r.heapPm} | ${r.rss.toFixed(1)} | ${r.rssPm} |`);
+  return out.join('\n');
+}
+
+if (isMain(import.meta.url)) {
+  const { values } = parseArgs({
+    options: {
+      time: { type: 'string', default: '1000' },
+      runs: { type: 'string', default: '3' },
+      keys: { type: 'string', default: '1000000' },
+      child: { type: 'string' },
+      memory: { type: 'boolean', default: false },
+    },
+  });
+  if (values.child !== undefined) {
+    const out = values.memory
+      ? await memoryChild(values.child, Number(values.keys))
+      : await throughputChild(values.child, Number(values.time));
+    process.stdout.write(`${JSON.stringify(out)}\n`);
+    process.exit(0);
+  }
+  console.log(inProcessTable(await runInProcess({ time: Number(values.time), runs: Number(values.runs) })));
+  console.log(memoryTable(await runMemory({ keys: Number(values.keys), runs: Number(values.runs) }), Number(values.keys)));
+}

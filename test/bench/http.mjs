@@ -1,32 +1,24 @@
-// HTTP benchmark: each server variant in its own process, driven by autocannon on
-// loopback for a bounded time; reports requests/s and the server's own CPU time per
-// request, as medians of N runs, and ratios to the bare framework of the same run.
+// HTTP benchmark (docs/benchmarks.md, "HTTP"): each server variant in its own process,
+// driven by autocannon on loopback for a bounded time; reports requests/s and the server's
+// own CPU time per request (process.cpuUsage in the server, so the load generator sharing
+// the cores is not charged to it).
 //
-//   node test/bench/http.mjs [--duration 5] [--runs 3] [--connections 50] [--only <substring>] [--json out.json]
+// A round measures every variant once, back to back, in an order rotated from round to
+// round; ratios and CPU added are taken against the bare framework *within the round*, and
+// the table shows their median over rounds with the range. That is far steadier than a
+// ratio of medians when the machine's load drifts during a run.
+//
+//   node test/bench/http.mjs [--duration 4] [--runs 3] [--connections 50] [--only <substring>] [--json out.json]
 import { fork } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import autocannon from 'autocannon';
-import { variants } from './http/variants.mjs';
-import { median, spread, startRedis } from './util.mjs';
+import { isMain, median, pm, startRedis } from './util.mjs';
 
-const { values } = parseArgs({
-  options: {
-    duration: { type: 'string', default: '5' },
-    runs: { type: 'string', default: '3' },
-    connections: { type: 'string', default: '50' },
-    only: { type: 'string' },
-    json: { type: 'string' },
-  },
-});
-const duration = Number(values.duration);
-const runs = Number(values.runs);
-const connections = Number(values.connections);
 const serverPath = fileURLToPath(new URL('./http/server.mjs', import.meta.url));
 
 function start(name, redisPort) {
-  const child = fork(serverPath, [name, String(redisPort)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(serverPath, [name, String(redisPort ?? '')], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   return new Promise((resolve, reject) => {
     child.once('error', reject);
     child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
@@ -40,71 +32,116 @@ const ask = (child) =>
     child.send('cpu');
   });
 
-const load = (port, seconds) =>
-  new Promise((resolve, reject) => {
-    autocannon({ url: `http://127.0.0.1:${port}/`, connections, duration: seconds, pipelining: 1 }, (err, r) =>
-      err ? reject(err) : resolve(r),
-    );
-  });
+/**
+ * Runs the HTTP variants. `redis` is a running server from util.startRedis (one is started
+ * when omitted and a variant needs it). Returns one row per variant.
+ */
+export async function runHttp({ duration = 4, runs = 3, connections = 50, only, redis, log = (s) => process.stderr.write(`${s}\n`) } = {}) {
+  const autocannon = (await import('autocannon')).default;
+  const { variants } = await import('./http/variants.mjs');
+  const all = Object.keys(variants);
+  const picked = all.filter((n) => !only || only.some((o) => n.includes(o)));
+  // Every ratio needs its framework's bare server in the same round.
+  const names = all.filter((n) => picked.includes(n) || (n.endsWith(' bare') && picked.some((p) => p.startsWith(n.split(' ')[0]))));
+  const own = redis === undefined && names.some((n) => n.includes('redis')) ? await startRedis() : undefined;
+  const r0 = redis ?? own;
+  const load = (port, seconds) =>
+    new Promise((resolve, reject) => {
+      autocannon({ url: `http://127.0.0.1:${port}/`, connections, duration: seconds, pipelining: 1 }, (err, r) =>
+        err ? reject(err) : resolve(r),
+      );
+    });
 
-async function measure(name, redis) {
-  const { child, port } = await start(name, redis.port);
-  try {
-    await load(port, 1); // warm-up: JIT and connections
-    const cpu0 = await ask(child);
-    const r = await load(port, duration);
-    const cpu1 = await ask(child);
-    const requests = r.requests.total;
-    const non2xx = r.non2xx;
-    return { rps: requests / duration, cpuUs: (cpu1 - cpu0) / requests, non2xx, errors: r.errors + r.timeouts };
-  } finally {
-    child.removeAllListeners('exit');
-    child.send('stop');
-    await new Promise((r) => child.once('exit', r));
-    await redis.flush();
-  }
-}
-
-const names = Object.keys(variants).filter((n) => !values.only || n.includes(values.only));
-const redis = await startRedis();
-const samples = Object.fromEntries(names.map((n) => [n, []]));
-try {
-  // Interleave runs so that drift in the machine affects every variant alike.
-  for (let i = 0; i < runs; i++) {
-    for (const name of names) {
-      const m = await measure(name, redis);
-      samples[name].push(m);
-      process.stderr.write(`run ${i + 1}/${runs} ${name}: ${Math.round(m.rps)} req/s, ${m.cpuUs.toFixed(1)} µs CPU/req\n`);
+  async function measure(name) {
+    const { child, port } = await start(name, r0?.port);
+    try {
+      await load(port, 1); // warm-up: JIT and connections
+      const cpu0 = await ask(child);
+      const r = await load(port, duration);
+      const cpu1 = await ask(child);
+      const requests = r.requests.total;
+      return { rps: requests / duration, cpuUs: (cpu1 - cpu0) / requests, refused: r.non2xx / requests, errors: r.errors + r.timeouts };
+    } finally {
+      child.removeAllListeners('exit');
+      child.send('stop');
+      await new Promise((r) => child.once('exit', r));
+      await r0?.flush();
     }
   }
-} finally {
-  await redis.stop();
-}
 
-const rows = names.map((name) => {
-  const xs = samples[name];
-  const framework = name.split(' ')[0];
-  const bare = samples[`${framework} bare`];
-  const rps = median(xs.map((x) => x.rps));
-  const cpu = median(xs.map((x) => x.cpuUs));
-  return {
-    name,
-    rps,
-    rpsSpread: spread(xs.map((x) => x.rps)),
-    ratio: bare ? rps / median(bare.map((x) => x.rps)) : undefined,
-    cpuUs: cpu,
-    addedUs: bare ? cpu - median(bare.map((x) => x.cpuUs)) : undefined,
-    non2xx: median(xs.map((x) => x.non2xx)),
-    errors: xs.reduce((a, x) => a + x.errors, 0),
-  };
-});
+  const rounds = [];
+  try {
+    for (let i = 0; i < runs; i++) {
+      const round = {};
+      const order = names.map((_, j) => names[(i * 5 + j) % names.length]);
+      for (const name of order) {
+        const m = await measure(name);
+        round[name] = m;
+        log(`  http ${i + 1}/${runs} ${name}: ${Math.round(m.rps)} req/s, ${m.cpuUs.toFixed(1)} µs CPU/req`);
+      }
+      rounds.push(round);
+    }
+  } finally {
+    await own?.stop();
+  }
+
+  return names.map((name) => {
+    const framework = name.split(' ')[0];
+    const bare = `${framework} bare`;
+    const of = (f) => rounds.map((r) => f(r[name], r[bare]));
+    const rps = of((x) => x.rps);
+    const cpu = of((x) => x.cpuUs);
+    const ratio = name === bare ? undefined : of((x, b) => x.rps / b.rps);
+    const added = name === bare ? undefined : of((x, b) => x.cpuUs - b.cpuUs);
+    return {
+      name,
+      rps: median(rps),
+      rpsSpread: pm(rps),
+      ratio: ratio && median(ratio),
+      ratioRange: ratio && [Math.min(...ratio), Math.max(...ratio)],
+      cpuUs: median(cpu),
+      cpuSpread: pm(cpu),
+      addedUs: added && median(added),
+      addedRange: added && [Math.min(...added), Math.max(...added)],
+      refused: median(of((x) => x.refused)),
+      errors: rounds.reduce((a, r) => a + r[name].errors, 0),
+    };
+  });
+}
 
 const fmt = (x, d = 2) => (x === undefined ? '—' : x.toFixed(d));
-console.log('| server | req/s (median) | spread | ratio to bare | server CPU µs/req | added µs/req | non-2xx |');
-console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: |');
-for (const r of rows) {
-  console.log(
-    `| ${r.name} | ${Math.round(r.rps)} | ±${(r.rpsSpread * 100).toFixed(1)}% | ${fmt(r.ratio)} | ${fmt(r.cpuUs, 1)} | ${fmt(r.addedUs, 1)} | ${Math.round(r.non2xx)} |`,
-  );
+const range = (r, d = 2) => (r === undefined ? '' : ` (${r[0].toFixed(d)}–${r[1].toFixed(d)})`);
+
+/** The rows as a Markdown table. */
+export function httpTable(rows) {
+  const out = [
+    '| server | req/s | spread | ratio to bare (range) | server CPU µs/req | CPU added µs/req (range) | refused |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ];
+  for (const r of rows) {
+    out.push(
+      `| ${r.name} | ${Math.round(r.rps)} | ${r.rpsSpread} | ${fmt(r.ratio)}${range(r.ratioRange)} | ${fmt(r.cpuUs, 1)} | ${fmt(r.addedUs, 1)}${range(r.addedRange, 1)} | ${Math.round(r.refused * 100)}%${r.errors ? `, ${r.errors} errors` : ''} |`,
+    );
+  }
+  return out.join('\n');
 }
-if (values.json) writeFileSync(values.json, JSON.stringify({ duration, runs, connections, rows }, null, 2));
+
+if (isMain(import.meta.url)) {
+  const { values } = parseArgs({
+    options: {
+      duration: { type: 'string', default: '4' },
+      runs: { type: 'string', default: '3' },
+      connections: { type: 'string', default: '50' },
+      only: { type: 'string', multiple: true },
+      json: { type: 'string' },
+    },
+  });
+  const rows = await runHttp({
+    duration: Number(values.duration),
+    runs: Number(values.runs),
+    connections: Number(values.connections),
+    only: values.only,
+  });
+  console.log(httpTable(rows));
+  if (values.json) writeFileSync(values.json, JSON.stringify(rows, null, 2));
+}

@@ -1,41 +1,31 @@
-// Benchmark of @tollgate/redis (issue 3): decisions per second through RedisStore with 64
-// decisions in flight, for one rule and for a stack of three rules, beside
-// rate-limiter-flexible's RateLimiterRedis.consume, rate-limit-redis' increment, and the
-// ceiling: a bare EVALSHA of a trivial script from the same kind of ioredis client.
+// Benchmark of @tollgate/redis (docs/benchmarks.md, "Redis"): decisions per second through
+// RedisStore at 64 and at 1024 decisions in flight, for one rule, a four-rule stack and one
+// rule refusing every request (deny cache), beside rate-limiter-flexible's
+// RateLimiterRedis.consume, rate-limit-redis' increment, and the ceiling: a bare EVALSHA of
+// a trivial script from the same kind of ioredis client. Also counts the Redis commands
+// each workload sends per decision (counted in the ioredis client), so "one round trip per decision,
+// whatever the number of rules" and "no round trip for a refused key" are measured.
 //
-//   pnpm build && node test/bench/redis.bench.mjs [--time 2000] [--runs 5] [--inflight 64]
+//   pnpm build && node test/bench/redis.bench.mjs [--time 2000] [--runs 3] [--inflight 64,1024]
 //
 // It imports the BUILT packages (dist/esm) and starts its own redis-server on a free port.
 // Every client is ioredis with enableAutoPipelining. Workloads run interleaved, --runs
-// rounds of each; the figure is the median. Keys come from a pool of 10,000 clients with
-// limits high enough that every decision is an admission (the write path).
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+// rounds of each; the figure is the median with its spread. Keys come from a pool of 10,000
+// clients with limits high enough that every decision is an admission (the write path),
+// except in the refusing workload.
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { Redis } from 'ioredis';
-import { freePort, median, spread } from './util.mjs';
+import { isMain, median, pm, startRedis } from './util.mjs';
 
-const { values } = parseArgs({
-  options: {
-    time: { type: 'string', default: '2000' },
-    runs: { type: 'string', default: '5' },
-    inflight: { type: 'string', default: '64' },
-  },
-});
-const TIME = Number(values.time);
-const RUNS = Number(values.runs);
-const INFLIGHT = Number(values.inflight);
 const KEYS = 10_000;
 const keyOf = (i) => `10.${(i >> 8) & 255}.${i & 255}.1`;
+const HIGH = 1_000_000_000;
 
-/** Runs `op(i)` from INFLIGHT concurrent loops for TIME ms; returns operations per second. */
-async function measure(op) {
+/** Runs `op(i)` from `inflight` concurrent loops for `time` ms; returns operations per second. */
+async function measure(op, time, inflight) {
   let done = 0;
   let next = 0;
-  const end = performance.now() + TIME;
+  const end = performance.now() + time;
   const loop = async () => {
     while (performance.now() < end) {
       await op(next++ % KEYS);
@@ -43,103 +33,144 @@ async function measure(op) {
     }
   };
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: INFLIGHT }, loop));
-  return done / ((performance.now() - t0) / 1000);
+  await Promise.all(Array.from({ length: inflight }, loop));
+  return { perSec: done / ((performance.now() - t0) / 1000), done };
 }
 
-/** A private redis-server on a free port; resolves once a fresh client gets PONG. */
-async function startRedis() {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-bench-redis-'));
-  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
-    stdio: 'ignore',
-  });
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
-    probe.on('error', () => {});
-    const ok = await probe.connect().then(
-      () => probe.ping(),
-      () => undefined,
-    );
-    probe.disconnect();
-    if (ok === 'PONG') break;
-    if (Date.now() > deadline) throw new Error('redis-server did not start within 20 s');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return {
-    port,
-    async stop() {
-      proc.kill('SIGTERM');
-      await new Promise((r) => proc.once('exit', r));
-      rmSync(dir, { recursive: true, force: true });
-    },
+/**
+ * Runs every workload at each concurrency in `inflight`, `runs` interleaved rounds.
+ * `redis` is a running server from util.startRedis (one is started when omitted).
+ */
+export async function runRedis({ time = 2000, runs = 3, inflight = [64, 1024], redis, log = (s) => process.stderr.write(`${s}\n`) } = {}) {
+  const server = redis ?? (await startRedis());
+  const clients = [];
+  // Commands each client sends, counted where ioredis queues them (INFO commandstats would
+  // also count the commands a Lua script runs inside Redis).
+  let sent = 0;
+  const client = () => {
+    const c = server.client();
+    const send = c.sendCommand.bind(c);
+    c.sendCommand = (cmd, stream) => {
+      sent++;
+      return send(cmd, stream);
+    };
+    clients.push(c);
+    return c;
   };
+  const core = await import(new URL('../../packages/core/dist/esm/index.js', import.meta.url).href);
+  const { RedisStore } = await import(new URL('../../packages/redis/dist/esm/index.js', import.meta.url).href);
+  const { RateLimiterRedis } = await import('rate-limiter-flexible');
+  const { RedisStore: RateLimitRedisStore } = await import('rate-limit-redis');
+
+  // Every tollgate decision must come from Redis (or, when refusing, from the deny cache
+  // after Redis refused): a generous deadline, and any degraded decision voids the figures.
+  let wrong = 0;
+  const redisStore = () => new RedisStore({ client: client(), timeoutMs: 10_000 });
+  const decide = (l, req, allowed) =>
+    l.consume(req).then((d) => {
+      if (d.degraded !== undefined || d.allowed !== allowed) wrong++;
+    });
+  const workloads = {};
+  {
+    const c = client();
+    const sha = await c.script('LOAD', 'return 1');
+    workloads['bare EVALSHA (ceiling)'] = (i) => c.evalsha(sha, 1, keyOf(i));
+  }
+  {
+    const l = core.createLimiter({
+      rules: [{ name: 'ip', key: (r) => r.ip, limit: HIGH, window: '1m' }],
+      store: redisStore(),
+      prefix: 'b1',
+    });
+    workloads['tollgate RedisStore, 1 rule'] = (i) => decide(l, { ip: keyOf(i) }, true);
+  }
+  {
+    const rules = [
+      { name: 'ip', key: (r) => r.ip, limit: HIGH, window: '1m' },
+      { name: 'tenant', key: () => 'tenant', limit: HIGH, window: '1m' },
+      { name: 'global', key: () => 'all', algorithm: 'token-bucket', limit: HIGH, window: '1s' },
+      { name: 'endpoint', key: () => 'GET /', algorithm: 'sliding-window', limit: HIGH, window: '1h' },
+    ];
+    const l = core.createLimiter({ rules, store: redisStore(), prefix: 'b4' });
+    workloads['tollgate RedisStore, 4-rule stack'] = (i) => decide(l, { ip: keyOf(i) }, true);
+  }
+  {
+    // 1 per hour for the pool, spent here: each key's second decision is Redis' refusal,
+    // and every later one within the hour comes from the deny cache.
+    const l = core.createLimiter({ rules: [{ name: 'ip', key: (r) => r.ip, limit: 1, window: '1h' }], store: redisStore(), prefix: 'bx' });
+    for (let i = 0; i < KEYS; i++) await l.consume({ ip: keyOf(i) });
+    for (let i = 0; i < KEYS; i++) await l.consume({ ip: keyOf(i) });
+    workloads['tollgate RedisStore, 1 rule, every request refused'] = (i) => decide(l, { ip: keyOf(i) }, false);
+  }
+  {
+    const rl = new RateLimiterRedis({ storeClient: client(), points: HIGH, duration: 60, keyPrefix: 'rlf' });
+    workloads['rate-limiter-flexible RateLimiterRedis.consume'] = (i) => rl.consume(keyOf(i));
+  }
+  {
+    const c = client();
+    const store = new RateLimitRedisStore({ sendCommand: (command, ...args) => c.call(command, ...args), prefix: 'rlr:' });
+    store.init({ windowMs: 60_000 });
+    workloads['rate-limit-redis increment'] = (i) => store.increment(keyOf(i));
+  }
+
+  const names = Object.keys(workloads);
+  const results = {};
+  const perDecision = {};
+  try {
+    for (const name of names) await measure(workloads[name], Math.min(time, 1000), 64); // warm-up: JIT, script caches, keys
+    for (const name of names) {
+      sent = 0;
+      const { done } = await measure(workloads[name], 300, 64);
+      perDecision[name] = sent / done;
+    }
+    for (let r = 0; r < runs; r++) {
+      for (const n of inflight) {
+        for (const name of names) {
+          const { perSec } = await measure(workloads[name], time, n);
+          results[`${name}|${n}`] ??= [];
+          results[`${name}|${n}`].push(perSec);
+          log(`  redis ${r + 1}/${runs} ${n} in flight ${name}: ${Math.round(perSec)} /s`);
+        }
+      }
+    }
+  } finally {
+    for (const c of clients) c.disconnect();
+    if (redis === undefined) await server.stop();
+  }
+  if (wrong > 0) throw new Error(`${wrong} tollgate decisions were degraded or unexpected; the Redis figures are void`);
+  const rows = [];
+  for (const n of inflight) {
+    const ceiling = median(results[`${names[0]}|${n}`]);
+    for (const name of names) {
+      const xs = results[`${name}|${n}`];
+      rows.push({ name, inflight: n, perSec: median(xs), pm: pm(xs), ofCeiling: median(xs) / ceiling, commands: perDecision[name] });
+    }
+  }
+  return rows;
 }
 
-const server = await startRedis();
-const client = () => new Redis({ port: server.port, host: '127.0.0.1', enableAutoPipelining: true });
-
-const { createLimiter } = await import('../../packages/core/dist/esm/index.js');
-const { RedisStore } = await import('../../packages/redis/dist/esm/index.js');
-const { RateLimiterRedis } = await import('rate-limiter-flexible');
-const { RedisStore: RateLimitRedisStore } = await import('rate-limit-redis');
-
-const HIGH = 1_000_000_000;
-const workloads = {};
-// Every tollgate decision must come from Redis: a generous deadline (this measures
-// throughput, not the failure policy), and any degraded decision is counted and reported.
-let degraded = 0;
-const redisStore = () => new RedisStore({ client: client(), timeoutMs: 10_000 });
-const decide = async (l, req) => {
-  const d = await l.consume(req);
-  if (d.degraded !== undefined || !d.allowed) degraded++;
-};
-
-{
-  const c = client();
-  const sha = await c.script('LOAD', 'return 1');
-  workloads['bare EVALSHA (ceiling)'] = (i) => c.evalsha(sha, 1, keyOf(i));
-}
-{
-  const l = createLimiter({ rules: [{ name: 'ip', key: (r) => r.ip, limit: HIGH, window: '1m' }], store: redisStore(), prefix: 'b1' });
-  workloads['tollgate RedisStore, 1 rule'] = (i) => decide(l, { ip: keyOf(i) });
-}
-{
-  const rules = [
-    { name: 'ip', key: (r) => r.ip, limit: HIGH, window: '1m' },
-    { name: 'burst', key: (r) => r.ip, algorithm: 'token-bucket', limit: HIGH, window: '1s' },
-    { name: 'hour', key: (r) => r.ip, algorithm: 'fixed-window', limit: HIGH, window: '1h' },
+export function redisTable(rows) {
+  const out = [
+    '| workload | in flight | decisions/s | spread | of bare EVALSHA | Redis commands per decision |',
+    '| --- | ---: | ---: | ---: | ---: | ---: |',
   ];
-  const l = createLimiter({ rules, store: redisStore(), prefix: 'b3' });
-  workloads['tollgate RedisStore, 3-rule stack'] = (i) => decide(l, { ip: keyOf(i) });
-}
-{
-  const rl = new RateLimiterRedis({ storeClient: client(), points: HIGH, duration: 60, keyPrefix: 'rlf' });
-  workloads['rate-limiter-flexible RateLimiterRedis.consume'] = (i) => rl.consume(keyOf(i));
-}
-{
-  const c = client();
-  const store = new RateLimitRedisStore({ sendCommand: (command, ...args) => c.call(command, ...args), prefix: 'rlr:' });
-  store.init({ windowMs: 60_000 });
-  workloads['rate-limit-redis increment'] = (i) => store.increment(keyOf(i));
+  for (const r of rows) {
+    out.push(
+      `| ${r.name} | ${r.inflight} | ${Math.round(r.perSec).toLocaleString('en-US')} | ${r.pm} | ${(r.ofCeiling * 100).toFixed(0)}% | ${r.commands.toFixed(3)} |`,
+    );
+  }
+  return out.join('\n');
 }
 
-const names = Object.keys(workloads);
-for (const name of names) await measure(workloads[name]); // warm-up: JIT, script caches, keys
-const results = Object.fromEntries(names.map((n) => [n, []]));
-for (let r = 0; r < RUNS; r++) for (const name of names) results[name].push(await measure(workloads[name]));
-
-const ceiling = median(results[names[0]]);
-console.log(`redis-server ${server.port}, ${INFLIGHT} in flight, ${TIME} ms x ${RUNS} runs (median), node ${process.version}`);
-console.log('| workload | decisions/s | ± | vs bare EVALSHA |');
-console.log('| --- | ---: | ---: | ---: |');
-for (const name of names) {
-  const m = median(results[name]);
-  console.log(
-    `| ${name} | ${Math.round(m).toLocaleString('en-US')} | ${(spread(results[name]) * 100).toFixed(1)}% | ${((m / ceiling) * 100).toFixed(0)}% |`,
-  );
+if (isMain(import.meta.url)) {
+  const { values } = parseArgs({
+    options: {
+      time: { type: 'string', default: '2000' },
+      runs: { type: 'string', default: '3' },
+      inflight: { type: 'string', default: '64,1024' },
+    },
+  });
+  const rows = await runRedis({ time: Number(values.time), runs: Number(values.runs), inflight: values.inflight.split(',').map(Number) });
+  console.log(redisTable(rows));
+  process.exit(0);
 }
-if (degraded > 0) console.log(`WARNING: ${degraded} tollgate decisions did not come from Redis; the figures are void`);
-await server.stop();
-process.exit(degraded > 0 ? 1 : 0);

@@ -1,10 +1,15 @@
-// Shared helpers for the on-demand benchmarks: a private redis-server on a free port,
-// medians and spreads.
+// Shared helpers for the benchmarks (docs/benchmarks.md): a private redis-server on a free
+// loopback port, medians and spreads, the machine description, and the "run me directly"
+// test that lets every bench module double as a command.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+/** Whether the module at `url` is the script Node was started with. */
+export const isMain = (url) => process.argv[1] !== undefined && pathToFileURL(process.argv[1]).href === url;
 
 export function freePort() {
   return new Promise((resolve, reject) => {
@@ -18,31 +23,38 @@ export function freePort() {
   });
 }
 
-/** Starts `redis-server` on a free loopback port; resolves once it answers PING. */
+/**
+ * Starts `redis-server` on a free loopback port; resolves once a fresh client gets PONG.
+ * `client()` makes an auto-pipelining ioredis client for it; `flush()` empties it.
+ */
 export async function startRedis() {
+  const { Redis } = await import('ioredis');
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-bench-redis-'));
   const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
     stdio: 'ignore',
   });
-  const { Redis } = await import('ioredis');
-  const probe = new Redis({ port, lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: 0 });
-  const deadline = Date.now() + 10_000;
+  const deadline = Date.now() + 20_000;
   for (;;) {
-    try {
-      await probe.connect();
-      await probe.ping();
-      break;
-    } catch {
-      if (Date.now() > deadline) throw new Error('redis-server did not start within 10 s');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    // A fresh probe per attempt: a client that failed to connect may keep a stale state.
+    const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+    probe.on('error', () => {});
+    const ok = await probe.connect().then(
+      () => probe.ping(),
+      () => undefined,
+    );
+    probe.disconnect();
+    if (ok === 'PONG') break;
+    if (Date.now() > deadline) throw new Error('redis-server did not start within 20 s');
+    await new Promise((r) => setTimeout(r, 50));
   }
+  const admin = new Redis({ port, host: '127.0.0.1' });
   return {
     port,
-    flush: () => probe.flushall(),
+    client: (extra = {}) => new Redis({ port, host: '127.0.0.1', enableAutoPipelining: true, ...extra }),
+    flush: () => admin.flushall(),
     async stop() {
-      probe.disconnect();
+      admin.disconnect();
       proc.kill('SIGTERM');
       await new Promise((r) => proc.once('exit', r));
       rmSync(dir, { recursive: true, force: true });
@@ -60,4 +72,18 @@ export function median(xs) {
 export function spread(xs) {
   const m = median(xs);
   return m === 0 ? 0 : (Math.max(...xs) - Math.min(...xs)) / 2 / m;
+}
+
+/** `±x.x%` for a list of samples. */
+export const pm = (xs) => `±${(spread(xs) * 100).toFixed(1)}%`;
+
+/** The machine a run happened on, and how busy it was when it started. */
+export function machine() {
+  const c = cpus();
+  return {
+    cpus: c.length,
+    model: c[0]?.model?.trim() ?? 'unknown',
+    node: process.version,
+    load: loadavg().map((x) => x.toFixed(2)),
+  };
 }

@@ -102,6 +102,7 @@ export const variants = {
   'express tollgate memory reject': tgExpress('memory', 1, true),
   'express tollgate redis 1 rule': tgExpress('redis', 1, false),
   'express tollgate redis 4 rules': tgExpress('redis', 4, false),
+  'express tollgate redis reject': tgExpress('redis', 1, true),
   'express express-rate-limit memory': expressServer(async (app) => {
     const { rateLimit } = await import('express-rate-limit');
     app.use(rateLimit({ windowMs: 60_000, limit: ALLOW, standardHeaders: 'draft-8', legacyHeaders: false }));
@@ -113,6 +114,10 @@ export const variants = {
     const store = new RedisStore({ sendCommand: (command, ...args) => client.call(command, ...args), prefix: `erl${process.pid}:` });
     app.use(rateLimit({ windowMs: 60_000, limit: ALLOW, standardHeaders: 'draft-8', legacyHeaders: false, store }));
     return async () => client.quit();
+  }),
+  'express express-rate-limit reject': expressServer(async (app) => {
+    const { rateLimit } = await import('express-rate-limit');
+    app.use(rateLimit({ windowMs: 3_600_000, limit: 1, standardHeaders: 'draft-8', legacyHeaders: false }));
   }),
   'express rate-limiter-flexible memory': expressServer(async (app) => {
     const { RateLimiterMemory } = require('rate-limiter-flexible');
@@ -142,6 +147,7 @@ export const variants = {
   'fastify tollgate memory reject': tgFastify('memory', 1, true),
   'fastify tollgate redis 1 rule': tgFastify('redis', 1, false),
   'fastify tollgate redis 4 rules': tgFastify('redis', 4, false),
+  'fastify tollgate redis reject': tgFastify('redis', 1, true),
   'fastify @fastify/rate-limit memory': fastifyServer(async (app) => {
     await app.register((await import('@fastify/rate-limit')).default, { max: ALLOW, timeWindow: 60_000 });
   }),
