@@ -2,6 +2,7 @@
 // one rule and a four-rule stack; nothing rejected and everything rejected), and the
 // peers with equivalent configurations. Every server answers GET / with "hello".
 import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
 
 const require = createRequire(import.meta.url);
 const ALLOW = 1_000_000_000; // never reached in a run
@@ -54,6 +55,10 @@ function fastifyServer(install) {
   };
 }
 
+// TOLLGATE_EXPRESS / TOLLGATE_FASTIFY=/path/to/dist/esm/index.js measure a private build (a
+// shared checkout's dist may be rebuilt by someone else in the middle of a run).
+const tollgate = (name, env) => (process.env[env] ? import(pathToFileURL(process.env[env]).href) : import(name));
+
 const tgRules = async (n, limit, window) => {
   const { constant } = await import('@tollgate/core');
   const rules = [{ name: 'ip', limit, window }];
@@ -77,7 +82,7 @@ const tgStore = async (kind, opts) => {
 
 function tgExpress(kind, n, reject) {
   return expressServer(async (app, opts) => {
-    const { rateLimit } = await import('@tollgate/express');
+    const { rateLimit } = await tollgate('@tollgate/express', 'TOLLGATE_EXPRESS');
     const s = await tgStore(kind, opts);
     const rules = await tgRules(n, reject ? 1 : ALLOW, reject ? '1h' : '1m');
     app.use(rateLimit({ rules, ...(s.store ? { store: s.store } : {}) }));
@@ -87,10 +92,10 @@ function tgExpress(kind, n, reject) {
 
 function tgFastify(kind, n, reject) {
   return fastifyServer(async (app, opts) => {
-    const tollgate = (await import('@tollgate/fastify')).default;
+    const plugin = (await tollgate('@tollgate/fastify', 'TOLLGATE_FASTIFY')).default;
     const s = await tgStore(kind, opts);
     const rules = await tgRules(n, reject ? 1 : ALLOW, reject ? '1h' : '1m');
-    await app.register(tollgate, { rules, ...(s.store ? { store: s.store } : {}) });
+    await app.register(plugin, { rules, ...(s.store ? { store: s.store } : {}) });
     return s.close;
   });
 }
