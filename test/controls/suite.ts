@@ -221,14 +221,23 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
             },
           },
         ]);
-        // X (127.0.0.2) sends three at t=0: the throttle delays them 0, 1 s and 2 s.
-        const x = Array.from({ length: 3 }, (_, i) => t.get(`/x${i + 1}`, { from: '127.0.0.2' }));
-        await until(() => t.starts.length === 1 && t.timers.pending === 2, 'x1 answered, x2 and x3 delayed');
+        // X (127.0.0.2) sends three at t=0: the throttle delays them 0, 1 s and 2 s. (One after
+        // the other, so that they reach the server in this order.)
+        const x: Sent[] = [];
+        x.push(t.get('/x1', { from: '127.0.0.2' }));
+        await until(() => t.starts.length === 1, 'x1 answered');
+        x.push(t.get('/x2', { from: '127.0.0.2' }));
+        await until(() => t.timers.pending === 1, 'x2 delayed');
+        x.push(t.get('/x3', { from: '127.0.0.2' }));
+        await until(() => t.timers.pending === 2, 'x3 delayed');
         await t.timers.advance(500);
         // Y (127.0.0.3) arrives at 0.5 s, after all of X's requests, and is not delayed.
         const y = t.get('/y1', { from: '127.0.0.3' });
         await until(() => t.starts.length === 2, 'y1 answered');
-        await t.timers.advance(1500);
+        // Step by step: with Redis each decision is a real round trip, done before time moves on.
+        await t.timers.advance(500);
+        await until(() => t.starts.length === 3, 'x2 answered');
+        await t.timers.advance(1000);
         const [x1, x2, x3] = await all(x);
         const y1 = await y.reply;
         expect([x1?.status, y1.status, x2?.status, x3?.status]).toEqual([200, 200, 200, 429]);
@@ -401,7 +410,43 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
       });
     });
 
-    describe('store failures', () => {
+    describe('diagnostics and store failures', () => {
+      it('delays and refusals by the controls are published on tollgate:delayed and tollgate:rejected', async () => {
+        const delayed: Array<{ limiter: string; decision: { delayMs: number } }> = [];
+        const rejected: Array<{ limiter: string; decision: { rejectedBy: string[]; retryAfterMs: number } }> = [];
+        const onDelayed = (m: unknown) => delayed.push(m as (typeof delayed)[number]);
+        const onRejected = (m: unknown) => rejected.push(m as (typeof rejected)[number]);
+        diagnosticsChannel.subscribe('tollgate:delayed', onDelayed);
+        diagnosticsChannel.subscribe('tollgate:rejected', onRejected);
+        try {
+          const t = await start(
+            ({ timers, clock, store, slots }) => [
+              { kind: 'shed', options: { maxInFlight: 2 } },
+              { kind: 'slowDown', options: { window: '10s', delayAfter: 1, delay: 1000, store, clock, timers } },
+              { kind: 'concurrency', options: { max: 1, store: slots, timers } },
+            ],
+            () => ({ kind: 'slow', ms: 5000 }),
+          );
+          const first = t.get('/');
+          await until(() => t.starts.length === 1, 'first running');
+          const second = t.get('/');
+          await until(() => delayed.length === 1, 'second delayed');
+          expect(delayed.map((m) => [m.limiter, m.decision.delayMs])).toEqual([['slow-down', 1000]]);
+          expect((await t.get('/').reply).status).toBe(503); // two in flight: shed
+          await t.timers.advance(1000);
+          expect((await second.reply).status).toBe(429); // the slot is taken
+          await t.timers.advance(4000);
+          await first.reply;
+          expect(rejected.map((m) => [m.limiter, m.decision.rejectedBy, m.decision.retryAfterMs])).toEqual([
+            ['shed', ['shed'], 1000],
+            ['concurrency', ['concurrency'], 1000],
+          ]);
+        } finally {
+          diagnosticsChannel.unsubscribe('tollgate:delayed', onDelayed);
+          diagnosticsChannel.unsubscribe('tollgate:rejected', onRejected);
+        }
+      });
+
       it('a failing slot store lets requests through without a slot, and says so on tollgate:store-error', async () => {
         const seen: unknown[] = [];
         const listener = (m: unknown) => seen.push(m);

@@ -8,11 +8,13 @@ import {
   type ConcurrencyLimit,
   type ConcurrencyOptions,
   type ConcurrencyOutcome,
+  concurrencyDecision,
   concurrencyHeaderFields,
   concurrencyRefusal,
   createConcurrency,
   isGone,
   onceDone,
+  publishControl,
   publishStoreError,
 } from '@tollgate/core';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
@@ -43,13 +45,14 @@ export function concurrency(options: ConcurrencyMiddlewareOptions): ConcurrencyM
   const [core, defaultKey] = splitAddressOptions(rest);
   const limit = createConcurrency<Request>({ ...core, defaultKey } as ConcurrencyOptions<Request>);
 
-  function answer(res: Response, next: NextFunction, o: ConcurrencyOutcome | undefined): void {
+  function answer(req: Request, res: Response, next: NextFunction, o: ConcurrencyOutcome | undefined): void {
     if (o === undefined) {
       next();
       return;
     }
+    if (!o.admitted && o.reason === 'aborted') return; // the client is gone: nothing to answer
+    publishControl(req, limit.name, () => concurrencyDecision(o));
     if (!o.admitted) {
-      if (o.reason === 'aborted') return; // the client is gone: nothing to answer
       if (headers) writeFields(res, concurrencyHeaderFields(o.figures));
       sendRefusal(res, concurrencyRefusal(o));
       return;
@@ -70,7 +73,7 @@ export function concurrency(options: ConcurrencyMiddlewareOptions): ConcurrencyM
     limit.acquire(req, abort.signal).then(
       (o) => {
         res.removeListener('close', onClose);
-        answer(res, next, o);
+        answer(req, res, next, o);
       },
       (err) => {
         res.removeListener('close', onClose);

@@ -4,7 +4,7 @@
  * first. An admitted request counts as in flight until its response finishes or its
  * connection closes.
  */
-import { createShedder, isGone, onceDone, type Shedder, type ShedOptions, shedRefusal } from '@tollgate/core';
+import { createShedder, isGone, onceDone, publishControl, type Shedder, type ShedOptions, shedDecision, shedRefusal } from '@tollgate/core';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { sendRefusal } from './control-response.js';
 
@@ -29,6 +29,7 @@ export function shed(options: ShedOptions<Request>): ShedMiddleware {
       return;
     }
     if (o.shed) {
+      publishControl(req, 'shed', () => shedDecision(o));
       sendRefusal(res, shedRefusal(o));
       return;
     }

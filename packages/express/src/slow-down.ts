@@ -10,10 +10,9 @@
 import {
   compileHeaders,
   createThrottle,
-  type Decision,
   type HeadersOption,
   hold,
-  publishDecision,
+  publishControl,
   publishStoreError,
   type ThrottleOptions,
   type ThrottleResult,
@@ -71,8 +70,15 @@ export function slowDown(options: SlowDownOptions): SlowDownMiddleware {
     req.slowDown = t;
     const at = clock?.now() ?? Date.now();
     if (format !== undefined) writeFields(res, format([t.result], at));
-    const d: Decision = { allowed: true, delayMs: t.delayMs, retryAfterMs: 0, rejectedBy: [], dryRunRejectedBy: [], rules: [t.result], at };
-    publishDecision(d, req, throttle.name);
+    publishControl(req, throttle.name, () => ({
+      allowed: true,
+      delayMs: t.delayMs,
+      retryAfterMs: 0,
+      rejectedBy: [],
+      dryRunRejectedBy: [],
+      rules: [t.result],
+      at,
+    }));
     if (t.delayMs === 0) {
       next();
       return;

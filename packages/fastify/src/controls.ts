@@ -20,12 +20,12 @@ import {
   type ConcurrencyOptions,
   type ConcurrencyOutcome,
   compileHeaders,
+  concurrencyDecision,
   concurrencyHeaderFields,
   concurrencyRefusal,
   createConcurrency,
   createShedder,
   createThrottle,
-  type Decision,
   type HeaderField,
   type HeadersOption,
   hold,
@@ -33,10 +33,11 @@ import {
   isGone,
   type KeyFn,
   onceDone,
-  publishDecision,
+  publishControl,
   publishStoreError,
   type Refusal,
   type ShedOptions,
+  shedDecision,
   shedRefusal,
   type ThrottleOptions,
   type ThrottleResult,
@@ -131,7 +132,7 @@ export function slowDownHook(options: SlowDownOptions): ControlHook {
         request.slowDown = t;
         const at = clock?.now() ?? Date.now();
         if (format !== undefined) writeFields(reply, format([t.result], at));
-        const d: Decision = {
+        publishControl(request, throttle.name, () => ({
           allowed: true,
           delayMs: t.delayMs,
           retryAfterMs: 0,
@@ -139,8 +140,7 @@ export function slowDownHook(options: SlowDownOptions): ControlHook {
           dryRunRejectedBy: [],
           rules: [t.result],
           at,
-        };
-        publishDecision(d, request, throttle.name);
+        }));
         if (t.delayMs === 0) {
           next();
           return;
@@ -170,13 +170,14 @@ export function concurrencyHook(options: ConcurrencyPluginOptions): ControlHook 
   const [core, defaultKey] = split(rest);
   const limit = createConcurrency<FastifyRequest>({ ...core, defaultKey } as ConcurrencyOptions<FastifyRequest>);
 
-  function answer(reply: FastifyReply, next: HookHandlerDoneFunction, o: ConcurrencyOutcome | undefined): void {
+  function answer(request: FastifyRequest, reply: FastifyReply, next: HookHandlerDoneFunction, o: ConcurrencyOutcome | undefined): void {
     if (o === undefined) {
       next();
       return;
     }
+    if (!o.admitted && o.reason === 'aborted') return; // the client is gone
+    publishControl(request, limit.name, () => concurrencyDecision(o));
     if (!o.admitted) {
-      if (o.reason === 'aborted') return; // the client is gone
       if (headers) writeFields(reply, concurrencyHeaderFields(o.figures));
       sendRefusal(reply, concurrencyRefusal(o));
       return;
@@ -201,7 +202,7 @@ export function concurrencyHook(options: ConcurrencyPluginOptions): ControlHook 
     limit.acquire(request, abort.signal).then(
       (o) => {
         reply.raw.removeListener('close', onClose);
-        answer(reply, next, o);
+        answer(request, reply, next, o);
       },
       (err) => {
         reply.raw.removeListener('close', onClose);
@@ -229,6 +230,7 @@ export function shedHook(options: ShedOptions<FastifyRequest>): ControlHook {
       return;
     }
     if (o.shed) {
+      publishControl(request, 'shed', () => shedDecision(o));
       sendRefusal(reply, shedRefusal(o));
       return;
     }

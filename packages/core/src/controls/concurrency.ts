@@ -20,7 +20,9 @@ import { ip } from '../keys.js';
 import { sanitizeKey } from '../limiter.js';
 import { capacityRefusal, type Refusal, refusal } from '../response.js';
 import type { KeyFn } from '../rules.js';
+import type { Decision, RuleResult } from '../types.js';
 import { boundedDuration, checkOptions, MAX_TIMER_MS, optionalFn, wholeNumber } from './options.js';
+import { controlDecision } from './publish.js';
 import { MemorySlotStore, type SlotGrant, type SlotStore } from './slot-store.js';
 import { systemTimers, type TimerHandle, type Timers } from './timers.js';
 
@@ -476,4 +478,20 @@ export function concurrencyRefusal(
   });
   r.body.detail = `Too many concurrent requests for policy ${names.map((n) => `"${n}"`).join(', ')}; wait for one to finish.`;
   return r;
+}
+
+/** The outcome as a `Decision` (for diagnostics): one rule per limit, `r` as slots left. */
+export function concurrencyDecision(outcome: Exclude<ConcurrencyOutcome, { reason: 'aborted' }>, at = Date.now()): Decision {
+  const refused = outcome.admitted ? undefined : outcome;
+  const rules: RuleResult[] = outcome.figures.map((f) => ({
+    name: f.name,
+    allowed: f.scope !== refused?.scope,
+    limit: f.limit,
+    remaining: Math.max(0, f.limit - f.inFlight),
+    windowMs: 0,
+    resetMs: 0,
+    retryAfterMs: f.scope === refused?.scope ? refused.retryAfterMs : 0,
+    delayMs: 0,
+  }));
+  return controlDecision(rules, refused === undefined, refused?.retryAfterMs ?? 0, 0, at);
 }

@@ -7,13 +7,15 @@ export {
   type ConcurrencyLimit,
   type ConcurrencyOptions,
   type ConcurrencyOutcome,
+  concurrencyDecision,
   concurrencyHeaderFields,
   concurrencyRefusal,
   createConcurrency,
 } from './concurrency.js';
 export { type LoopDelaySource, monitorLoopDelay } from './event-loop.js';
 export { hold, isGone, onceDone, type ResponseLike } from './hold.js';
-export { createShedder, type Shedder, type ShedOptions, type ShedOutcome, shedRefusal } from './shed.js';
+export { publishControl } from './publish.js';
+export { createShedder, type Shedder, type ShedOptions, type ShedOutcome, shedDecision, shedRefusal } from './shed.js';
 export { MemorySlotStore, type SlotGrant, type SlotStore } from './slot-store.js';
 export { createThrottle, type Throttle, type ThrottleOptions, type ThrottleResult } from './throttle.js';
 export { ManualTimers, systemTimers, type TimerHandle, type Timers } from './timers.js';

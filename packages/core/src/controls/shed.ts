@@ -29,8 +29,10 @@ import { configError, describe } from '../errors.js';
 import { sanitizeKey } from '../limiter.js';
 import { capacityRefusal, type Refusal } from '../response.js';
 import type { KeyFn } from '../rules.js';
+import type { Decision, RuleResult } from '../types.js';
 import { type LoopDelaySource, monitorLoopDelay } from './event-loop.js';
 import { boundedDuration, checkOptions, MAX_TIMER_MS, optionalFn, wholeNumber } from './options.js';
+import { controlDecision } from './publish.js';
 
 export interface ShedOptions<R = unknown> {
   /**
@@ -244,4 +246,19 @@ export function shedRefusal(outcome: ShedOutcome & { shed: true }): Refusal {
       ? 'The server has too many requests in progress; try again shortly.'
       : 'The server is overloaded; try again shortly.',
   );
+}
+
+/** A shed outcome as a `Decision` (for diagnostics): one rule named `shed`. */
+export function shedDecision(outcome: ShedOutcome & { shed: true }, at = Date.now()): Decision {
+  const rule: RuleResult = {
+    name: 'shed',
+    allowed: false,
+    limit: 1,
+    remaining: 0,
+    windowMs: 0,
+    resetMs: outcome.retryAfterMs,
+    retryAfterMs: outcome.retryAfterMs,
+    delayMs: 0,
+  };
+  return controlDecision([rule], false, outcome.retryAfterMs, 0, at);
 }
