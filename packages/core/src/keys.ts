@@ -305,9 +305,21 @@ export function ip(options: IpOptions = {}): (req: RequestLike) => string {
   }
 
   if (trust === undefined) {
+    // Without trusted proxies the key depends on the socket's peer address alone, which a
+    // connection keeps for its lifetime: worked out once per socket, not once per request
+    // of a keep-alive connection. Weak, so a closed socket takes its entry with it.
+    const bySocket = new WeakMap<object, string>();
     return function ipKey(req: RequestLike): string {
+      const socket = req.socket;
+      if (socket) {
+        const known = bySocket.get(socket);
+        if (known !== undefined) return known;
+      }
       const addr = socketAddress(req);
-      return addr === 'unknown' ? addr : groupAddress(addr, subnet);
+      if (addr === 'unknown') return addr;
+      const key = groupAddress(addr, subnet);
+      if (socket) bySocket.set(socket, key);
+      return key;
     };
   }
   const t = trust;

@@ -237,3 +237,20 @@ describe('property: a client can never choose a key that is not an address', () 
     );
   });
 });
+
+describe('ip() per-socket memo (untrusted path)', () => {
+  it('keys every request of one connection alike and different connections apart, and never caches "unknown"', () => {
+    const key = ip();
+    const a = { remoteAddress: '::ffff:198.51.100.7' };
+    const b = { remoteAddress: '2001:db8:aa:bb01::1' };
+    const gone: { remoteAddress?: string } = {};
+    expect(key({ headers: {}, socket: a })).toBe('198.51.100.7');
+    expect(key({ headers: { 'x-forwarded-for': '203.0.113.1' }, socket: a })).toBe('198.51.100.7');
+    expect(key({ headers: {}, socket: b })).toBe('2001:db8:aa:bb00::/56');
+    expect(key({ headers: {}, socket: gone })).toBe('unknown');
+    gone.remoteAddress = '192.0.2.9';
+    expect(key({ headers: {}, socket: gone })).toBe('192.0.2.9');
+    // Another ip() (other options) has its own memo.
+    expect(ip({ ipv6Subnet: false })({ headers: {}, socket: b })).toBe('2001:db8:aa:bb01::1');
+  });
+});
