@@ -36,6 +36,21 @@ function writeRefusal(reply: FastifyReply, r: Refusal): void {
   for (const [name, value] of r.headers) reply.header(name, value);
 }
 
+const lowered: Record<string, string> = Object.create(null);
+
+/**
+ * Header names as Fastify stores them. `reply.header` and `getHeader` lower-case every
+ * name they get; an already lower-case name is returned as is, without a new string.
+ */
+function lowerName(name: string): string {
+  let l = lowered[name];
+  if (l === undefined) {
+    l = name.toLowerCase();
+    lowered[name] = l;
+  }
+  return l;
+}
+
 function asError(err: unknown): Error {
   return err instanceof Error ? err : new Error(String(err));
 }
@@ -79,7 +94,8 @@ export function decider(lim: Limiter<FastifyRequest>, o: Normalised): Decide {
       : f(d.rules, d.at, all === d && !nextMs ? undefined : { all: all.rules, ...(nextMs ? { next: nextMs } : {}) });
     for (let i = 0; i < fields.length; i++) {
       const field = fields[i] as (typeof fields)[number];
-      reply.header(field.name, field.append ? appendHeaderValue(reply.getHeader(field.name), field.value) : field.value);
+      const lower = lowerName(field.name);
+      reply.header(lower, field.append ? appendHeaderValue(reply.getHeader(lower), field.value) : field.value);
     }
   }
 
@@ -182,6 +198,18 @@ export function decider(lim: Limiter<FastifyRequest>, o: Normalised): Decide {
   }
 
   function run(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+    let d: Decision | undefined;
+    try {
+      // An in-process store (MemoryStore) decides in this tick: no promise, no closure.
+      d = lim.consumeSync(request);
+    } catch (err) {
+      failed(request, reply, done, err);
+      return;
+    }
+    if (d !== undefined) {
+      decided(request, reply, done, d);
+      return;
+    }
     lim.consume(request).then(
       (d) => decided(request, reply, done, d),
       (err) => failed(request, reply, done, err),

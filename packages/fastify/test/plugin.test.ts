@@ -589,6 +589,17 @@ describe('store failures', () => {
     expect(errors.seen[0]).toMatchObject({ limiter: 'api', action: 'allow', error: expect.objectContaining({ message: 'store down' }) });
   });
 
+  it('a store that fails synchronously (a closed MemoryStore) goes through the same policy', async () => {
+    const errors = listen(CHANNEL_NAMES.storeError);
+    const store = new MemoryStore();
+    await store.close();
+    const allowing = await appWith({ rules: [fixed('ip', 1)], store });
+    expect((await allowing.inject('/')).statusCode).toBe(200);
+    expect(errors.seen[0]).toMatchObject({ action: 'allow', error: expect.objectContaining({ code: 'TG_STORE_CLOSED' }) });
+    const denying = await appWith({ rules: [fixed('ip', 1)], store, onStoreError: 'deny' });
+    expect((await denying.inject('/')).statusCode).toBe(503);
+  });
+
   it("'deny' answers 503 temporary-reduced-capacity", async () => {
     const app = await appWith({ rules: [fixed('ip', 1)], store: brokenStore(), onStoreError: 'deny' });
     const res = await app.inject('/');
