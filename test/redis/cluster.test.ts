@@ -12,6 +12,8 @@ import { keysWithoutExpiry, type RedisCluster, startCluster } from '../setup/red
 
 let cluster: RedisCluster;
 let client: Cluster;
+/** A deadline no loaded test machine reaches: these tests are about decisions, not timeouts. */
+const SLOW = 10_000;
 let n = 0;
 const prefix = () => `cl${n++}`;
 /** Failures of any store below: none may fall back to the local store unnoticed. */
@@ -45,9 +47,9 @@ describe('Redis Cluster', () => {
     const l = createLimiter({ rules: [{ name: 'a', rate: '5/s' }], prefix: 'p' });
     const spec = l.rules[0]?.spec;
     if (!spec) throw new Error('no rule');
-    const plain = new RedisStore({ client, prefix: 'cl:' });
+    const plain = new RedisStore({ client, timeoutMs: SLOW, prefix: 'cl:' });
     expect(slotOf(plain.keyOf(spec, 'tenant1:u1'))).not.toBe(slotOf(plain.keyOf(spec, 'tenant1:u2')));
-    const tagged = new RedisStore({ client, prefix: 'cl:', hashTag: (_rule, key) => key.split(':')[0] as string });
+    const tagged = new RedisStore({ client, timeoutMs: SLOW, prefix: 'cl:', hashTag: (_rule, key) => key.split(':')[0] as string });
     expect(slotOf(tagged.keyOf(spec, 'tenant1:u1'))).toBe(slotOf(tagged.keyOf(spec, 'tenant1:u2')));
     expect(tagged.keyOf(spec, 'tenant1:u1')).not.toBe(tagged.keyOf(spec, 'tenant1:u2'));
   });
@@ -58,7 +60,7 @@ describe('Redis Cluster', () => {
       { name: 'user', key: (r) => r.u, algorithm: 'sliding-log', limit: 10, window: '1m' },
       { name: 'global', key: constant('all'), algorithm: 'fixed-window', limit: 3, window: '1m' },
     ];
-    const store = watched(new RedisStore({ client, prefix: 'cl:', denyCache: false }));
+    const store = watched(new RedisStore({ client, timeoutMs: SLOW, prefix: 'cl:', denyCache: false }));
     const l = createLimiter({ rules, store, clock, prefix: prefix() });
     const [o0, o1] = l.resolve({ u: 'alice' });
     expect(slotOf(store.keyOf(o0?.rule as never, o0?.key as string))).not.toBe(slotOf(store.keyOf(o1?.rule as never, o1?.key as string)));
@@ -77,7 +79,7 @@ describe('Redis Cluster', () => {
       { name: 'user', key: (r) => r.u, algorithm: 'sliding-log', limit: 5, window: '1h' },
       { name: 'global', key: constant('all'), algorithm: 'sliding-log', limit: 50, window: '1h' },
     ];
-    const store = watched(new RedisStore({ client, prefix: 'cl:' }));
+    const store = watched(new RedisStore({ client, timeoutMs: SLOW, prefix: 'cl:' }));
     const l = createLimiter({ rules, store, prefix: prefix() });
     for (let i = 0; i < 20; i++) {
       const d = await l.consume({ u: 'bob' });
@@ -103,14 +105,16 @@ describe('Redis Cluster', () => {
       { name: 'user', key: (r) => `${r.t}:${r.u}`, limit: 10, window: '1m' },
       { name: 'tenant', key: (r) => r.t, algorithm: 'token-bucket', limit: 100, window: '1m' },
     ];
-    const tagged = watched(new RedisStore({ client, prefix: 'cl:', clock, hashTag: (_rule, key) => key.split(':')[0] as string }));
+    const tagged = watched(
+      new RedisStore({ client, timeoutMs: SLOW, prefix: 'cl:', clock, hashTag: (_rule, key) => key.split(':')[0] as string }),
+    );
     const lt = createLimiter({ rules, store: tagged, clock, prefix: prefix() });
     await lt.consume({ t: 'acme', u: 'ann' });
     let before = await calls();
     for (let i = 0; i < 4; i++) expect((await lt.consume({ t: 'acme', u: 'ann' })).allowed).toBe(true);
     expect((await calls()) - before).toBe(4);
 
-    const plain = watched(new RedisStore({ client, prefix: 'cl:', clock }));
+    const plain = watched(new RedisStore({ client, timeoutMs: SLOW, prefix: 'cl:', clock }));
     const lp = createLimiter({ rules, store: plain, clock, prefix: prefix() });
     const [a, b] = lp.resolve({ t: 'acme', u: 'ann' });
     expect(slotOf(plain.keyOf(a?.rule as never, a?.key as string))).not.toBe(slotOf(plain.keyOf(b?.rule as never, b?.key as string)));
@@ -122,7 +126,7 @@ describe('Redis Cluster', () => {
 
   it('after SCRIPT FLUSH on every master, decisions reload the script and count once', async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
-    const store = watched(new RedisStore({ client, prefix: 'cl:', denyCache: false }));
+    const store = watched(new RedisStore({ client, timeoutMs: SLOW, prefix: 'cl:', denyCache: false }));
     const l = createLimiter({
       rules: [{ name: 'r', key: (r: { k: string }) => r.k, algorithm: 'fixed-window', limit: 10, window: '1m' }],
       store,

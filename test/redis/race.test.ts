@@ -85,8 +85,8 @@ describe('clock skew: instances whose clocks are 20 s apart', () => {
 
   it('share one window through Redis time', async () => {
     const prefix = `skew${n++}`;
-    const behind = createLimiter({ rules, store: new RedisStore({ client: a, prefix: 'race:' }), prefix });
-    const ahead = createLimiter({ rules, store: new RedisStore({ client: b, prefix: 'race:' }), prefix });
+    const behind = createLimiter({ rules, store: new RedisStore({ client: a, timeoutMs: 10_000, prefix: 'race:' }), prefix });
+    const ahead = createLimiter({ rules, store: new RedisStore({ client: b, timeoutMs: 10_000, prefix: 'race:' }), prefix });
     // The limiters pass no clock, so the store reads Redis' TIME. The "ahead" instance's local
     // clock runs 20 s fast while it decides; it must not matter.
     const realNow = Date.now.bind(Date);
@@ -109,10 +109,14 @@ describe('clock skew: instances whose clocks are 20 s apart', () => {
   it('control: with their own skewed clocks they do not', async () => {
     const prefix = `skew${n++}`;
     const now = Date.now();
-    const behind = createLimiter({ rules, store: new RedisStore({ client: a, prefix: 'race:', clock: { now: () => now } }), prefix });
+    const behind = createLimiter({
+      rules,
+      store: new RedisStore({ client: a, timeoutMs: 10_000, prefix: 'race:', clock: { now: () => now } }),
+      prefix,
+    });
     const ahead = createLimiter({
       rules,
-      store: new RedisStore({ client: b, prefix: 'race:', clock: { now: () => now + 20_000 } }),
+      store: new RedisStore({ client: b, timeoutMs: 10_000, prefix: 'race:', clock: { now: () => now + 20_000 } }),
       prefix,
     });
     let admitted = 0;
@@ -126,7 +130,7 @@ describe('script cache loss', () => {
   it('SCRIPT FLUSH between decisions neither fails nor double-counts a decision', async () => {
     const prefix = `flush${n++}`;
     const errors: unknown[] = [];
-    const store = new RedisStore({ client: a, prefix: 'race:', denyCache: false });
+    const store = new RedisStore({ client: a, timeoutMs: 10_000, prefix: 'race:', denyCache: false });
     store.on('error', (e) => errors.push(e));
     const l = createLimiter({
       rules: [{ name: 'r', key: () => 'k', algorithm: 'fixed-window', limit: 10, window: '1h', align: 'first-request' }],

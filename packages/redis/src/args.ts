@@ -49,38 +49,58 @@ export function ruleArg(r: RuleSpec): Buffer {
   return b;
 }
 
-export type Command = 'c' | 'p' | 'r';
+export type Command = 'c' | 'p';
 
-/** ARGV for `ops`: command, now ('' for Redis TIME), at, least TTL, then each op's rule and cost. */
-export function scriptArgs(
-  cmd: Command,
-  ops: readonly StoreOp[],
-  now: number | undefined,
-  at: number | undefined,
-  minTtl: string,
-): (string | Buffer)[] {
-  const out: (string | Buffer)[] = [cmd, now === undefined ? '' : String(now), at === undefined ? '' : String(at), minTtl];
+/** One stack to decide: consume or peek `ops` at `now` (undefined: Redis time). */
+export interface StackCall {
+  readonly cmd: Command;
+  readonly ops: readonly StoreOp[];
+  readonly now: number | undefined;
+}
+
+/** ARGV deciding `stacks` in one script run (mode `d`, see lua/stack.ts). */
+export function decideArgs(stacks: readonly StackCall[], minTtl: string): (string | Buffer)[] {
+  const out: (string | Buffer)[] = ['d', minTtl, String(stacks.length)];
+  for (const st of stacks) {
+    out.push(st.cmd, st.now === undefined ? '' : String(st.now), String(st.ops.length));
+    for (const op of st.ops) out.push(ruleArg(op.rule), String(op.cost));
+  }
+  return out;
+}
+
+/** ARGV giving back what `ops` consumed at `at` (mode `r`). */
+export function refundArgs(ops: readonly StoreOp[], now: number | undefined, at: number, minTtl: string): (string | Buffer)[] {
+  const out: (string | Buffer)[] = ['r', minTtl, now === undefined ? '' : String(now), String(at)];
   for (const op of ops) out.push(ruleArg(op.rule), String(op.cost));
   return out;
 }
 
 /**
- * Parses a consume/peek reply: an array whose numbers are integer replies, or exact
- * decimal text when fractional.
+ * Parses a decide reply: per stack, allowed, now and OUT_FIELDS per op; numbers are
+ * integer replies, or exact decimal text when fractional. `sizes[j]` is stack j's op count.
  */
-export function parseDecision(reply: unknown, n: number): StoreDecision {
+export function parseDecisions(reply: unknown, sizes: readonly number[]): StoreDecision[] {
   const a = reply as (number | string)[];
-  const outcomes: Outcome[] = new Array(n);
-  for (let i = 0; i < n; i++) {
-    const k = 2 + i * OUT_FIELDS;
-    outcomes[i] = {
-      allowed: a[k] === 1,
-      remaining: Number(a[k + 1]),
-      resetMs: Number(a[k + 2]),
-      retryAfterMs: Number(a[k + 3]),
-      delayMs: Number(a[k + 4]),
-      reason: REASONS[a[k + 5] as string],
-    };
+  const out: StoreDecision[] = new Array(sizes.length);
+  let k = 0;
+  for (let j = 0; j < sizes.length; j++) {
+    const n = sizes[j] as number;
+    const outcomes: Outcome[] = new Array(n);
+    const allowed = a[k] === 1;
+    const now = Number(a[k + 1]);
+    k += 2;
+    for (let i = 0; i < n; i++) {
+      outcomes[i] = {
+        allowed: a[k] === 1,
+        remaining: Number(a[k + 1]),
+        resetMs: Number(a[k + 2]),
+        retryAfterMs: Number(a[k + 3]),
+        delayMs: Number(a[k + 4]),
+        reason: REASONS[a[k + 5] as string],
+      };
+      k += OUT_FIELDS;
+    }
+    out[j] = { allowed, now, outcomes };
   }
-  return { allowed: a[0] === 1, now: Number(a[1]), outcomes };
+  return out;
 }

@@ -16,7 +16,7 @@
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type { Clock, RuleSpec, Store, StoreDecision, StoreOp } from '@tollgate/core';
-import { type Command, parseDecision, scriptArgs } from './args.js';
+import { type Command, decideArgs, parseDecisions, refundArgs, type StackCall } from './args.js';
 import { Breaker, type BreakerOptions, type BreakerState } from './breaker.js';
 import { redisChannels } from './channels.js';
 import { DenyCache } from './deny-cache.js';
@@ -69,6 +69,12 @@ export interface RedisStoreOptions {
    */
   denyCache?: boolean | number;
   /**
+   * Send the stacks requested in the same tick as one script run (standalone Redis only),
+   * decided one after the other, each all-or-nothing.
+   * @default true
+   */
+  batch?: boolean;
+  /**
    * Least TTL, in ms, of a key written on supplied time (a `clock` here or on the limiter):
    * Redis expires keys on its own clock, which a supplied clock need not follow. An entry
    * past its expiry is read as absent whatever its TTL, so this only delays clean-up. On
@@ -108,11 +114,21 @@ const KNOWN = new Set([
   'denyCache',
   'breaker',
   'minTtlMs',
+  'batch',
 ]);
 const POLICIES = new Set(['allow', 'deny', 'local']);
 const OP_NAMES = { c: 'consume', p: 'peek', r: 'refund' } as const;
 /** Multi-slot decisions remembered for their per-slot times (refunds need them). */
 const GROUP_TIMES_MAX = 10_000;
+/** Most ops decided by one batched script run. */
+const BATCH_MAX_OPS = 256;
+
+interface PendingStack {
+  call: StackCall;
+  keys: readonly string[];
+  resolve: (d: StoreDecision) => void;
+  reject: (err: unknown) => void;
+}
 
 function validate(o: RedisStoreOptions): void {
   if (typeof o !== 'object' || o === null)
@@ -168,6 +184,9 @@ function validate(o: RedisStoreOptions): void {
       'Return the part that should share a slot, e.g. the tenant.',
     );
   }
+  if (o.batch !== undefined && typeof o.batch !== 'boolean') {
+    throw optionError('RedisStore.batch', 'true or false', o.batch, 'Omit it to batch (the default).');
+  }
   if (o.minTtlMs !== undefined && !(Number.isSafeInteger(o.minTtlMs) && o.minTtlMs >= 0)) {
     throw optionError('RedisStore.minTtlMs', 'a whole number of ms >= 0', o.minTtlMs, 'Omit it to keep the default (1000).');
   }
@@ -207,6 +226,8 @@ export class RedisStore extends EventEmitter implements Store {
   /** `${at}|${redis key}` → the time the op's slot decided at (multi-slot, Redis time). */
   readonly #groupTimes = new Map<string, number>();
   readonly #minTtl: string;
+  readonly #batch: boolean;
+  #pending: PendingStack[] = [];
   #closed = false;
 
   constructor(options: RedisStoreOptions) {
@@ -220,6 +241,7 @@ export class RedisStore extends EventEmitter implements Store {
     this.#clock = options.clock === undefined || options.clock === 'redis' ? undefined : options.clock;
     this.#hashTag = options.hashTag;
     this.#minTtl = String(options.minTtlMs ?? 1000);
+    this.#batch = options.batch ?? true;
     const localNow = () => performance.now();
     this.#breaker = new Breaker(
       { failures: options.breaker?.failures ?? 3, cooldownMs: options.breaker?.cooldownMs ?? 1000 },
@@ -322,17 +344,16 @@ export class RedisStore extends EventEmitter implements Store {
   /** Decides `ops` in Redis: one script per slot group. */
   async #remote(cmd: 'c' | 'p', ops: readonly StoreOp[], keys: string[], now: number | undefined): Promise<StoreDecision> {
     const groups = this.#groups(keys);
-    if (groups === undefined)
-      return parseDecision(await runScript(this.client, keys, scriptArgs(cmd, ops, now, undefined, this.#minTtl)), ops.length);
+    if (groups === undefined) return this.#batched({ cmd, ops, now }, keys);
     const parts = await Promise.all(
       groups.map(async (idx) => {
         const gops = idx.map((i) => ops[i] as StoreOp);
         const reply = await runScript(
           this.client,
           idx.map((i) => keys[i] as string),
-          scriptArgs(cmd, gops, now, undefined, this.#minTtl),
+          decideArgs([{ cmd, ops: gops, now }], this.#minTtl),
         );
-        return parseDecision(reply, gops.length);
+        return parseDecisions(reply, [gops.length])[0] as StoreDecision;
       }),
     );
     const outcomes: StoreDecision['outcomes'] = new Array(ops.length);
@@ -356,8 +377,7 @@ export class RedisStore extends EventEmitter implements Store {
           return runScript(
             this.client,
             back.map((i) => keys[i] as string),
-            scriptArgs(
-              'r',
+            refundArgs(
               back.map((i) => ops[i] as StoreOp),
               now,
               part.now,
@@ -378,10 +398,68 @@ export class RedisStore extends EventEmitter implements Store {
     return { allowed, now: first.now, outcomes };
   }
 
+  /**
+   * Decides one stack whose keys share a slot. Stacks requested in the same tick are sent
+   * together, as one script run that decides them one after the other (each still
+   * all-or-nothing): the per-call cost of a script run is paid once per batch, which is
+   * what many requests in flight need. A Cluster batches nothing: its stacks would span
+   * slots.
+   */
+  #batched(call: StackCall, keys: readonly string[]): Promise<StoreDecision> {
+    if (this.#cluster || !this.#batch) {
+      return runScript(this.client, keys, decideArgs([call], this.#minTtl)).then(
+        (r) => parseDecisions(r, [call.ops.length])[0] as StoreDecision,
+      );
+    }
+    return new Promise<StoreDecision>((resolve, reject) => {
+      this.#pending.push({ call, keys, resolve, reject });
+      if (this.#pending.length === 1) process.nextTick(this.#flush);
+    });
+  }
+
+  readonly #flush = (): void => {
+    const all = this.#pending;
+    this.#pending = [];
+    for (let from = 0; from < all.length; ) {
+      // Bounded batches keep one script run short (Redis runs scripts one at a time).
+      let to = from;
+      let ops = 0;
+      while (to < all.length && (to === from || ops + (all[to] as PendingStack).call.ops.length <= BATCH_MAX_OPS)) {
+        ops += (all[to] as PendingStack).call.ops.length;
+        to++;
+      }
+      const batch = all.slice(from, to);
+      from = to;
+      const keys: string[] = [];
+      for (const p of batch) for (const k of p.keys) keys.push(k);
+      runScript(
+        this.client,
+        keys,
+        decideArgs(
+          batch.map((p) => p.call),
+          this.#minTtl,
+        ),
+      ).then(
+        (reply) => {
+          const ds = parseDecisions(
+            reply,
+            batch.map((p) => p.call.ops.length),
+          );
+          batch.forEach((p, j) => {
+            p.resolve(ds[j] as StoreDecision);
+          });
+        },
+        (err: unknown) => {
+          for (const p of batch) p.reject(err);
+        },
+      );
+    }
+  };
+
   async #refundRemote(ops: readonly StoreOp[], keys: string[], at: number, now: number | undefined): Promise<void> {
     const groups = this.#groups(keys);
     if (groups === undefined) {
-      await runScript(this.client, keys, scriptArgs('r', ops, now, at, this.#minTtl));
+      await runScript(this.client, keys, refundArgs(ops, now, at, this.#minTtl));
       return;
     }
     await Promise.all(
@@ -391,8 +469,7 @@ export class RedisStore extends EventEmitter implements Store {
         return runScript(
           this.client,
           k,
-          scriptArgs(
-            'r',
+          refundArgs(
             idx.map((i) => ops[i] as StoreOp),
             now,
             groupAt,

@@ -15,6 +15,8 @@ import { replyCode } from '../src/script.js';
 let server: RedisServer;
 let client: Redis;
 let admin: Redis;
+/** A deadline no loaded test machine reaches: these tests are about decisions, not timeouts. */
+const SLOW = 10_000;
 let n = 0;
 
 beforeAll(async () => {
@@ -50,7 +52,7 @@ describe('options', () => {
   it('rejects unknown and malformed options at construction with stable codes', () => {
     expect(codeOf(() => new RedisStore({ client, timeout: 5 } as never))).toBe('TG_UNKNOWN_OPTION');
     expect(codeOf(() => new RedisStore({ client: {} as never }))).toBe('TG_INVALID_OPTION');
-    expect(codeOf(() => new RedisStore({ client, prefix: 'a{b}' }))).toBe('TG_INVALID_OPTION');
+    expect(codeOf(() => new RedisStore({ client, timeoutMs: SLOW, prefix: 'a{b}' }))).toBe('TG_INVALID_OPTION');
     expect(codeOf(() => new RedisStore({ client, timeoutMs: 0 }))).toBe('TG_INVALID_OPTION');
     expect(codeOf(() => new RedisStore({ client, onStoreError: 'throw' as never }))).toBe('TG_INVALID_OPTION');
     expect(codeOf(() => new RedisStore({ client, instances: 1.5 }))).toBe('TG_INVALID_OPTION');
@@ -59,7 +61,8 @@ describe('options', () => {
     expect(codeOf(() => new RedisStore({ client, denyCache: -1 }))).toBe('TG_INVALID_OPTION');
     expect(codeOf(() => new RedisStore({ client, breaker: { failures: 0 } }))).toBe('TG_INVALID_OPTION');
     expect(codeOf(() => new RedisStore({ client, minTtlMs: -5 }))).toBe('TG_INVALID_OPTION');
-    expect(codeOf(() => new RedisStore({ client, prefix: 'ok:', clock: 'redis', onStoreError: 'deny' }))).toBeUndefined();
+    expect(codeOf(() => new RedisStore({ client, batch: 'yes' as never }))).toBe('TG_INVALID_OPTION');
+    expect(codeOf(() => new RedisStore({ client, timeoutMs: SLOW, prefix: 'ok:', clock: 'redis', onStoreError: 'deny' }))).toBeUndefined();
   });
 
   it('says what was expected, what was received and how to fix it', () => {
@@ -130,7 +133,7 @@ describe('local deny cache', () => {
 
   it('answers a known rejection locally until its retry time, then asks Redis again', async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
-    const store = new RedisStore({ client, prefix: 'unit:', clock });
+    const store = new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:', clock });
     const l = createLimiter({ rules, store, clock, prefix: `dc${n++}` });
     await l.consume({});
     await l.consume({});
@@ -148,7 +151,7 @@ describe('local deny cache', () => {
 
   it('is cleared by a refund and a reset through the store, and is off with denyCache: false', async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
-    const store = new RedisStore({ client, prefix: 'unit:', clock });
+    const store = new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:', clock });
     const l = createLimiter({ rules, store, clock, prefix: `dc${n++}` });
     const a = await l.consume({});
     await l.consume({});
@@ -159,7 +162,7 @@ describe('local deny cache', () => {
     await l.reset({});
     expect((await l.consume({})).allowed).toBe(true);
 
-    const off = new RedisStore({ client, prefix: 'unit:', clock, denyCache: false });
+    const off = new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:', clock, denyCache: false });
     const lo = createLimiter({ rules, store: off, clock, prefix: `dc${n++}` });
     await lo.consume({});
     await lo.consume({});
@@ -171,7 +174,7 @@ describe('local deny cache', () => {
 
   it('does not cache a stack with a rule that counts rejected requests (the store would count them)', async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
-    const store = new RedisStore({ client, prefix: 'unit:', clock });
+    const store = new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:', clock });
     const l = createLimiter({ rules: [{ ...rules[0], countRejected: true } as (typeof rules)[0]], store, clock, prefix: `dc${n++}` });
     await l.consume({});
     await l.consume({});
@@ -185,7 +188,7 @@ describe('local deny cache', () => {
 describe('round trips', () => {
   it('a stack of three rules of different algorithms is one EVALSHA', async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
-    const store = new RedisStore({ client, prefix: 'unit:', clock });
+    const store = new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:', clock });
     const l = createLimiter({
       rules: [
         { name: 'a', key: () => 'k', algorithm: 'sliding-window', limit: 10, window: '1m' },
@@ -203,6 +206,42 @@ describe('round trips', () => {
   });
 });
 
+describe('batching', () => {
+  const rules = [
+    { name: 'user', key: (r: { u: string }) => r.u, algorithm: 'sliding-log' as const, limit: 3, window: '1m' },
+    { name: 'all', key: () => 'all', algorithm: 'token-bucket' as const, limit: 10, window: '1m' },
+  ];
+
+  it('stacks requested in the same tick go as one script run, decided in order, each all-or-nothing', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const store = new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:', clock, denyCache: false });
+    const l = createLimiter({ rules, store, clock, prefix: `bt${n++}` });
+    const before = await evalshaCalls();
+    const users = ['a', 'a', 'a', 'a', 'b', 'b', 'c', 'c', 'c', 'd', 'd', 'e', 'e', 'e'];
+    const ds = await Promise.all(users.map((u) => l.consume({ u })));
+    expect(await evalshaCalls()).toBe(before + 1);
+    // The global bucket holds 10: the first 10 that fit admit, in order; the 4th "a" is
+    // refused by its user rule and consumes nothing from the global bucket.
+    expect(ds.map((d) => d.allowed)).toEqual([true, true, true, false, true, true, true, true, true, true, true, false, false, false]);
+    expect(ds[3]?.rejectedBy).toEqual(['user']);
+    expect(ds[11]?.rejectedBy).toEqual(['all']);
+    // The same requests one by one on a fresh prefix decide the same.
+    const seq = createLimiter({ rules, store, clock, prefix: `bt${n++}` });
+    const one = [];
+    for (const u of users) one.push(await seq.consume({ u }));
+    expect(ds.map((d) => [d.allowed, d.rules])).toEqual(one.map((d) => [d.allowed, d.rules]));
+  });
+
+  it('batch: false sends one script run per stack', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const store = new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:', clock, batch: false });
+    const l = createLimiter({ rules, store, clock, prefix: `bt${n++}` });
+    const before = await evalshaCalls();
+    await Promise.all(['a', 'b', 'c', 'd'].map((u) => l.consume({ u })));
+    expect(await evalshaCalls()).toBe(before + 4);
+  });
+});
+
 describe('local fallback', () => {
   it('divides every limit by the expected number of instances, rounding up, at least 1', () => {
     const [rule] = createLimiter({ rules: [{ name: 'r', algorithm: 'token-bucket', limit: 10, burst: 25, window: '1s' }] }).rules;
@@ -215,7 +254,7 @@ describe('local fallback', () => {
 
 describe('close', () => {
   it('refuses calls after close() with TG_STORE_CLOSED and leaves the client open', async () => {
-    const store = new RedisStore({ client, prefix: 'unit:' });
+    const store = new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:' });
     await store.close();
     const l = createLimiter({ rules: [{ name: 'r', rate: '5/s' }], store, prefix: 'closed' });
     await expect(l.consume({})).rejects.toMatchObject({ code: 'TG_STORE_CLOSED' });

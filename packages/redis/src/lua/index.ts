@@ -16,8 +16,6 @@ import { SLIDING_WINDOW_LUA } from './sliding-window.js';
 import { PARSE_LUA, STACK_LUA } from './stack.js';
 import { TOKEN_BUCKET_LUA } from './token-bucket.js';
 
-/** ARGV fields before the first op: command, now, at, least TTL on supplied time. */
-export const HEAD_FIELDS = 4;
 /**
  * A rule as packed by `args.ts` and read by `struct.unpack`: algorithm code, L, W, B, Q,
  * align, mode, calendar, blockForMs, countRejected, dryRun, maxCost (c1 = one character,
@@ -32,7 +30,7 @@ function section(code: string, lua: string): string {
 }
 
 export const STORE_SCRIPT = [
-  `local HEAD_FIELDS, RULE_FORMAT = ${HEAD_FIELDS}, '${RULE_FORMAT}'`,
+  `local RULE_FORMAT = '${RULE_FORMAT}'`,
   'local ALG = {}',
   COMMON_LUA,
   PARSE_LUA,

@@ -1,46 +1,66 @@
 /**
  * Lua mirror of `core/src/stack.ts` (SPEC 4, 3.6, 3.7) and the script's entry point.
  *
- * KEYS: one Redis key per op. ARGV: command (`c` consume, `p` peek, `r` refund), `now`
- * (empty: Redis `TIME`), `at` (refunds), the least TTL for supplied time, then two
- * fields per op: the rule packed as RULE_FORMAT (see `../args.ts`) and the cost. The reply is
- * an array: allowed (1/0), now, then OUT_FIELDS per op (see `out` in common.ts). Every key written gets its TTL in the same command (`SET ... PX`), the
- * time until `entryExpiresAt`, so no key is ever left without expiry. An entry whose
- * expiry has passed is read as absent, exactly as `MemoryStore` does.
+ * ARGV[1] is the mode, ARGV[2] the least TTL for supplied time.
+ * - `d` (decide): ARGV[3] = m stacks, then per stack: command (`c` consume, `p` peek),
+ *   `now` (empty: Redis `TIME`), its op count n, and per op two fields: the rule packed as
+ *   RULE_FORMAT (see `../args.ts`) and the cost. KEYS holds the stacks' keys in order.
+ *   Stacks are decided one after the other, each all-or-nothing, as if they had arrived in
+ *   that order; `TIME` is read once. The reply is, per stack: allowed (1/0), now, then
+ *   OUT_FIELDS per op (see `out` in common.ts).
+ * - `r` (refund): ARGV[3] = now, ARGV[4] = at, then the ops; the reply is now.
+ *
+ * Every key written gets its TTL in the same command (`SET ... PX`), the time until
+ * `entryExpiresAt`, so no key is ever left without expiry. An entry whose expiry has
+ * passed is read as absent, exactly as `MemoryStore` does.
  */
-/** Reads the arguments: command, time, and each op's rule and cost. Runs first. */
+/** Reads the arguments: mode, stacks, each op's rule and cost. Runs first. */
 export const PARSE_LUA = `
-local cmd = ARGV[1]
-local now
+local mode = ARGV[1]
 -- Redis expires keys on its own clock; time supplied by the caller may not follow it, so
--- keys written on supplied time live at least ARGV[4] ms (read as absent once expired).
+-- keys written on supplied time live at least ARGV[2] ms (read as absent once expired).
+local MIN_TTL_SUPPLIED = tonumber(ARGV[2])
 local MIN_TTL = 0
-if ARGV[2] ~= '' then MIN_TTL = tonumber(ARGV[4]) end
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
-else
-  now = tonumber(ARGV[2])
-end
-
-local n = #KEYS
-local ops = {}
 -- The algorithms this call needs: only their sections are instantiated (see index.ts).
 local NEED = {}
-for i = 1, n do
-  -- Two fields per op: the rule, packed (see args.ts), and the cost.
-  local algo, L, W, B, Q, align, mode, cal, block, cr, dry, maxCost = unpack_bin(RULE_FORMAT, ARGV[HEAD_FIELDS + 2 * i - 1])
-  local cost = ARGV[HEAD_FIELDS + 2 * i]
-  ops[i] = {
-    r = {
-      algo = algo, L = L, W = W, B = B, Q = Q, align = align, mode = mode,
-      cal = cal, block = block, cr = cr == '1', dry = dry == '1', maxCost = maxCost,
-    },
-    cost = tonumber(cost),
-  }
-  NEED[algo] = true
+
+local redis_now = nil
+local function time_now()
+  if redis_now == nil then
+    local t = redis.call('TIME')
+    redis_now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+  end
+  return redis_now
 end
 
+-- n ops whose fields start after ARGV[base].
+local function parse_ops(base, n)
+  local ops = {}
+  for i = 1, n do
+    local algo, L, W, B, Q, align, mode, cal, block, cr, dry, maxCost = unpack_bin(RULE_FORMAT, ARGV[base + 2 * i - 1])
+    ops[i] = {
+      r = {
+        algo = algo, L = L, W = W, B = B, Q = Q, align = align, mode = mode,
+        cal = cal, block = block, cr = cr == '1', dry = dry == '1', maxCost = maxCost,
+      },
+      cost = tonumber(ARGV[base + 2 * i]),
+    }
+    NEED[algo] = true
+  end
+  return ops
+end
+
+local stacks = {}
+if mode == 'r' then
+  stacks[1] = { now = ARGV[3], at = tonumber(ARGV[4]), ops = parse_ops(4, #KEYS) }
+else
+  local a = 3
+  for j = 1, tonumber(ARGV[3]) do
+    local n = tonumber(ARGV[a + 3])
+    stacks[j] = { cmd = ARGV[a + 1], now = ARGV[a + 2], ops = parse_ops(a + 3, n) }
+    a = a + 3 + 2 * n
+  end
+end
 `;
 
 /** The stack decision and the command's body. Runs after the algorithm sections. */
@@ -106,44 +126,66 @@ local function refund_entry(e, now, r, cost, at)
   return { s = s, b = e.b }
 end
 
-if cmd == 'r' then
-  local at = tonumber(ARGV[3])
-  for i = 1, n do
-    local op = ops[i]
+-- The stack's time: Redis TIME (exact TTLs) or supplied (TTLs of at least MIN_TTL_SUPPLIED).
+local function stack_now(st)
+  if st.now == '' then
+    MIN_TTL = 0
+    return time_now()
+  end
+  MIN_TTL = MIN_TTL_SUPPLIED
+  return tonumber(st.now)
+end
+
+if mode == 'r' then
+  local st = stacks[1]
+  local now = stack_now(st)
+  for i = 1, #KEYS do
+    local op = st.ops[i]
     local e = read(KEYS[i], op.r, now)
     if e ~= nil and e.s ~= nil then
-      local nx = refund_entry(e, now, op.r, op.cost, at)
+      local nx = refund_entry(e, now, op.r, op.cost, st.at)
       if nx == nil then redis.call('DEL', KEYS[i]) else write(KEYS[i], nx, op.r, now) end
     end
   end
   return out(now)
 end
 
-local outcomes, writes = {}, {}
-local allowed = true
-for i = 1, n do
-  local op = ops[i]
-  local o, w = check_rule(read(KEYS[i], op.r, now), now, op.r, op.cost)
-  outcomes[i] = o
-  writes[i] = w
-  if not o.allowed and not op.r.dry then allowed = false end
-end
-
-local reply = { allowed and 1 or 0, out(now) }
-for i = 1, n do
-  local o = outcomes[i]
-  -- An admitting rule consumes only when the whole stack is admitted; a rejecting rule
-  -- writes its block or penalty either way.
-  if cmd == 'c' and writes[i] ~= nil and not (o.allowed and not allowed) then write(KEYS[i], writes[i], ops[i].r, now) end
-  local delay = o.delayMs
-  if not allowed then delay = 0 end
-  local k = 2 + (i - 1) * 6
-  reply[k + 1] = o.allowed and 1 or 0
-  reply[k + 2] = out(o.remaining)
-  reply[k + 3] = out(o.resetMs)
-  reply[k + 4] = out(o.retryAfterMs)
-  reply[k + 5] = out(delay)
-  reply[k + 6] = o.reason
+local reply = {}
+local k0 = 0
+for j = 1, #stacks do
+  local st = stacks[j]
+  local now = stack_now(st)
+  local ops = st.ops
+  local n = #ops
+  local outcomes, writes = {}, {}
+  local allowed = true
+  for i = 1, n do
+    local op = ops[i]
+    local o, w = check_rule(read(KEYS[k0 + i], op.r, now), now, op.r, op.cost)
+    outcomes[i] = o
+    writes[i] = w
+    if not o.allowed and not op.r.dry then allowed = false end
+  end
+  local k = #reply
+  reply[k + 1] = allowed and 1 or 0
+  reply[k + 2] = out(now)
+  k = k + 2
+  for i = 1, n do
+    local o = outcomes[i]
+    -- An admitting rule consumes only when the whole stack is admitted; a rejecting rule
+    -- writes its block or penalty either way.
+    if st.cmd == 'c' and writes[i] ~= nil and not (o.allowed and not allowed) then write(KEYS[k0 + i], writes[i], ops[i].r, now) end
+    local delay = o.delayMs
+    if not allowed then delay = 0 end
+    reply[k + 1] = o.allowed and 1 or 0
+    reply[k + 2] = out(o.remaining)
+    reply[k + 3] = out(o.resetMs)
+    reply[k + 4] = out(o.retryAfterMs)
+    reply[k + 5] = out(delay)
+    reply[k + 6] = o.reason
+    k = k + 6
+  end
+  k0 = k0 + n
 end
 return reply
 `;
