@@ -299,6 +299,23 @@ function decider(lim: Limiter<Request>, o: Normalised, owner: Limiter<Request>, 
   }
 
   return function decide(req: Request, res: Response, next: NextFunction, prior: Decision | undefined): void {
+    let d: Decision | undefined;
+    try {
+      // An in-process store (MemoryStore) decides in this tick: no promise turn per request.
+      d = lim.consumeSync(req);
+    } catch (err) {
+      failed(req, res, next, err);
+      return;
+    }
+    if (d !== undefined) {
+      try {
+        decided(req, res, next, prior, d);
+      } catch (err) {
+        // A throwing handler, onRejected or message function is an app bug: Express's error handler gets it.
+        next(err);
+      }
+      return;
+    }
     lim
       .consume(req)
       .then(
