@@ -29,17 +29,18 @@ local pack, unpack_bin, rep = struct.pack, struct.unpack, string.rep
 
 local function decode(v)
   local n = #v / 8
-  local s = nil
-  if n > 1 then
+  local b = (unpack_bin('<d', v))
+  if n == 1 then return { s = nil, b = b } end
+  local s
+  if n <= 32 then
+    -- unpack returns the n - 1 state fields and then the next position: drop the latter.
+    s = { unpack_bin('<' .. rep('d', n - 1), v, 9) }
+    s[n] = nil
+  else
     s = {}
-    if n <= 32 then
-      local vals = { unpack_bin('<' .. rep('d', n), v) }
-      for i = 2, n do s[i - 1] = vals[i] end
-      return { s = s, b = vals[1] }
-    end
     for i = 2, n do s[i - 1] = (unpack_bin('<d', v, (i - 1) * 8 + 1)) end
   end
-  return { s = s, b = (unpack_bin('<d', v)) }
+  return { s = s, b = b }
 end
 
 local function encode(e)

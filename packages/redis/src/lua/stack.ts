@@ -33,19 +33,28 @@ local function time_now()
   return redis_now
 end
 
+-- Rules already read in this call, by their packed form: a batch repeats the same few.
+local RULES = {}
+
+local function rule_of(packed)
+  local r = RULES[packed]
+  if r == nil then
+    local algo, L, W, B, Q, align, mode, cal, block, cr, dry, maxCost = unpack_bin(RULE_FORMAT, packed)
+    r = {
+      algo = algo, L = L, W = W, B = B, Q = Q, align = align, mode = mode,
+      cal = cal, block = block, cr = cr == '1', dry = dry == '1', maxCost = maxCost,
+    }
+    RULES[packed] = r
+    NEED[algo] = true
+  end
+  return r
+end
+
 -- n ops whose fields start after ARGV[base].
 local function parse_ops(base, n)
   local ops = {}
   for i = 1, n do
-    local algo, L, W, B, Q, align, mode, cal, block, cr, dry, maxCost = unpack_bin(RULE_FORMAT, ARGV[base + 2 * i - 1])
-    ops[i] = {
-      r = {
-        algo = algo, L = L, W = W, B = B, Q = Q, align = align, mode = mode,
-        cal = cal, block = block, cr = cr == '1', dry = dry == '1', maxCost = maxCost,
-      },
-      cost = tonumber(ARGV[base + 2 * i]),
-    }
-    NEED[algo] = true
+    ops[i] = { r = rule_of(ARGV[base + 2 * i - 1]), cost = tonumber(ARGV[base + 2 * i]) }
   end
   return ops
 end
