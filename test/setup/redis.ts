@@ -210,3 +210,101 @@ export async function keysWithoutExpiry(client: object, match: string): Promise<
   }
   return found;
 }
+
+export interface ReplicatedCluster extends RedisCluster {
+  /** The node serving `slot` as master right now, from CLUSTER NODES of a live node. */
+  masterOf(slot: number): Promise<RedisServer>;
+  /** Replicas of `master` right now. */
+  replicasOf(master: RedisServer): Promise<RedisServer[]>;
+}
+
+/** One line of CLUSTER NODES: id, address, flags, master id, slot ranges. */
+function parseNodes(text: string): { id: string; port: number; flags: string[]; master: string; slots: [number, number][] }[] {
+  return text
+    .replace(/^\$\d+\r\n/, '')
+    .split('\n')
+    .filter((l) => /^[0-9a-f]{40} /.test(l))
+    .map((l) => {
+      const f = l.trim().split(' ');
+      const slots: [number, number][] = f.slice(8).flatMap((r) => {
+        if (r.startsWith('[')) return [];
+        const [a, b] = r.split('-').map(Number);
+        return [[a as number, b ?? (a as number)] as [number, number]];
+      });
+      return {
+        id: f[0] as string,
+        port: Number((f[1] as string).split(':')[1]?.split('@')[0]),
+        flags: (f[2] as string).split(','),
+        master: f[3] as string,
+        slots,
+      };
+    });
+}
+
+/**
+ * Three masters with one replica each (`--cluster-replicas 1`), for failover tests. A
+ * small `cluster-node-timeout` (default 1000 ms) makes a replica take over quickly once
+ * its master is killed. Waits until all six nodes agree the cluster is ok and every
+ * replica is attached.
+ */
+export async function startClusterWithReplicas(nodeTimeoutMs = 1000): Promise<ReplicatedCluster> {
+  const nodes: RedisServer[] = [];
+  try {
+    for (let i = 0; i < 6; i++) {
+      const node = new RedisServer(await freePort(), [
+        '--cluster-enabled',
+        'yes',
+        '--cluster-config-file',
+        'nodes.conf',
+        '--cluster-node-timeout',
+        String(nodeTimeoutMs),
+      ]);
+      nodes.push(node);
+    }
+    await Promise.all(nodes.map((n) => n.start()));
+    const addrs = nodes.map((n) => `127.0.0.1:${n.port}`);
+    await run('redis-cli', ['--cluster', 'create', ...addrs, '--cluster-replicas', '1', '--cluster-yes'], 30_000);
+    for (const n of nodes) {
+      await waitFor(
+        `cluster node ${n.port} ready`,
+        async () => {
+          const info = await rawCommand(n.port, 'CLUSTER INFO');
+          if (!/cluster_state:ok/.test(info) || !/cluster_slots_ok:16384/.test(info) || !/cluster_known_nodes:6/.test(info)) return false;
+          const view = parseNodes(await rawCommand(n.port, 'CLUSTER NODES'));
+          return view.filter((x) => x.flags.includes('slave') && x.master !== '-').length === 3;
+        },
+        30_000,
+      );
+    }
+  } catch (err) {
+    await Promise.all(nodes.map((n) => n.destroy()));
+    throw err;
+  }
+  const view = async () => {
+    for (const n of nodes) {
+      if (!n.running) continue;
+      const text = await rawCommand(n.port, 'CLUSTER NODES').catch(() => undefined);
+      if (text !== undefined) return parseNodes(text);
+    }
+    throw new Error('no cluster node answers');
+  };
+  const byPort = (port: number) => nodes.find((n) => n.port === port) as RedisServer;
+  return {
+    nodes,
+    startupNodes: nodes.map((n) => ({ host: '127.0.0.1', port: n.port })),
+    async masterOf(slot) {
+      const v = await view();
+      const m = v.find((x) => x.flags.includes('master') && !x.flags.includes('fail') && x.slots.some(([a, b]) => slot >= a && slot <= b));
+      if (!m) throw new Error(`no master serves slot ${slot}`);
+      return byPort(m.port);
+    },
+    async replicasOf(master) {
+      const v = await view();
+      const id = v.find((x) => x.port === master.port)?.id;
+      return v.filter((x) => x.master === id).map((x) => byPort(x.port));
+    },
+    destroy: async () => {
+      await Promise.all(nodes.map((n) => n.destroy()));
+    },
+  };
+}

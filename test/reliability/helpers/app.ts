@@ -1,0 +1,184 @@
+/**
+ * The app under test of the reliability suite, run as a child process (see children.ts):
+ * an Express 5 or a Fastify 5 server with `rateLimit` / the plugin on a `RedisStore`
+ * (standalone or Cluster), listening on a free loopback port.
+ *
+ * Configuration is one JSON argument ({@link AppConfig}). Over IPC the child reports
+ * `{ type: 'ready', port }`, then every breaker change and a count of store errors as
+ * they happen (SPEC 6.5: both are events of the store), and answers `'stats'` with the
+ * process' handle, timer and memory figures (the soak reads them). `'stop'` closes the
+ * server, the store and the Redis client and exits 0: a clean exit proves that nothing
+ * the app started is left running.
+ */
+import http from 'node:http';
+import { constant, createLimiter, header, type Rule } from '@tollgate/core';
+import { rateLimit } from '@tollgate/express';
+import { tollgate } from '@tollgate/fastify';
+import { type BreakerEvent, RedisStore, type StoreErrorEvent } from '@tollgate/redis';
+import express from 'express';
+import fastify from 'fastify';
+import { Cluster, Redis } from 'ioredis';
+
+/** A rule as JSON: its key is named, not a function. */
+export interface RuleConfig extends Omit<Rule, 'key' | 'cost'> {
+  /** `'ip'` (the adapter's default key), `'const'` (one key for all), or `'header:<name>'`. */
+  keyBy?: 'ip' | 'const' | `header:${string}`;
+}
+
+export interface AppConfig {
+  framework: 'express' | 'fastify';
+  /** Standalone Redis port, or the startup nodes of a Cluster. */
+  redis: { port: number } | { cluster: number[] };
+  rules: RuleConfig[];
+  onStoreError?: 'allow' | 'deny' | 'local';
+  timeoutMs?: number;
+  breaker?: { failures?: number; cooldownMs?: number };
+  /** Store key prefix (RedisStore `prefix`). */
+  storePrefix?: string;
+  /** Limiter prefix (the rule id namespace). */
+  prefix?: string;
+  trustProxy?: string | number | false;
+  denyCache?: boolean;
+  /** Local fallback share: limits divided by this while Redis is away. */
+  instances?: number;
+}
+
+export type AppMessage =
+  | { type: 'ready'; port: number; pid: number }
+  | { type: 'breaker'; from: string; to: string; at: number }
+  | { type: 'store-error'; operation: string; message: string; at: number }
+  | { type: 'stats'; handles: Record<string, number>; resources: Record<string, number>; rss: number; heapUsed: number };
+
+/** Set on an admitted response when the failure policy, not Redis, decided it. */
+export const DEGRADED_HEADER = 'x-tollgate-degraded';
+
+const config = JSON.parse(process.argv[2] as string) as AppConfig;
+const send = (m: AppMessage) => process.send?.(m);
+
+const client =
+  'port' in config.redis
+    ? new Redis({
+        port: config.redis.port,
+        host: '127.0.0.1',
+        // Reconnect quickly after an outage; the store's deadline bounds every call anyway.
+        retryStrategy: () => 50,
+        maxRetriesPerRequest: 1,
+        connectionName: 'tollgate-app',
+      })
+    : new Cluster(
+        config.redis.cluster.map((port) => ({ host: '127.0.0.1', port })),
+        {
+          clusterRetryStrategy: () => 50,
+          redisOptions: { maxRetriesPerRequest: 1, connectionName: 'tollgate-app' },
+          slotsRefreshTimeout: 500,
+          slotsRefreshInterval: 1000,
+        },
+      );
+// Connection errors are expected in a fault test; the store reports what matters.
+client.on('error', () => {});
+
+const store = new RedisStore({
+  client,
+  prefix: config.storePrefix ?? 'rel:',
+  timeoutMs: config.timeoutMs ?? 100,
+  onStoreError: config.onStoreError ?? 'local',
+  breaker: config.breaker ?? { failures: 3, cooldownMs: 200 },
+  denyCache: config.denyCache ?? false,
+  instances: config.instances ?? 1,
+});
+store.on('breaker', (e: BreakerEvent) => send({ type: 'breaker', from: e.from, to: e.to, at: Date.now() }));
+let errorsSent = 0;
+store.on('error', (e: StoreErrorEvent) => {
+  // The first few in full, then only a count would flood IPC during an outage.
+  if (errorsSent++ < 20)
+    send({ type: 'store-error', operation: e.operation, message: String((e.error as Error)?.message), at: Date.now() });
+});
+
+function rules<R>(): Rule<R>[] {
+  return config.rules.map(({ keyBy, ...r }) => {
+    const rule = { ...r } as Rule<R>;
+    if (keyBy === 'const') rule.key = constant('all');
+    else if (keyBy?.startsWith('header:')) rule.key = header(keyBy.slice(7)) as (req: R) => string | undefined;
+    return rule;
+  });
+}
+
+const common = {
+  store,
+  ...(config.prefix === undefined ? {} : { prefix: config.prefix }),
+  ...(config.trustProxy === undefined ? {} : { trustProxy: config.trustProxy }),
+};
+
+// A limiter on the same rules and store, so that the app can answer `/peek` from Redis.
+const peeker = createLimiter<http.IncomingMessage>({
+  rules: rules(),
+  store,
+  ...(config.prefix === undefined ? {} : { prefix: config.prefix }),
+});
+
+let close: () => Promise<void>;
+let port: number;
+if (config.framework === 'express') {
+  const app = express();
+  // Before the limiter: reading the counters must not consume from them.
+  app.get('/peek', async (req, res) => {
+    res.json(await peeker.peek(req));
+  });
+  app.use(rateLimit({ rules: rules(), ...common }));
+  app.use((req, res) => {
+    if (req.rateLimit?.degraded) res.setHeader(DEGRADED_HEADER, req.rateLimit.degraded);
+    res.json({ ok: true });
+  });
+  const server = http.createServer(app);
+  server.keepAliveTimeout = 2000;
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  port = (server.address() as { port: number }).port;
+  close = async () => {
+    server.closeAllConnections();
+    await new Promise<void>((r) => server.close(() => r()));
+  };
+} else {
+  const app = fastify({ keepAliveTimeout: 2000 });
+  await app.register(tollgate, { rules: rules(), ...common });
+  app.get('/peek', { config: { rateLimit: false } }, async (req) => peeker.peek(req.raw));
+  app.all('/*', async (req, reply) => {
+    const degraded = (req as { rateLimit?: { degraded?: string } }).rateLimit?.degraded;
+    if (degraded) reply.header(DEGRADED_HEADER, degraded);
+    return { ok: true };
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  port = (app.server.address() as { port: number }).port;
+  close = () => app.close();
+}
+
+function count(list: string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const k of list) out[k] = (out[k] ?? 0) + 1;
+  return out;
+}
+
+let stopping = false;
+process.on('message', async (m) => {
+  if (m === 'stats') {
+    const handles = (process as unknown as { _getActiveHandles(): object[] })._getActiveHandles().map((h) => h.constructor.name);
+    const mem = process.memoryUsage();
+    send({
+      type: 'stats',
+      handles: count(handles),
+      resources: count(process.getActiveResourcesInfo()),
+      rss: mem.rss,
+      heapUsed: mem.heapUsed,
+    });
+  } else if (m === 'stop') {
+    stopping = true;
+    await close();
+    await store.close();
+    client.disconnect();
+    process.disconnect();
+  }
+});
+// The parent gone means the test is over: never outlive it. After a 'stop' the process
+// should already be exiting by itself; if anything keeps it alive, exit 3 says so.
+process.on('disconnect', () => setTimeout(() => process.exit(stopping ? 3 : 0), 500).unref());
+
+send({ type: 'ready', port, pid: process.pid });

@@ -1,0 +1,154 @@
+/**
+ * Parent side of the reliability suite's child processes: starts the app (app.ts) and the
+ * load generator (load.ts) with the TypeScript loader, collects what they report, and
+ * stops them. Every child is killed when the test process exits, so a failed test leaves
+ * nothing running.
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { AppConfig, AppMessage } from './app.js';
+import type { LoadConfig, LoadResult } from './load.js';
+
+const loader = fileURLToPath(new URL('./ts-loader.mjs', import.meta.url));
+const appPath = fileURLToPath(new URL('./app.ts', import.meta.url));
+const loadPath = fileURLToPath(new URL('./load.ts', import.meta.url));
+
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const c of live) c.kill('SIGKILL');
+});
+
+function spawnChild(path: string, arg: unknown, execArgv: string[] = []): ChildProcess {
+  const child = fork(path, [JSON.stringify(arg)], {
+    execArgv: ['--import', loader, ...execArgv],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  live.add(child);
+  child.once('exit', () => live.delete(child));
+  return child;
+}
+
+export interface RunningApp {
+  port: number;
+  pid: number;
+  /** Everything the app reported so far, in order. */
+  messages: AppMessage[];
+  breakerChanges(): string[];
+  stats(): Promise<Extract<AppMessage, { type: 'stats' }>>;
+  /** Asks the app to close; resolves with its exit code (0: nothing was left running). */
+  stop(): Promise<number | null>;
+  kill(): void;
+}
+
+export function startApp(config: AppConfig, startTimeoutMs = 30_000): Promise<RunningApp> {
+  const child = spawnChild(appPath, config);
+  const messages: AppMessage[] = [];
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`app did not start within ${startTimeoutMs} ms`));
+    }, startTimeoutMs);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`app exited with ${code} before it was ready`));
+    });
+    child.on('message', (m: AppMessage) => {
+      messages.push(m);
+      if (m.type !== 'ready') return;
+      clearTimeout(timer);
+      resolve({
+        port: m.port,
+        pid: m.pid,
+        messages,
+        breakerChanges: () => messages.flatMap((x) => (x.type === 'breaker' ? [`${x.from}>${x.to}`] : [])),
+        stats: () =>
+          new Promise((res) => {
+            const on = (x: AppMessage) => {
+              if (x.type !== 'stats') return;
+              child.off('message', on);
+              res(x);
+            };
+            child.on('message', on);
+            child.send('stats');
+          }),
+        stop: async () => {
+          if (child.exitCode !== null) return child.exitCode;
+          child.send('stop');
+          const killer = setTimeout(() => child.kill('SIGKILL'), 5000);
+          const code = await exited;
+          clearTimeout(killer);
+          return code;
+        },
+        kill: () => child.kill('SIGKILL'),
+      });
+    });
+  });
+}
+
+export interface RunningLoad {
+  /** Resolves when the generator sends its first request. */
+  started: Promise<void>;
+  /** Resolves with every response once the generator has finished. */
+  done: Promise<LoadResult>;
+}
+
+/** Starts the load generator; see load.ts. */
+export function startLoad(config: LoadConfig): RunningLoad {
+  const child = spawnChild(loadPath, config);
+  let result: LoadResult | undefined;
+  let onStart: () => void = () => {};
+  const started = new Promise<void>((r) => {
+    onStart = r;
+  });
+  child.on('message', (m: LoadResult | { type: 'started' }) => {
+    if (m.type === 'started') onStart();
+    else result = m;
+  });
+  const done = new Promise<LoadResult>((resolve, reject) => {
+    child.once('exit', (code) => (result ? resolve(result) : reject(new Error(`load generator exited with ${code} and no result`))));
+  });
+  return { started, done };
+}
+
+/** Runs the load generator to its end and returns every response it recorded. */
+export function runLoad(config: LoadConfig): Promise<LoadResult> {
+  return startLoad(config).done;
+}
+
+/** The q-quantile (0..1) of `xs`, nearest rank. */
+export function quantile(xs: readonly number[], q: number): number {
+  if (xs.length === 0) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))] as number;
+}
+
+export interface LoadSummary {
+  total: number;
+  byStatus: Record<string, number>;
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+export function summarize(r: LoadResult, from = 0, to = Number.POSITIVE_INFINITY): LoadSummary {
+  const idx = r.t.flatMap((t, i) => (t >= from && t < to ? [i] : []));
+  const ms = idx.map((i) => r.ms[i] as number);
+  const byStatus: Record<string, number> = {};
+  for (const i of idx) byStatus[String(r.status[i])] = (byStatus[String(r.status[i])] ?? 0) + 1;
+  return { total: idx.length, byStatus, p50: quantile(ms, 0.5), p99: quantile(ms, 0.99), max: Math.max(...ms) };
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Runs a TypeScript child to its end and resolves with the last message it sent. */
+export function runChild<T>(path: string, arg: unknown, execArgv: string[] = []): Promise<T> {
+  const child = spawnChild(path, arg, execArgv);
+  return new Promise((resolve, reject) => {
+    let last: T | undefined;
+    child.on('message', (m: T) => {
+      last = m;
+    });
+    child.once('exit', (code) => (code === 0 && last !== undefined ? resolve(last) : reject(new Error(`${path} exited with ${code}`))));
+  });
+}

@@ -1,0 +1,84 @@
+/**
+ * A small load generator for the reliability suite, run as a child process so that the
+ * app, the load and the test each have their own event loop. Closed loop: `workers`
+ * concurrent senders, each sends a request, waits for its answer, pauses `pauseMs`, and
+ * goes again, until `durationMs` has passed or `maxRequests` have been sent. Every
+ * response is recorded (send time from the start, status, latency); a request with no
+ * answer within `requestTimeoutMs` is recorded as status 0 (a hung request), a socket
+ * error as -1. `{ type: 'started' }` is sent when the load begins; the results go back
+ * over IPC as one message at the end, then the child exits.
+ */
+import http from 'node:http';
+import { performance } from 'node:perf_hooks';
+
+export interface LoadConfig {
+  ports: number[];
+  path?: string;
+  headers?: Record<string, string>;
+  workers: number;
+  pauseMs: number;
+  durationMs: number;
+  maxRequests: number;
+  /** A request not answered by then is recorded as hung (status 0). */
+  requestTimeoutMs: number;
+}
+
+export interface LoadResult {
+  type: 'done';
+  /** Send time of each request, ms from the start. */
+  t: number[];
+  status: number[];
+  ms: number[];
+  /** 1 where the response said the failure policy decided it (app.ts DEGRADED_HEADER). */
+  degraded: number[];
+}
+
+const config = JSON.parse(process.argv[2] as string) as LoadConfig;
+// The parent schedules its faults from this message, not from the spawn: starting a child
+// can take seconds on a busy machine.
+process.send?.({ type: 'started' });
+const agent = new http.Agent({ keepAlive: true, maxSockets: config.workers });
+const start = performance.now();
+const result: LoadResult = { type: 'done', t: [], status: [], ms: [], degraded: [] };
+let sent = 0;
+
+function once(port: number): Promise<void> {
+  const t0 = performance.now();
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = (status: number, degraded = false) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      result.t.push(Math.round(t0 - start));
+      result.status.push(status);
+      result.ms.push(performance.now() - t0);
+      result.degraded.push(degraded ? 1 : 0);
+      resolve();
+    };
+    const req = http.request({ host: '127.0.0.1', port, path: config.path ?? '/', agent, headers: config.headers ?? {} }, (res) => {
+      res.resume();
+      res.once('end', () => finish(res.statusCode ?? -1, res.headers['x-tollgate-degraded'] !== undefined));
+      res.once('error', () => finish(-1));
+    });
+    const timer = setTimeout(() => {
+      finish(0);
+      req.destroy();
+    }, config.requestTimeoutMs);
+    req.once('error', () => finish(-1));
+    req.end();
+  });
+}
+
+async function worker(i: number): Promise<void> {
+  while (performance.now() - start < config.durationMs && sent < config.maxRequests) {
+    const port = config.ports[(sent + i) % config.ports.length] as number;
+    sent++;
+    await once(port);
+    if (config.pauseMs > 0) await new Promise((r) => setTimeout(r, config.pauseMs));
+  }
+}
+
+await Promise.all(Array.from({ length: config.workers }, (_, i) => worker(i)));
+agent.destroy();
+process.send?.(result, () => process.disconnect());

@@ -1,0 +1,75 @@
+/**
+ * Redis made slow (issue 9, item 1; SPEC 6.5): a delaying TCP proxy (helpers/delay-proxy.ts)
+ * sits between each app and redis-server. Mid-load the proxy starts holding every chunk
+ * for 1.5 s (thirty times the store's deadline), then stops. The apps (Express and Fastify, child
+ * processes, `onStoreError: 'local'`) keep answering 200 with a bounded p99; their
+ * breakers open while Redis is slow and close again by themselves afterwards, as the
+ * store's `breaker` events (reported from the child over IPC) show.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RedisServer, startRedis } from '../setup/redis.js';
+import { sleep, startApp, startLoad, summarize } from './helpers/children.js';
+import { DelayProxy } from './helpers/delay-proxy.js';
+
+const TIMEOUT_MS = 50;
+/** p99 beyond the deadline: the HTTP round trip on a shared, busy 2-core machine. */
+const P99_MARGIN_MS = 150;
+/**
+ * Any single answer: the deadline plus a generous scheduling allowance for a loaded CI
+ * machine, still well under the added delay, which a request waiting for Redis would pay.
+ */
+const MAX_MARGIN_MS = 600;
+const SLOW_MS = 1500;
+
+let redis: RedisServer;
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  await redis?.destroy();
+});
+
+describe('Redis slowed by a delaying proxy', () => {
+  it.each(['express', 'fastify'] as const)(
+    '%s: p99 stays within timeoutMs + margin; the breaker opens and closes',
+    async (framework) => {
+      const proxy = new DelayProxy(redis.port);
+      await proxy.listen();
+      const app = await startApp({
+        framework,
+        redis: { port: proxy.port },
+        onStoreError: 'local',
+        timeoutMs: TIMEOUT_MS,
+        breaker: { failures: 3, cooldownMs: 150 },
+        storePrefix: `slow-${framework}:`,
+        rules: [{ name: 'ip', limit: 1_000_000, window: '1m' }],
+      });
+      try {
+        const load = startLoad({ ports: [app.port], workers: 4, pauseMs: 4, durationMs: 4000, maxRequests: 4000, requestTimeoutMs: 2000 });
+        await load.started;
+        await sleep(600);
+        proxy.delayMs = SLOW_MS;
+        const slowFrom = Date.now();
+        await sleep(1500);
+        proxy.delayMs = 0;
+        const slowFor = Date.now() - slowFrom;
+        const r = await load.done;
+        const s = summarize(r);
+        const changes = app.breakerChanges();
+        console.log(
+          `[slow] ${framework}: ${JSON.stringify(s)}; slow for ${slowFor} ms (+${SLOW_MS} ms per chunk); breaker ${changes.join(' ')}`,
+        );
+        expect(s.total).toBeGreaterThan(300);
+        expect(s.byStatus).toEqual({ 200: s.total });
+        expect(s.p99).toBeLessThanOrEqual(TIMEOUT_MS + P99_MARGIN_MS);
+        expect(s.max).toBeLessThanOrEqual(TIMEOUT_MS + MAX_MARGIN_MS);
+        expect(changes).toEqual(expect.arrayContaining(['closed>open', 'open>half-open', 'half-open>closed']));
+        expect(changes.at(-1)).toBe('half-open>closed');
+      } finally {
+        expect(await app.stop()).toBe(0);
+        await proxy.close();
+      }
+    },
+    30_000,
+  );
+});
