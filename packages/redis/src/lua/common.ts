@@ -27,10 +27,11 @@ end
 -- No state fields means no state (an empty sliding log decides like none).
 local pack, unpack_bin, rep = struct.pack, struct.unpack, string.rep
 
+-- The state (nil for none) and block deadline of a stored value.
 local function decode(v)
   local n = #v / 8
   local b = (unpack_bin('<d', v))
-  if n == 1 then return { s = nil, b = b } end
+  if n == 1 then return nil, b end
   local s
   if n <= 32 then
     -- unpack returns the n - 1 state fields and then the next position: drop the latter.
@@ -40,18 +41,16 @@ local function decode(v)
     s = {}
     for i = 2, n do s[i - 1] = (unpack_bin('<d', v, (i - 1) * 8 + 1)) end
   end
-  return { s = s, b = b }
+  return s, b
 end
 
-local function encode(e)
+local function encode(s, b)
   local n = 0
-  if e.s ~= nil then n = #e.s end
-  if n <= 31 then
-    if n == 0 then return pack('<d', e.b) end
-    return pack('<' .. rep('d', n + 1), e.b, unpack(e.s))
-  end
-  local parts = { pack('<d', e.b) }
-  for i = 1, n do parts[i + 1] = pack('<d', e.s[i]) end
+  if s ~= nil then n = #s end
+  if n == 0 then return pack('<d', b) end
+  if n <= 31 then return pack('<' .. rep('d', n + 1), b, unpack(s)) end
+  local parts = { pack('<d', b) }
+  for i = 1, n do parts[i + 1] = pack('<d', s[i]) end
   return table.concat(parts)
 end
 

@@ -50,23 +50,26 @@ local function rule_of(packed)
   return r
 end
 
--- n ops whose fields start after ARGV[base].
+-- The rules and costs of n ops whose fields start after ARGV[base].
 local function parse_ops(base, n)
-  local ops = {}
+  local rules, costs = {}, {}
   for i = 1, n do
-    ops[i] = { r = rule_of(ARGV[base + 2 * i - 1]), cost = tonumber(ARGV[base + 2 * i]) }
+    rules[i] = rule_of(ARGV[base + 2 * i - 1])
+    costs[i] = tonumber(ARGV[base + 2 * i])
   end
-  return ops
+  return rules, costs
 end
 
 local stacks = {}
 if mode == 'r' then
-  stacks[1] = { now = ARGV[3], at = tonumber(ARGV[4]), ops = parse_ops(4, #KEYS) }
+  local rules, costs = parse_ops(4, #KEYS)
+  stacks[1] = { now = ARGV[3], at = tonumber(ARGV[4]), rules = rules, costs = costs, n = #KEYS }
 else
   local a = 3
   for j = 1, tonumber(ARGV[3]) do
     local n = tonumber(ARGV[a + 3])
-    stacks[j] = { cmd = ARGV[a + 1], now = ARGV[a + 2], ops = parse_ops(a + 3, n) }
+    local rules, costs = parse_ops(a + 3, n)
+    stacks[j] = { cmd = ARGV[a + 1], now = ARGV[a + 2], rules = rules, costs = costs, n = n }
     a = a + 3 + 2 * n
   end
 end
@@ -74,43 +77,45 @@ end
 
 /** The stack decision and the command's body. Runs after the algorithm sections. */
 export const STACK_LUA = `
-local function expires_at(e, r)
-  local s = 0
-  if e.s ~= nil then s = ALG[r.algo].expires(e.s, r) end
-  return max(s, e.b)
+-- Entries travel as two values: the state s (nil for none) and the block deadline b.
+local function expires_at(s, b, r)
+  local x = 0
+  if s ~= nil then x = ALG[r.algo].expires(s, r) end
+  return max(x, b)
 end
 
+-- The entry under key; b is nil when there is none or it has expired.
 local function read(key, r, now)
   local v = redis.call('GET', key)
-  if not v then return nil end
-  local e = decode(v)
-  if expires_at(e, r) <= now then return nil end
-  return e
+  if not v then return nil, nil end
+  local s, b = decode(v)
+  if expires_at(s, b, r) <= now then return nil, nil end
+  return s, b
 end
 
-local function write(key, e, r, now)
-  local x = expires_at(e, r)
+local function write(key, s, b, r, now)
+  local x = expires_at(s, b, r)
   if x <= now then redis.call('DEL', key)
-  else redis.call('SET', key, encode(e), 'PX', max(ceil(x - now), MIN_TTL)) end
+  else redis.call('SET', key, encode(s, b), 'PX', max(ceil(x - now), MIN_TTL)) end
 end
 
-local function check_rule(entry, now, r, cost)
+-- The outcome, and whether to write and what (state, block deadline) if committed.
+local function check_rule(s, b, now, r, cost)
   if cost > r.maxCost then
-    return { allowed = false, remaining = 0, resetMs = 0, retryAfterMs = 0, delayMs = 0, reason = 'c' }, nil
+    return { allowed = false, remaining = 0, resetMs = 0, retryAfterMs = 0, delayMs = 0, reason = 'c' }, false
   end
-  local c = ALG[r.algo].check(entry and entry.s, now, r, cost)
-  local blockedUntil = 0
-  if entry ~= nil then blockedUntil = entry.b end
+  local c = ALG[r.algo].check(s, now, r, cost)
+  local blockedUntil = b or 0
   if blockedUntil > now then
     local wait = blockedUntil - now
     local retry = wait
     if not c.allowed then retry = max(wait, c.retryAfterMs) end
-    return { allowed = false, remaining = 0, resetMs = max(c.resetMs, wait), retryAfterMs = retry, delayMs = 0, reason = 'b' }, nil
+    return { allowed = false, remaining = 0, resetMs = max(c.resetMs, wait), retryAfterMs = retry, delayMs = 0, reason = 'b' }, false
   end
-  local w = nil
-  if c.next ~= nil then w = { s = c.next, b = 0 } end
-  if c.allowed then return c, w end
-  if c.next ~= nil then
+  local has = c.next ~= nil
+  if c.allowed then return c, has, c.next, 0 end
+  local ws, wb = c.next, 0
+  if has then
     -- countRejected: the refusal is written, so the figures describe the state it leaves.
     local after = ALG[r.algo].check(c.next, now, r, cost)
     c.remaining = max(0, min(c.remaining, after.remaining))
@@ -118,21 +123,14 @@ local function check_rule(entry, now, r, cost)
     c.retryAfterMs = after.retryAfterMs
   end
   if r.block > 0 then
-    local s = c.next
-    if s == nil and entry ~= nil then s = entry.s end
-    w = { s = s, b = now + r.block }
+    if ws == nil then ws = s end
+    wb = now + r.block
+    has = true
     c.retryAfterMs = max(c.retryAfterMs, r.block)
     c.resetMs = max(c.resetMs, r.block)
     c.remaining = 0
   end
-  return c, w
-end
-
-local function refund_entry(e, now, r, cost, at)
-  if e.s == nil then return e end
-  local s = ALG[r.algo].refund(e.s, now, r, cost, at)
-  if s == nil and e.b == 0 then return nil end
-  return { s = s, b = e.b }
+  return c, has, ws, wb
 end
 
 -- The stack's time: Redis TIME (exact TTLs) or supplied (TTLs of at least MIN_TTL_SUPPLIED).
@@ -148,12 +146,12 @@ end
 if mode == 'r' then
   local st = stacks[1]
   local now = stack_now(st)
-  for i = 1, #KEYS do
-    local op = st.ops[i]
-    local e = read(KEYS[i], op.r, now)
-    if e ~= nil and e.s ~= nil then
-      local nx = refund_entry(e, now, op.r, op.cost, st.at)
-      if nx == nil then redis.call('DEL', KEYS[i]) else write(KEYS[i], nx, op.r, now) end
+  for i = 1, st.n do
+    local r = st.rules[i]
+    local s, b = read(KEYS[i], r, now)
+    if s ~= nil then
+      local nx = ALG[r.algo].refund(s, now, r, st.costs[i], st.at)
+      if nx == nil and b == 0 then redis.call('DEL', KEYS[i]) else write(KEYS[i], nx, b, r, now) end
     end
   end
   return out(now)
@@ -164,16 +162,18 @@ local k0 = 0
 for j = 1, #stacks do
   local st = stacks[j]
   local now = stack_now(st)
-  local ops = st.ops
-  local n = #ops
-  local outcomes, writes = {}, {}
+  local rules, costs, n = st.rules, st.costs, st.n
+  local outcomes, has, wss, wbs = {}, {}, {}, {}
   local allowed = true
   for i = 1, n do
-    local op = ops[i]
-    local o, w = check_rule(read(KEYS[k0 + i], op.r, now), now, op.r, op.cost)
+    local r = rules[i]
+    local s, b = read(KEYS[k0 + i], r, now)
+    local o, h, ws, wb = check_rule(s, b, now, r, costs[i])
     outcomes[i] = o
-    writes[i] = w
-    if not o.allowed and not op.r.dry then allowed = false end
+    has[i] = h
+    wss[i] = ws
+    wbs[i] = wb
+    if not o.allowed and not r.dry then allowed = false end
   end
   local k = #reply
   reply[k + 1] = allowed and 1 or 0
@@ -183,7 +183,7 @@ for j = 1, #stacks do
     local o = outcomes[i]
     -- An admitting rule consumes only when the whole stack is admitted; a rejecting rule
     -- writes its block or penalty either way.
-    if st.cmd == 'c' and writes[i] ~= nil and not (o.allowed and not allowed) then write(KEYS[k0 + i], writes[i], ops[i].r, now) end
+    if st.cmd == 'c' and has[i] and not (o.allowed and not allowed) then write(KEYS[k0 + i], wss[i], wbs[i], rules[i], now) end
     local delay = o.delayMs
     if not allowed then delay = 0 end
     reply[k + 1] = o.allowed and 1 or 0
