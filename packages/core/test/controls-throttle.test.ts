@@ -64,6 +64,7 @@ describe('throttle (SPEC 8.1)', () => {
   it("reports the throttle's own figures, never zeros: limit = delayAfter, remaining, window, reset", async () => {
     const { throttle, store } = setup({ window: '10s', delayAfter: 2, delay: 5000, name: 'sd' });
     const first = await throttle.hit({});
+    expect(first?.saturated).toBe(false);
     expect(first?.result).toEqual({
       name: 'sd',
       allowed: true,
@@ -111,6 +112,41 @@ describe('throttle (SPEC 8.1)', () => {
     await store.close();
   });
 
+  it('maxHits bounds the log: past it the key is saturated for one window, then counted afresh', async () => {
+    const { throttle, clock, store } = setup({ window: '10s', delayAfter: 1, maxHits: 3, delay: (hits: number) => hits * 100 });
+    const seen = [];
+    for (let i = 0; i < 5; i++) {
+      const t = await throttle.hit({});
+      seen.push([t?.hits, t?.saturated, t?.delayMs]);
+      clock.advance(1000);
+    }
+    expect(seen).toEqual([
+      [1, false, 0],
+      [2, false, 200],
+      [3, false, 300],
+      [4, true, 400], // the log is full: saturated, and blocked for one window
+      [4, true, 400],
+    ]);
+    clock.set(1_000_000 + 3000 + 9999);
+    expect((await throttle.hit({}))?.saturated).toBe(true);
+    clock.advance(1); // one window after saturation: every logged arrival has left too
+    expect(await throttle.hit({})).toMatchObject({ hits: 1, saturated: false, delayMs: 0 });
+    await store.close();
+  });
+
+  it('a flood from one key costs bounded time per decision (the log never exceeds maxHits)', async () => {
+    const { throttle, clock, store } = setup({ window: '1m', delayAfter: 2, maxHits: 100 });
+    const started = performance.now();
+    for (let i = 0; i < 20_000; i++) {
+      await throttle.hit({});
+      clock.advance(1);
+    }
+    // 20 000 arrivals in one window: uncapped, the log would hold 20 000 entries and each
+    // decision would walk them all; capped, it stays at 100.
+    expect(performance.now() - started).toBeLessThan(2000);
+    await store.close();
+  });
+
   it('rejects bad options at construction with stable codes', () => {
     const bad: Array<[Record<string, unknown>, string]> = [
       [{ window: '10s' }, 'TG_INVALID_LIMIT'],
@@ -120,6 +156,7 @@ describe('throttle (SPEC 8.1)', () => {
       [{ window: '10s', delayAfter: 1, delay: 'slow' }, 'TG_INVALID_OPTION'],
       [{ window: '10s', delayAfter: 1, dealy: 5 }, 'TG_UNKNOWN_OPTION'],
       [{ window: '10s', delayAfter: 1, skip: true }, 'TG_INVALID_OPTION'],
+      [{ window: '10s', delayAfter: 5, maxHits: 5 }, 'TG_INVALID_LIMIT'],
     ];
     for (const [o, code] of bad) {
       let err: unknown;

@@ -3,13 +3,18 @@
  *
  * `hits` is the number of arrivals from a key within the last `window`, this one
  * included, counted when the request arrives. Counting goes through the ordinary
- * `Store` interface as a `sliding-log` rule whose limit is never reached, so the
- * throttle is exact and works on every store (memory, Redis) without store code of
- * its own. A hit is never refunded and a delayed request is counted once.
+ * `Store` interface as a `sliding-log` rule, so the count is exact and the throttle
+ * works on every store (memory, Redis) without store code of its own. A hit is never
+ * refunded and a delayed request is counted once.
  *
- * Memory: the sliding log keeps one (time, count) pair per distinct millisecond that
- * saw an arrival in the window, so a key holds at most `min(arrivals in the window,
- * window in ms)` pairs; the store's `maxKeys` bounds the number of keys.
+ * Bound: the log's limit is `maxHits` (default `delayAfter + 1000`, far past the point
+ * where common delays reach `maxDelay`). Up to it `hits` is exact. An arrival that finds
+ * `maxHits` arrivals in the window saturates the key: the rule refuses it and blocks the
+ * key for one window (`blockFor`), during which every arrival counts as `maxHits + 1`
+ * and nothing more is logged; after that the key is counted afresh. So a key holds at
+ * most `maxHits` (time, count) pairs (same-millisecond arrivals are merged), each
+ * decision costs O(maxHits) at worst however hard one key floods, and the store's
+ * `maxKeys` bounds the number of keys.
  *
  * The delay is `delay(hits)` once `hits > delayAfter`, clamped to `[0, maxDelay]`;
  * waiting is the adapter's job (see `hold`), one timer per request, no queue.
@@ -73,14 +78,23 @@ export interface ThrottleOptions<R = unknown> {
    * @default 'tg-sd'
    */
   prefix?: string;
+  /**
+   * Arrivals per window counted exactly; beyond, the key is saturated for one window
+   * (see the module comment). Raise it if your `delay` keeps growing past
+   * `delayAfter + 1000` hits before it reaches `maxDelay`.
+   * @default delayAfter + 1000
+   */
+  maxHits?: number;
   /** The key of a throttle that names none (adapters pass their trusted-proxy aware `ip()`). */
   defaultKey?: KeyFn<R>;
 }
 
 /** What the throttle decided for one arrival. */
 export interface ThrottleResult {
-  /** Arrivals from this key within the window, this one included. */
+  /** Arrivals from this key within the window, this one included (`maxHits + 1` when saturated). */
   hits: number;
+  /** The key passed `maxHits` arrivals in a window and counts as saturated (see `maxHits`). */
+  saturated: boolean;
   /** How long the request must wait before it proceeds (0: not delayed). */
   delayMs: number;
   /**
@@ -105,9 +119,20 @@ export interface Throttle<R = unknown> {
   close(): Promise<void>;
 }
 
-const KNOWN = ['window', 'delayAfter', 'delay', 'maxDelay', 'key', 'skip', 'name', 'store', 'clock', 'prefix', 'defaultKey'] as const;
-/** The log's limit: never reached in practice, so every arrival is written. */
-const HIT_CEILING = 2 ** 31 - 1;
+const KNOWN = [
+  'window',
+  'delayAfter',
+  'delay',
+  'maxDelay',
+  'maxHits',
+  'key',
+  'skip',
+  'name',
+  'store',
+  'clock',
+  'prefix',
+  'defaultKey',
+] as const;
 const DEFAULT_MAX_DELAY = 60_000;
 
 /**
@@ -124,6 +149,15 @@ export function createThrottle<R = unknown>(options: ThrottleOptions<R>): Thrott
   const delayAfter = wholeNumber(o.delayAfter, `${path}.delayAfter`, 0);
   const maxDelayMs = o.maxDelay === undefined ? DEFAULT_MAX_DELAY : boundedDuration(o.maxDelay, `${path}.maxDelay`, MAX_TIMER_MS);
   const skip = optionalFn<(req: R) => boolean>(o.skip, `${path}.skip`, '(req) => boolean');
+  const maxHits = o.maxHits === undefined ? delayAfter + 1000 : wholeNumber(o.maxHits, `${path}.maxHits`, 1);
+  if (maxHits <= delayAfter) {
+    throw configError('TG_INVALID_LIMIT', {
+      path: `${path}.maxHits`,
+      expected: `a whole number above delayAfter (${delayAfter})`,
+      received: describe(maxHits),
+      fix: 'Leave maxHits out (default delayAfter + 1000), or raise it.',
+    });
+  }
   let delayFn: (hits: number, req: R) => number;
   if (o.delay === undefined) delayFn = (hits) => (hits - delayAfter) * 1000;
   else if (typeof o.delay === 'function') delayFn = o.delay;
@@ -144,9 +178,10 @@ export function createThrottle<R = unknown>(options: ThrottleOptions<R>): Thrott
       {
         name,
         ...(o.key !== undefined ? { key: o.key } : {}),
-        limit: HIT_CEILING,
+        limit: maxHits,
         window: windowMs,
         algorithm: 'sliding-log',
+        blockFor: windowMs,
       },
     ],
     prefix: o.prefix ?? 'tg-sd',
@@ -172,10 +207,13 @@ export function createThrottle<R = unknown>(options: ThrottleOptions<R>): Thrott
       const d = await limiter.consume(req);
       const r = d.rules[0];
       if (r === undefined) return undefined;
-      const hits = r.limit - r.remaining;
+      // Refused by the log (it is full, or the key is blocked as saturated): over maxHits.
+      const saturated = !r.allowed;
+      const hits = saturated ? maxHits + 1 : r.limit - r.remaining;
       const delayMs = hits > delayAfter ? clamp(delayFn(hits, req)) : 0;
       return {
         hits,
+        saturated,
         delayMs,
         result: {
           name,
