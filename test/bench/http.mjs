@@ -17,8 +17,9 @@ import { isMain, median, pm, startRedis } from './util.mjs';
 
 const serverPath = fileURLToPath(new URL('./http/server.mjs', import.meta.url));
 
-function start(name, redisPort) {
-  const child = fork(serverPath, [name, String(redisPort ?? '')], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+/** Forks one server variant; resolves with the child and its port once it listens. */
+export function start(name, redisPort, execArgv = []) {
+  const child = fork(serverPath, [name, String(redisPort ?? '')], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
   return new Promise((resolve, reject) => {
     child.once('error', reject);
     child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
@@ -26,9 +27,13 @@ function start(name, redisPort) {
   });
 }
 
-const ask = (child) =>
+/** The server process's own CPU time (user + system, µs); `child.lastT` gets its monotonic clock (µs). */
+export const ask = (child) =>
   new Promise((resolve) => {
-    child.once('message', (m) => resolve(m.cpu));
+    child.once('message', (m) => {
+      child.lastT = m.t;
+      resolve(m.cpu);
+    });
     child.send('cpu');
   });
 
