@@ -118,6 +118,37 @@ describe('concurrency (SPEC 8.3)', () => {
     expect(inner.keys).toBe(0);
   });
 
+  it('a release wakes only the waiters it can help: those of its key and those held up by the global limit', async () => {
+    const timers = new ManualTimers(new ManualClock(0));
+    const inner = new MemorySlotStore();
+    const asked: string[] = [];
+    const store = Object.assign(Object.create(inner) as MemorySlotStore, {
+      acquire: (slot: string, id: string, max: number) => {
+        asked.push(slot);
+        return inner.acquire(slot, id, max);
+      },
+      release: (slot: string, id: string) => inner.release(slot, id),
+      count: (slot: string) => inner.count(slot),
+    });
+    const limit = createConcurrency<Req>({ max: 1, global: 3, queue: 5, key, store, timers });
+    const a1 = await limit.acquire({ k: 'a' });
+    const b1 = await limit.acquire({ k: 'b' });
+    const c1 = await limit.acquire({ k: 'c' });
+    const a2 = limit.acquire({ k: 'a' }); // waits on key a
+    const d1 = limit.acquire({ k: 'd' }); // waits on the global limit (3 in flight)
+    await timers.advance(0);
+    asked.length = 0;
+    if (admitted(b1)) b1.release(); // frees key b and one global slot
+    expect(admitted(await d1)).toBe(true); // the global waiter gets it
+    await timers.advance(0);
+    // a2 was not asked: a release under b cannot free key a.
+    expect(asked.filter((slot) => slot.endsWith(':a'))).toEqual([]);
+    if (admitted(a1)) a1.release();
+    expect(admitted(await a2)).toBe(true);
+    for (const o of [c1]) if (admitted(o)) o.release();
+    await limit.close();
+  });
+
   it('requests without a key take only the global slot; skip takes none', async () => {
     const limit = createConcurrency<Req & { skip?: boolean }>({ max: 1, global: 1, key, skip: (r) => r.skip === true });
     expect(await limit.acquire({ skip: true })).toBeUndefined();

@@ -142,7 +142,10 @@ export interface ConcurrencyLimit<R = unknown> {
 interface Waiter {
   id: string;
   key: string | undefined;
+  /** The limit that refused it when it joined the queue (its place is counted there). */
   scope: 'key' | 'global';
+  /** The limit that refused its latest attempt (decides 429 or 503 on timeout). */
+  blockedOn: 'key' | 'global';
   since: number;
   timer: TimerHandle;
   done: (outcome: ConcurrencyOutcome) => void;
@@ -225,7 +228,10 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
   let renewTimer: TimerHandle | undefined;
   let pollTimer: TimerHandle | undefined;
   let pumping = false;
-  let pumpAgain = false;
+  /** Keys released since the last pass (and whether everyone should be asked again). */
+  const dirty = new Set<string>();
+  let dirtyGlobal = false;
+  let dirtyAll = false;
   let closed = false;
 
   function resolveKey(req: R): string | undefined {
@@ -265,7 +271,7 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
     return { ok: true, taken, figures };
   }
 
-  function admit(id: string, a: Attempt & { ok: true }, waitedMs: number): ConcurrencyOutcome {
+  function admit(id: string, key: string | undefined, a: Attempt & { ok: true }, waitedMs: number): ConcurrencyOutcome {
     held.set(id, a.taken);
     scheduleRenewal();
     let released = false;
@@ -283,7 +289,7 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
           .catch(() => {
             // A lost release is recovered by lease expiry; nothing else can be done here.
           })
-          .finally(pump);
+          .finally(() => pump(key));
       },
     };
   }
@@ -314,7 +320,7 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
     if (!store.shared || pollTimer !== undefined || waiters.size === 0 || closed) return;
     pollTimer = timers.setTimeout(() => {
       pollTimer = undefined;
-      pump();
+      pump(undefined, true);
       schedulePoll();
     }, pollMs);
   }
@@ -334,18 +340,27 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
     return true;
   }
 
-  /** Offers free slots to waiters, oldest first; one pass per burst of releases. */
-  function pump(): void {
-    if (pumping) {
-      pumpAgain = true;
-      return;
-    }
+  /**
+   * Offers free slots to waiters, oldest first; one pass per burst of releases. A release
+   * under key K can only help waiters of K and waiters held up by the global limit, so
+   * only those are asked again (`dirty`); a poll of a shared store asks everyone.
+   */
+  function pump(released: string | undefined, everyone = false): void {
+    dirtyGlobal = true;
+    if (everyone) dirtyAll = true;
+    else if (released !== undefined) dirty.add(released);
+    if (pumping) return;
     pumping = true;
     (async () => {
-      do {
-        pumpAgain = false;
+      while ((dirtyAll || dirtyGlobal || dirty.size > 0) && waiters.size > 0 && !closed) {
+        const all = dirtyAll;
+        const keys = new Set(dirty);
+        dirtyAll = false;
+        dirtyGlobal = false;
+        dirty.clear();
         for (const w of [...waiters]) {
           if (!waiters.has(w)) continue;
+          if (!all && w.blockedOn === 'key' && (w.key === undefined || !keys.has(w.key))) continue;
           const a = await attempt(w.key, w.id);
           if (!waiters.has(w)) {
             // Timed out or aborted while we asked: give the slot straight back.
@@ -354,16 +369,19 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
           }
           if (a.ok) {
             leave(w);
-            w.done(admit(w.id, a, now() - w.since));
-          }
+            w.done(admit(w.id, w.key, a, now() - w.since));
+          } else w.blockedOn = a.scope;
         }
-      } while (pumpAgain && waiters.size > 0 && !closed);
+      }
     })()
       .catch(() => {
         // A failing store leaves waiters to their timeout.
       })
       .finally(() => {
         pumping = false;
+        dirtyAll = false;
+        dirtyGlobal = false;
+        dirty.clear();
       });
   }
 
@@ -391,7 +409,7 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
           await Promise.all(first.taken.map((slot) => store.release(slot, id)));
           return { admitted: false, reason: 'aborted' };
         }
-        return admit(id, first, 0);
+        return admit(id, key, first, 0);
       }
       const scope = first.scope;
       if (queue === 0 || closed) return refuse(scope, 'full', first.figures);
@@ -405,11 +423,12 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
           id,
           key,
           scope,
+          blockedOn: scope,
           since: now(),
           timer: timers.setTimeout(() => {
             if (leave(w)) {
               signal?.removeEventListener('abort', onAbort);
-              resolve(refuse(w.scope, 'queue-timeout', first.figures));
+              resolve(refuse(w.blockedOn, 'queue-timeout', first.figures));
             }
           }, queueTimeoutMs),
           done: (outcome) => {
@@ -423,7 +442,7 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
         signal?.addEventListener('abort', onAbort, { once: true });
         schedulePoll();
         // A release may have slipped in between our refusal and joining the queue.
-        pump();
+        pump(key);
       });
     },
     async count(req) {
