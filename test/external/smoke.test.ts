@@ -23,7 +23,7 @@ describe('built packages', () => {
     expect(run(process.execPath, ['consumer.mjs'])).toContain('esm ok true');
   });
 
-  it('type-check from TypeScript (node16, ESM and CJS)', () => {
+  it('type-check from TypeScript (node16, ESM and CJS)', { timeout: 120_000 }, () => {
     expect(() => run(process.execPath, [`${root}node_modules/typescript/bin/tsc`, '-p', 'tsconfig.json'])).not.toThrow();
   });
 
@@ -34,6 +34,6 @@ describe('built packages', () => {
       const out = run(process.execPath, [`${root}node_modules/publint/src/cli.js`, '--strict'], dir);
       expect(out).not.toMatch(/error|warning/i);
     },
-    30_000,
+    120_000,
   );
 });

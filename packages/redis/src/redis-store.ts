@@ -391,8 +391,12 @@ export class RedisStore extends EventEmitter implements Store {
       // Each slot decided at its own node's TIME; a later refund must name those times.
       for (const [g, idx] of groups.entries()) {
         const part = parts[g] as StoreDecision;
-        if (part.now === first.now) continue;
-        for (const i of idx) this.#rememberTime(`${first.now}|${keys[i]}`, part.now);
+        if (part.now !== first.now) for (const i of idx) this.#rememberTime(`${first.now}|${keys[i]}`, part.now);
+        else if (this.#groupTimes.size > 0) {
+          // An earlier decision in the same millisecond may have left a time for these keys;
+          // this decision's slots agreed, so a refund of it must not pick that time up.
+          for (const i of idx) this.#groupTimes.delete(`${first.now}|${keys[i]}`);
+        }
       }
     }
     return { allowed, now: first.now, outcomes };
