@@ -39,10 +39,10 @@ const keyOf = (i) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
 function rulesFor(label, limit, window) {
   if (label === STACK4) {
     return [
-      { name: 'ip', key: (req) => req.k, limit, window },
-      { name: 'tenant', key: () => 'tenant', limit: limit * 1000, window },
-      { name: 'global', key: () => 'all', limit: limit * 1000, window },
-      { name: 'endpoint', key: () => 'GET /', limit: limit * 1000, window },
+      { name: 'ip', key: (req) => req.k, limit, window, algorithm: 'fixed-window' },
+      { name: 'tenant', key: () => 'tenant', limit: limit * 1000, window, algorithm: 'fixed-window' },
+      { name: 'global', key: () => 'all', limit: limit * 1000, window, algorithm: 'fixed-window' },
+      { name: 'endpoint', key: () => 'GET /', limit: limit * 1000, window, algorithm: 'fixed-window' },
     ];
   }
   return [{ name: 'r', key: (req) => req.k, limit, window, ...ALGORITHMS[label] }];

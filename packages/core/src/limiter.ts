@@ -73,12 +73,28 @@ function plainKey(key: string): boolean {
   return true;
 }
 
+/**
+ * Recently hashed keys. A key that needs hashing is often a constant of the app's own
+ * (`'GET /users'`, with its space) seen on every request, and SHA-256 costs far more than
+ * the rest of a decision. Bounded: emptied when full, so client-chosen strings cannot grow it.
+ */
+const hashed = new Map<string, string>();
+const HASHED_MAX = 4096;
+
 /** Turns any key into a bounded store-safe string. Exported for stores and tests. */
 export function sanitizeKey(key: string): string {
   if (plainKey(key)) return key;
-  // Hash the UTF-16 code units themselves: as UTF-8, every lone surrogate becomes U+FFFD,
-  // so 'a\uD800' and 'a\uDC00' would share one counter.
-  return `#${createHash('sha256').update(key, 'utf16le').digest('base64url').slice(0, 32)}`;
+  let h = hashed.get(key);
+  if (h === undefined) {
+    // Hash the UTF-16 code units themselves: as UTF-8, every lone surrogate becomes U+FFFD,
+    // so 'a\uD800' and 'a\uDC00' would share one counter.
+    h = `#${createHash('sha256').update(key, 'utf16le').digest('base64url').slice(0, 32)}`;
+    if (key.length <= KEY_MAX) {
+      if (hashed.size >= HASHED_MAX) hashed.clear();
+      hashed.set(key, h);
+    }
+  }
+  return h;
 }
 
 function resolveCost<R>(rule: CompiledRule<R>, req: R, override: number | undefined): number {

@@ -10,12 +10,12 @@
  * - Fixed-width states live in typed-array slabs (memory-table.ts): under 100 bytes per key
  *   at a million keys, key string included (docs/benchmarks.md).
  */
-import { algorithms, type State } from './algorithms/index.js';
+import { algorithms, type Check, type State } from './algorithms/index.js';
 import { type Clock, systemClock } from './clock.js';
 import { configError, describe, TollgateError } from './errors.js';
 import { ObjectTable, SlabTable, STATE_WIDTH, type Table } from './memory-table.js';
 import { checkRule, decideStack, type Entry, refundEntry } from './stack.js';
-import type { RuleSpec, Store, StoreDecision, StoreOp } from './types.js';
+import type { Outcome, RuleSpec, Store, StoreDecision, StoreOp } from './types.js';
 
 export interface MemoryStoreOptions {
   /**
@@ -189,6 +189,8 @@ export class MemoryStore implements Store {
       if (v.write !== undefined) this.#set(r, op.key, v.write.s, v.write.b, t);
       return { allowed: v.outcome.allowed || r.dryRun, now: t, outcomes: [v.outcome] };
     }
+    const admitted = this.#admitAll(ops, t);
+    if (admitted !== undefined) return { allowed: true, now: t, outcomes: admitted };
     const entries: (Entry | undefined)[] = new Array(ops.length);
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as StoreOp;
@@ -203,6 +205,36 @@ export class MemoryStore implements Store {
       }
     }
     return { allowed: d.allowed, now: t, outcomes: d.outcomes };
+  }
+
+  /**
+   * The common case of a stack, without the general verdicts: every rule admits (none
+   * blocked, no cost beyond a rule's reach), so every rule writes its new state. Returns the
+   * outcomes, or undefined (nothing written) when any rule does not admit: the caller then
+   * decides the stack in general (decideStack), which reads the same states again.
+   */
+  #admitAll(ops: readonly StoreOp[], t: number): Outcome[] | undefined {
+    const n = ops.length;
+    const checks: Check[] = new Array(n);
+    for (let i = 0; i < n; i++) {
+      const op = ops[i] as StoreOp;
+      const r = op.rule;
+      if (op.cost > r.maxCost) return undefined;
+      const table = this.#table(r);
+      const s = table.read(op.key, t);
+      if (table.block > t) return undefined;
+      const c = algorithms[r.algorithm].check(s, t, r, op.cost);
+      if (!c.allowed) return undefined;
+      checks[i] = c;
+    }
+    // All states are read before any is written, as in decideStack (two rules of one group
+    // may name the same key).
+    for (let i = 0; i < n; i++) {
+      const op = ops[i] as StoreOp;
+      const next = (checks[i] as Check).next;
+      if (next !== undefined) this.#set(op.rule, op.key, next, 0, t);
+    }
+    return checks;
   }
 
   peek(ops: readonly StoreOp[], now?: number): Promise<StoreDecision> {
