@@ -68,6 +68,8 @@ export interface HeaderContext {
 export type HeaderFormatter = (rules: readonly RuleResult[], now: number, context?: HeaderContext) => HeaderField[];
 
 const MODES: readonly HeaderMode[] = ['draft-10', 'draft-7', 'draft-6', 'legacy'];
+/** Distinct rules whose draft-10 policy item a formatter keeps (rule names come from configuration). */
+const POLICY_CACHE_MAX = 1000;
 
 /** Whole seconds, rounded up. */
 function seconds(ms: number): number {
@@ -158,20 +160,33 @@ export function compileHeaders(option?: HeadersOption, options: HeaderOptions = 
   const draft6 = modes.includes('draft-6');
   const legacy = modes.includes('legacy');
 
+  // A rule's draft-10 policy item depends on its name, limit and window only: rendered once
+  // and reused (per request only the state item has figures to format). Keyed by name and
+  // checked against limit and window, since two stacks may name different rules alike.
+  const policyItems = new Map<string, { limit: number; windowMs: number; item: string }>();
+  function policyItem(r: RuleResult): string {
+    const known = policyItems.get(r.name);
+    if (known !== undefined && known.limit === r.limit && known.windowMs === r.windowMs) return known.item;
+    const item = `"${r.name}";q=${r.limit};w=${windowSeconds(r)}`;
+    if (policyItems.size < POLICY_CACHE_MAX) policyItems.set(r.name, { limit: r.limit, windowMs: r.windowMs, item });
+    return item;
+  }
+
   return function formatHeaders(rules, now, context) {
     const fields: HeaderField[] = [];
     if (draft10 && rules.length > 0) {
-      const policy: string[] = new Array(rules.length);
-      const state: string[] = new Array(rules.length);
+      let policy = '';
+      let state = '';
       for (let i = 0; i < rules.length; i++) {
         const r = rules[i] as RuleResult;
         const key = salt === undefined ? undefined : context?.keys?.[i];
         const pkParam = key === undefined || salt === undefined ? '' : `;pk=${partitionKey(salt, r.name, key)}`;
-        policy[i] = `"${r.name}";q=${r.limit};w=${windowSeconds(r)}${pkParam}`;
-        state[i] = `"${r.name}";r=${Math.max(0, r.remaining)};t=${seconds(resetMsOf(r, context?.next?.[i]))}${pkParam}`;
+        const sep = i === 0 ? '' : ', ';
+        policy += `${sep}${policyItem(r)}${pkParam}`;
+        state += `${sep}"${r.name}";r=${Math.max(0, r.remaining)};t=${seconds(resetMsOf(r, context?.next?.[i]))}${pkParam}`;
       }
-      fields.push({ name: 'RateLimit-Policy', value: policy.join(', '), append: true });
-      fields.push({ name: 'RateLimit', value: state.join(', '), append: true });
+      fields.push({ name: 'RateLimit-Policy', value: policy, append: true });
+      fields.push({ name: 'RateLimit', value: state, append: true });
     }
     if (draft7 || draft6 || legacy) {
       const top = mostRestrictive(context?.all ?? rules);

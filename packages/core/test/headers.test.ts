@@ -4,6 +4,7 @@ import {
   constant,
   createLimiter,
   type HeaderField,
+  type HeaderFormatter,
   ManualClock,
   nextAdmission,
   type RuleResult,
@@ -166,5 +167,27 @@ describe('nextAdmission: exact t when an admitted request took the last unit', (
     expect(n.needed(await sw.consume({}))).toBe(false);
     expect(n.needed(await sw.consume({}))).toBe(true);
     expect(n.needed(await sw.consume({}))).toBe(false);
+  });
+});
+
+describe('draft-10 policy items rendered once per rule', () => {
+  it('a formatter shared by stacks that name different rules alike renders each as it is', () => {
+    const format = compileHeaders('draft-10') as HeaderFormatter;
+    const rule = (limit: number, windowMs: number): RuleResult => ({
+      name: 'burst',
+      allowed: true,
+      limit,
+      remaining: limit - 1,
+      windowMs,
+      resetMs: windowMs,
+      retryAfterMs: 0,
+      delayMs: 0,
+    });
+    const policy = (r: RuleResult[]) => format(r, 0).find((f) => f.name === 'RateLimit-Policy')?.value;
+    expect(policy([rule(5, 60_000)])).toBe('"burst";q=5;w=60');
+    expect(policy([rule(10, 60_000)])).toBe('"burst";q=10;w=60');
+    expect(policy([rule(10, 1_000)])).toBe('"burst";q=10;w=1');
+    expect(policy([rule(5, 60_000)])).toBe('"burst";q=5;w=60');
+    expect(policy([rule(5, 60_000), { ...rule(7, 3_600_000), name: 'hourly' }])).toBe('"burst";q=5;w=60, "hourly";q=7;w=3600');
   });
 });
