@@ -151,8 +151,10 @@ if (results.memory) {
 if (results.redis) {
   const one = red['tollgate RedisStore, 1 rule|64'];
   target('Redis, 1 rule, 64 in flight: share of bare EVALSHA', '≥ 90%', `${(one.ofCeiling * 100).toFixed(0)}%`, one.ofCeiling >= 0.9);
+  // One script run carries a whole stack, and stacks asked for in the same tick share one
+  // (RedisStore batching), so a decision costs at most one round trip whatever its rules.
   const four = red['tollgate RedisStore, 4-rule stack|64'];
-  target('Redis, four-rule stack: commands per decision', '= 1', four.commands.toFixed(3), Math.abs(four.commands - 1) < 0.005);
+  target('Redis, four-rule stack: commands per decision', '≤ 1 (one round trip)', four.commands.toFixed(3), four.commands <= 1.0005);
   const deny = red['tollgate RedisStore, 1 rule, every request refused|64'];
   target('Redis, refused key (deny cache): commands per decision', '0', deny.commands.toFixed(3), deny.commands < 0.005);
 }
