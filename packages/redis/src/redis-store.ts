@@ -203,6 +203,16 @@ function validate(o: RedisStoreOptions): void {
   if (b !== undefined) {
     if (typeof b !== 'object' || b === null)
       throw optionError('RedisStore.breaker', 'an object { failures?, cooldownMs? }', b, 'Omit it for the defaults.');
+    for (const k of Object.keys(b)) {
+      if (k !== 'failures' && k !== 'cooldownMs')
+        throw optionError(
+          `RedisStore.breaker.${k}`,
+          'failures, cooldownMs',
+          k,
+          'Remove the option or check its spelling.',
+          'TG_UNKNOWN_OPTION',
+        );
+    }
     if (b.failures !== undefined && !(Number.isSafeInteger(b.failures) && b.failures >= 1)) {
       throw optionError('RedisStore.breaker.failures', 'a whole number >= 1', b.failures, 'Use e.g. 3.');
     }

@@ -65,6 +65,13 @@ describe('options', () => {
     expect(codeOf(() => new RedisStore({ client, timeoutMs: SLOW, prefix: 'ok:', clock: 'redis', onStoreError: 'deny' }))).toBeUndefined();
   });
 
+  it('breaker option typo is refused instead of silently ignored', () => {
+    // { failure: 10 } used to leave the default threshold of 3 in place without a word.
+    expect(codeOf(() => new RedisStore({ client, breaker: { failure: 10 } as never }))).toBe('TG_UNKNOWN_OPTION');
+    expect(() => new RedisStore({ client, breaker: { cooldown: 5000 } as never })).toThrow(/RedisStore\.breaker\.cooldown: /);
+    expect(codeOf(() => new RedisStore({ client, timeoutMs: SLOW, breaker: { failures: 5, cooldownMs: 0 } }))).toBeUndefined();
+  });
+
   it('says what was expected, what was received and how to fix it', () => {
     expect(() => new RedisStore({ client, timeoutMs: -1 })).toThrow(/RedisStore\.timeoutMs: expected a number of ms > 0, received -1\. /);
   });
