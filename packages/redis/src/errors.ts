@@ -4,27 +4,18 @@
  * `TG_STORE_ERROR`, documented in docs/errors.md); this module only builds them with
  * the expected / received / fix message shape.
  */
-import { TollgateError } from '@tollgate/core';
+import { configError, describeValue, TollgateError } from '@tollgate/core';
 
-export function describeValue(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 57)}...` : value);
-  if (typeof value === 'number') return Number.isNaN(value) ? 'NaN' : String(value);
-  if (typeof value === 'function') return 'a function';
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return `an array of ${value.length}`;
-  if (typeof value === 'object') return 'an object';
-  return String(value);
-}
-
+/** A bad RedisStore / RedisSlotStore option, built by core's `configError` (same message shape). */
 export function optionError(
   path: string,
   expected: string,
   value: unknown,
   fix: string,
   code: 'TG_INVALID_OPTION' | 'TG_UNKNOWN_OPTION' = 'TG_INVALID_OPTION',
-) {
+): TollgateError {
   const received = code === 'TG_UNKNOWN_OPTION' ? JSON.stringify(value) : describeValue(value);
-  return new TollgateError(code, `${path}: expected ${expected}, received ${received}. ${fix}`, { path, expected, received, fix });
+  return configError(code, { path, expected, received, fix });
 }
 
 export function closedError(): TollgateError {
