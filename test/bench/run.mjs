@@ -44,7 +44,7 @@ for (const s of sections) if (!SECTIONS.includes(s)) throw new Error(`--only: un
 const docPath = fileURLToPath(new URL('../../docs/benchmarks.md', import.meta.url));
 const out = values.out ?? (quick ? undefined : docPath);
 const cfg = {
-  duration: Number(values.duration ?? (quick ? 1 : 4)),
+  duration: Number(values.duration ?? (quick ? 1 : 3)),
   connections: 50,
   time: quick ? 200 : 1000,
   keys: quick ? 100_000 : 1_000_000,

@@ -80,22 +80,27 @@ const tgStore = async (kind, opts) => {
   return { store, close: async () => client.quit() };
 };
 
-function tgExpress(kind, n, reject) {
+function tgExpress(kind, n, reject, extra = {}) {
   return expressServer(async (app, opts) => {
     const { rateLimit } = await tollgate('@tollgate/express', 'TOLLGATE_EXPRESS');
     const s = await tgStore(kind, opts);
     const rules = await tgRules(n, reject ? 1 : ALLOW, reject ? '1h' : '1m');
-    app.use(rateLimit({ rules, ...(s.store ? { store: s.store } : {}) }));
+    app.use(rateLimit({ rules, ...(s.store ? { store: s.store } : {}), ...extra }));
     return s.close;
   });
 }
 
-function tgFastify(kind, n, reject) {
+// The floor of any limiter that answers with rate-limit headers: the two draft-10 headers
+// tollgate writes for one rule, as constants, with no deciding at all.
+const POLICY = '"ip";q=1000000000;w=60';
+const STATE = '"ip";r=999999999;t=60';
+
+function tgFastify(kind, n, reject, extra = {}) {
   return fastifyServer(async (app, opts) => {
     const plugin = (await tollgate('@tollgate/fastify', 'TOLLGATE_FASTIFY')).default;
     const s = await tgStore(kind, opts);
     const rules = await tgRules(n, reject ? 1 : ALLOW, reject ? '1h' : '1m');
-    await app.register(plugin, { rules, ...(s.store ? { store: s.store } : {}) });
+    await app.register(plugin, { rules, ...(s.store ? { store: s.store } : {}), ...extra });
     return s.close;
   });
 }
@@ -103,6 +108,14 @@ function tgFastify(kind, n, reject) {
 export const variants = {
   'express bare': expressServer(),
   'express tollgate memory 1 rule': tgExpress('memory', 1, false),
+  'express tollgate memory 1 rule, no headers': tgExpress('memory', 1, false, { headers: false }),
+  'express two static headers (floor)': expressServer(async (app) => {
+    app.use((_req, res, next) => {
+      res.setHeader('RateLimit-Policy', POLICY);
+      res.setHeader('RateLimit', STATE);
+      next();
+    });
+  }),
   'express tollgate memory 4 rules': tgExpress('memory', 4, false),
   'express tollgate memory reject': tgExpress('memory', 1, true),
   'express tollgate redis 1 rule': tgExpress('redis', 1, false),
@@ -148,6 +161,14 @@ export const variants = {
   }),
   'fastify bare': fastifyServer(),
   'fastify tollgate memory 1 rule': tgFastify('memory', 1, false),
+  'fastify tollgate memory 1 rule, no headers': tgFastify('memory', 1, false, { headers: false }),
+  'fastify two static headers (floor)': fastifyServer(async (app) => {
+    app.addHook('onRequest', (_req, reply, done) => {
+      reply.header('ratelimit-policy', POLICY);
+      reply.header('ratelimit', STATE);
+      done();
+    });
+  }),
   'fastify tollgate memory 4 rules': tgFastify('memory', 4, false),
   'fastify tollgate memory reject': tgFastify('memory', 1, true),
   'fastify tollgate redis 1 rule': tgFastify('redis', 1, false),
