@@ -69,7 +69,8 @@ export function parseRate(value: unknown, path = 'rate'): { limit: number; windo
   if (!m) throw fail();
   const limit = Number(m[1]);
   const count = m[2] === '' ? 1 : Number(m[2]);
-  const unit = UNIT_MS[m[3] as string];
+  // An own property only: `UNIT_MS.constructor` is Object, which made '5/constructor' a NaN window.
+  const unit = Object.hasOwn(UNIT_MS, m[3] as string) ? UNIT_MS[m[3] as string] : undefined;
   if (!unit || !Number.isSafeInteger(limit) || limit <= 0 || count <= 0) throw fail();
   const windowMs = count * unit;
   if (windowMs > MAX_DURATION_MS) throw fail();

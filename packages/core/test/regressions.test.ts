@@ -113,6 +113,12 @@ describe('regressions', () => {
     );
   });
 
+  it("rate '5/constructor' was accepted (the unit lookup found Object's constructor) and refused every request with NaN figures", () => {
+    for (const rate of ['5/constructor', '5/2constructor']) {
+      expect(() => createLimiter({ rules: [{ name: 'r', rate }] }), rate).toThrow(expect.objectContaining({ code: 'TG_INVALID_RATE' }));
+    }
+  });
+
   it('token-bucket and sliding-window accepted limit × window beyond 2^53, where their integer arithmetic rounds', () => {
     for (const algorithm of ['token-bucket', 'sliding-window'] as const) {
       expect(() => createLimiter({ rules: [{ name: 'r', algorithm, limit: 10_000_000_000, window: '1d' }] })).toThrow(
