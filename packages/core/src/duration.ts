@@ -9,21 +9,19 @@ import { configError, describe } from './errors.js';
 /** A duration: milliseconds, or a string such as `'250ms'`, `'1s'`, `'15m'`, `'1h'`, `'1d'`. */
 export type Duration = number | string;
 
+/** The units of SPEC 2 and only those ("anything else is a construction error"). */
 const UNIT_MS: Record<string, number> = {
   ms: 1,
   s: 1000,
-  sec: 1000,
   m: 60_000,
   min: 60_000,
   h: 3_600_000,
-  hour: 3_600_000,
   d: 86_400_000,
-  day: 86_400_000,
 };
 
-const DURATION_RE = /^(\d+)\s*(ms|s|sec|m|min|h|hour|d|day)$/;
+const DURATION_RE = /^(\d+)(ms|s|m|min|h|d)$/;
 
-/** Largest duration accepted: setTimeout's ceiling, about 24.8 days, is far below this. 1 year. */
+/** Largest duration accepted (366 days): no rate limit needs a longer window or block. */
 const MAX_DURATION_MS = 366 * 86_400_000;
 
 /**
@@ -35,7 +33,7 @@ export function parseDuration(value: unknown, path = 'duration'): number {
   let ms: number | undefined;
   if (typeof value === 'number') ms = value;
   else if (typeof value === 'string') {
-    const m = DURATION_RE.exec(value.trim());
+    const m = DURATION_RE.exec(value);
     if (m) ms = Number(m[1]) * (UNIT_MS[m[2] as string] as number);
   }
   if (ms === undefined || !Number.isInteger(ms) || ms <= 0 || ms > MAX_DURATION_MS) {
@@ -49,7 +47,7 @@ export function parseDuration(value: unknown, path = 'duration'): number {
   return ms;
 }
 
-const RATE_RE = /^\s*(\d+)\s*\/\s*(\d*)\s*([a-z]+)\s*$/;
+const RATE_RE = /^(\d+)\/(\d*)([a-z]+)$/;
 
 /**
  * Parses `"100/min"`, `"100/1m"`, `"5/15m"`, `"10/s"`, `"1000/h"`, `"500000/d"`.

@@ -177,6 +177,12 @@ describe('durations and rates (SPEC 2)', () => {
       's',
       '1 fortnight',
       '2y',
+      // Aliases and spacing outside SPEC 2's list used to be accepted without a word.
+      '1sec',
+      '1hour',
+      '1day',
+      '1 s',
+      ' 1s',
       0,
       -1,
       1.5,
@@ -190,7 +196,26 @@ describe('durations and rates (SPEC 2)', () => {
   });
 
   it('rejects bad rates with TG_INVALID_RATE', () => {
-    for (const bad of ['', '100', '/min', '0/min', '-1/min', '1.5/min', '100/1w', '100/0m', '100/', 'abc', '100/min/s', 100, null]) {
+    for (const bad of [
+      '',
+      '100',
+      '/min',
+      '0/min',
+      '-1/min',
+      '1.5/min',
+      '100/1w',
+      '100/0m',
+      '100/',
+      'abc',
+      '100/min/s',
+      '100/sec',
+      '100/hour',
+      '100/day',
+      '100 / min',
+      ' 100/min',
+      100,
+      null,
+    ]) {
       expectConfigError(() => parseRate(bad), 'TG_INVALID_RATE', `rate ${String(bad)}`);
     }
     expectConfigError(build({ rate: '100/fortnight' }), 'TG_INVALID_RATE', 'rule rate');
