@@ -3,7 +3,7 @@
  * Everything is checked once, at construction; the per-request path only reads the
  * normalised result.
  */
-import { type Clock, type Rule, systemClock } from '@tollgate/core';
+import { type Clock, describeValue, type Rule, systemClock } from '@tollgate/core';
 import type { Jitter } from './backoff.js';
 import { clientConfigError } from './errors.js';
 import { realSleep, type Sleep } from './sleep.js';
@@ -202,17 +202,8 @@ const KNOWN = [
   'onGiveUp',
 ] as const;
 
-function show(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 57)}...` : value);
-  if (typeof value === 'function') return 'a function';
-  if (Array.isArray(value)) return `an array of ${value.length}`;
-  if (value === null) return 'null';
-  if (typeof value === 'object') return 'an object';
-  return String(value);
-}
-
 function invalid(name: string, expected: string, value: unknown, fix: string): never {
-  throw clientConfigError('TGC_INVALID_OPTION', { path: `createFetch.${name}`, expected, received: show(value), fix });
+  throw clientConfigError('TGC_INVALID_OPTION', { path: `createFetch.${name}`, expected, received: describeValue(value), fix });
 }
 
 function fn<T>(name: string, value: unknown): T | undefined {
