@@ -15,6 +15,8 @@ export interface LoadConfig {
   ports: number[];
   path?: string;
   headers?: Record<string, string>;
+  /** Rotates a header through `count` values (`<prefix><n>`), for traffic over many keys. */
+  rotate?: { header: string; prefix: string; count: number };
   workers: number;
   pauseMs: number;
   durationMs: number;
@@ -56,7 +58,9 @@ function once(port: number): Promise<void> {
       result.degraded.push(degraded ? 1 : 0);
       resolve();
     };
-    const req = http.request({ host: '127.0.0.1', port, path: config.path ?? '/', agent, headers: config.headers ?? {} }, (res) => {
+    const headers = { ...config.headers };
+    if (config.rotate) headers[config.rotate.header] = `${config.rotate.prefix}${sent % config.rotate.count}`;
+    const req = http.request({ host: '127.0.0.1', port, path: config.path ?? '/', agent, headers }, (res) => {
       res.resume();
       res.once('end', () => finish(res.statusCode ?? -1, res.headers['x-tollgate-degraded'] !== undefined));
       res.once('error', () => finish(-1));
