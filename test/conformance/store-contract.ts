@@ -454,6 +454,24 @@ export function storeContract(
         expect(d.delayMs).toBe(36_000);
       });
 
+      it('a refused stack reports the admitting rules as untouched (their remaining counts nothing consumed)', async () => {
+        const l = limiter([
+          { name: 'small', key: byKey, algorithm: 'fixed-window', limit: 1, window: '1m' },
+          { name: 'fw', key: () => 'fw', algorithm: 'fixed-window', limit: 8, window: '1m' },
+          { name: 'log', key: () => 'log', algorithm: 'sliding-log', limit: 8, window: '1m' },
+          { name: 'win', key: () => 'win', algorithm: 'sliding-window', limit: 8, window: '1m' },
+          { name: 'tb', key: () => 'tb', algorithm: 'token-bucket', limit: 8, window: '1m' },
+          { name: 'gcra', key: () => 'gcra', algorithm: 'leaky-bucket', limit: 8, window: '1m' },
+        ]);
+        expect((await l.consume({}, { cost: 1 })).allowed).toBe(true);
+        // 8 - 1 consumed = 7 left in each shared rule; a refused cost-2 request leaves them at 7.
+        const d = await l.consume({}, { cost: 1 });
+        expect(d.allowed).toBe(false);
+        expect(d.rejectedBy).toEqual(['small']);
+        const remaining = Object.fromEntries(d.rules.filter((r) => r.allowed).map((r) => [r.name, r.remaining]));
+        expect(remaining).toEqual({ fw: 7, log: 7, win: 7, tb: 7, gcra: 7 });
+      });
+
       it('retryAfterMs is the maximum over the rejecting rules, and rejectedBy names all of them', async () => {
         const l = limiter([
           { name: 'a', key: byKey, algorithm: 'fixed-window', limit: 1, window: '1s' },

@@ -99,7 +99,11 @@ export function decideStack(
     // An admitting rule consumes only when the whole stack is admitted; a rejecting
     // rule writes its block or penalty either way.
     writes[i] = v.outcome.allowed && !allowed ? undefined : v.write;
-    if (!allowed) v.outcome.delayMs = 0;
+    if (!allowed) {
+      v.outcome.delayMs = 0;
+      // An admitting rule of a refused stack consumed nothing: report it untouched.
+      if (v.outcome.allowed) v.outcome.remaining += (ops[i] as StoreOp).cost;
+    }
   }
   return { allowed, outcomes, writes };
 }

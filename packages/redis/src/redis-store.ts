@@ -396,6 +396,14 @@ export class RedisStore extends EventEmitter implements Store {
           );
         }),
       );
+      for (const [g, idx] of groups.entries()) {
+        // Slots that admitted were refunded above: their admitting rules consumed nothing.
+        if (!(parts[g] as StoreDecision).allowed) continue;
+        for (const i of idx) {
+          const o = outcomes[i] as StoreDecision['outcomes'][number];
+          if (o.allowed) o.remaining += (ops[i] as StoreOp).cost;
+        }
+      }
       for (const o of outcomes) o.delayMs = 0;
     } else if (cmd === 'c' && now === undefined) {
       // Each slot decided at its own node's TIME; a later refund must name those times.

@@ -185,9 +185,14 @@ for j = 1, #stacks do
     -- writes its block or penalty either way.
     if st.cmd == 'c' and has[i] and not (o.allowed and not allowed) then write(KEYS[k0 + i], wss[i], wbs[i], rules[i], now) end
     local delay = o.delayMs
-    if not allowed then delay = 0 end
+    local remaining = o.remaining
+    if not allowed then
+      delay = 0
+      -- An admitting rule of a refused stack consumed nothing: report it untouched.
+      if o.allowed then remaining = remaining + costs[i] end
+    end
     reply[k + 1] = o.allowed and 1 or 0
-    reply[k + 2] = out(o.remaining)
+    reply[k + 2] = out(remaining)
     reply[k + 3] = out(o.resetMs)
     reply[k + 4] = out(o.retryAfterMs)
     reply[k + 5] = out(delay)
