@@ -120,6 +120,21 @@ const POLICIES = new Set(['allow', 'deny', 'local']);
 const OP_NAMES = { c: 'consume', p: 'peek', r: 'refund' } as const;
 /** Multi-slot decisions remembered for their per-slot times (refunds need them). */
 const GROUP_TIMES_MAX = 10_000;
+/**
+ * A number per compiled rule, for the deny cache's signature: rules of different limiters
+ * may share a name, and so a Redis key, while their limits differ.
+ */
+const ruleIds = new WeakMap<RuleSpec, number>();
+let nextRuleId = 0;
+function ruleIdOf(r: RuleSpec): number {
+  let id = ruleIds.get(r);
+  if (id === undefined) {
+    id = nextRuleId++;
+    ruleIds.set(r, id);
+  }
+  return id;
+}
+
 /** Most ops decided by one batched script run. */
 const BATCH_MAX_OPS = 256;
 
@@ -334,8 +349,9 @@ export class RedisStore extends EventEmitter implements Store {
     const keys = ops.map((op) => this.keyOf(op.rule, op.key));
     let sig: string | undefined;
     if (cmd === 'c' && this.#deny !== undefined) {
+      // A cached rejection answers only the same rules (not just the same keys) at the same costs.
       sig = keys.join('\n');
-      for (const op of ops) sig += ` ${op.cost}`;
+      for (const op of ops) sig += ` ${ruleIdOf(op.rule)}:${op.cost}`;
       const hit = this.#deny.get(sig, t);
       if (hit !== undefined) return hit;
     }

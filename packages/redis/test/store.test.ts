@@ -179,6 +179,27 @@ describe('local deny cache', () => {
     expect(await evalshaCalls()).toBe(before + 1);
   });
 
+  it("deny cache replayed one limiter's rejection to another limiter whose rule shares the name (and counter) but admits more", async () => {
+    // A route-level 'ip' rule of 1 per 10 s and an app-level 'ip' rule of 5 per 10 s count
+    // under the same Redis key. The route's refusal must not refuse the app-level check,
+    // which Redis (and MemoryStore) admit: the shared count is 1 of 5.
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const store = new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:', clock });
+    const prefix = `dc${n++}`;
+    const rule = { name: 'ip', key: () => 'k', algorithm: 'fixed-window' as const, window: '10s' };
+    const strict = createLimiter({ rules: [{ ...rule, limit: 1 }], store, clock, prefix });
+    const lenient = createLimiter({ rules: [{ ...rule, limit: 5 }], store, clock, prefix });
+    expect((await strict.consume({})).allowed).toBe(true);
+    expect((await strict.consume({})).allowed).toBe(false);
+    const d = await lenient.consume({});
+    expect(d.allowed).toBe(true);
+    expect(d.rules[0]?.remaining).toBe(3);
+    // The strict limiter's own repeat is still answered locally.
+    const before = await evalshaCalls();
+    expect((await strict.consume({})).allowed).toBe(false);
+    expect(await evalshaCalls()).toBe(before);
+  });
+
   it('does not cache a stack with a rule that counts rejected requests (the store would count them)', async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
     const store = new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:', clock });
