@@ -113,6 +113,23 @@ describe('regressions', () => {
     );
   });
 
+  it('token-bucket: resetMs of an admission after the clock stepped back left out the wait until refill resumes', async () => {
+    const clock = new ManualClock(10_000);
+    const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+    const l = createLimiter({ rules: [{ name: 'r', key: constant('k'), algorithm: 'token-bucket', rate: '10/s' }], store, clock });
+    await l.consume({});
+    clock.set(9_000); // back 1 s: the bucket refills again only from 10 000
+    const d = await l.consume({});
+    expect(d.allowed).toBe(true);
+    // Two tokens short at 10 000, refilled at 10 per second: full at 10 200, 1 200 ms from now (the bug said 200).
+    expect(d.rules[0]?.resetMs).toBe(1200);
+    clock.set(9_000 + 1199);
+    expect((await l.peek({})).rules[0]?.remaining).toBe(8);
+    clock.set(9_000 + 1200);
+    expect((await l.peek({})).rules[0]?.remaining).toBe(9);
+    await store.close();
+  });
+
   it("rate '5/constructor' was accepted (the unit lookup found Object's constructor) and refused every request with NaN figures", () => {
     for (const rate of ['5/constructor', '5/2constructor']) {
       expect(() => createLimiter({ rules: [{ name: 'r', rate }] }), rate).toThrow(expect.objectContaining({ code: 'TG_INVALID_RATE' }));

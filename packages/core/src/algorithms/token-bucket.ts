@@ -25,14 +25,17 @@ export const tokenBucket: Algorithm = {
     const W = r.windowMs;
     const need = cost * W;
     const cap = r.burst * W;
+    // After the clock stepped back, refill resumes only at `now` (the stored time), which
+    // lies `now - at` ahead of the caller's reading: every figure includes that wait.
+    const ahead = now - at;
     if (scaled >= need) {
       const left = scaled - need;
-      return admitted(Math.floor(left / W), Math.ceil((cap - left) / r.limit), 0, [now, left]);
+      return admitted(Math.floor(left / W), Math.ceil((cap - left) / r.limit) + ahead, 0, [now, left]);
     }
     return refused(
       Math.floor(scaled / W),
-      Math.ceil((cap - scaled) / r.limit) + (now - at),
-      Math.ceil((need - scaled) / r.limit) + (now - at),
+      Math.ceil((cap - scaled) / r.limit) + ahead,
+      Math.ceil((need - scaled) / r.limit) + ahead,
       r.countRejected ? [now, scaled - need] : undefined,
     );
   },

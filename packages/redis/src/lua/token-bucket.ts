@@ -22,7 +22,7 @@ ALG['t'] = {
     local cap = r.B * W
     if scaled >= need then
       local left = scaled - need
-      return admitted(floor(left / W), ceil((cap - left) / r.L), 0, { now, left })
+      return admitted(floor(left / W), ceil((cap - left) / r.L) + (now - at), 0, { now, left })
     end
     local nx = nil
     if r.cr then nx = { now, scaled - need } end
