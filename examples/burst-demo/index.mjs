@@ -1,5 +1,5 @@
 // The five algorithms deciding the same burst on a virtual clock: 30 requests arrive
-// 50 ms apart against "10 per second". Run: pnpm start (from the repository root).
+// 50 ms apart against "10 per second". Run: pnpm demo:burst (from the repository root).
 import { constant, createLimiter, ManualClock, MemoryStore } from '@tollgate/core';
 
 const policies = [
