@@ -65,12 +65,12 @@ const queue: Algorithm = {
   check(state, now, r, cost) {
     const T = interval(r);
     const max = r.queue * T;
-    const wait = backlog(state, now) + cost * T;
+    const ahead = backlog(state, now);
+    const wait = ahead + cost * T;
     if (wait <= max) {
       const delay = Math.ceil(wait);
       return admitted(Math.max(0, Math.floor((max - wait) / T)), delay, delay, [now + wait]);
     }
-    const ahead = backlog(state, now);
     const fits = (t: number) => backlog(state, t) + cost * T <= max;
     const retry = settle(now + Math.ceil(ahead - (max - cost * T)), fits) - now;
     return refused(Math.max(0, Math.floor((max - ahead) / T)), Math.ceil(ahead), retry, undefined);

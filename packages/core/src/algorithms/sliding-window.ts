@@ -45,13 +45,12 @@ export const slidingWindow: Algorithm = {
     );
   },
 
-  refund(state, now, r, cost, at) {
+  refund(state, _now, r, cost, at) {
     const W = r.windowMs;
     const start = state[0] as number;
     const atStart = at - (at % W);
     if (atStart === start) return [start, state[1] as number, Math.max(0, (state[2] as number) - cost)];
     if (atStart === start - W) return [start, Math.max(0, (state[1] as number) - cost), state[2] as number];
-    void now;
     return state;
   },
 
