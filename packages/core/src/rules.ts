@@ -47,7 +47,10 @@ export interface Rule<R = unknown> {
   /** A calendar quota: units per UTC day or month (with `per`). */
   quota?: number;
   per?: 'day' | 'month';
-  /** Count only responses whose status passes (adapters; decided after the response, as a refund). */
+  /**
+   * Count only responses whose status passes (adapters; decided after the response, as a
+   * refund). With `skipSuccessful` / `skipFailed` too, a request counts only if all agree.
+   */
   countIf?: (statusCode: number) => boolean;
   /** Refund requests that end with a status below 400 (adapters). @default false */
   skipSuccessful?: boolean;
@@ -308,10 +311,13 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
     });
   }
   let countIf = rule.countIf;
-  if (!countIf && (rule.skipSuccessful || rule.skipFailed)) {
+  if (rule.skipSuccessful || rule.skipFailed) {
     const skipOk = rule.skipSuccessful === true;
     const skipFail = rule.skipFailed === true;
-    countIf = (status) => (status < 400 ? !skipOk : !skipFail);
+    const skips = (status: number) => (status < 400 ? skipOk : skipFail);
+    // Beside countIf, a request counts only when both say so: no option is silently dropped.
+    const given = countIf;
+    countIf = given === undefined ? (status) => !skips(status) : (status) => !skips(status) && given(status);
   }
 
   const spec: RuleSpec = {

@@ -130,6 +130,19 @@ describe('regressions', () => {
     await store.close();
   });
 
+  it('countIf silently switched off skipSuccessful / skipFailed on the same rule', () => {
+    const l = createLimiter({
+      rules: [
+        { name: 'a', rate: '5/min', countIf: (status) => status !== 404, skipFailed: true },
+        { name: 'b', rate: '5/min', countIf: (status) => status !== 404, skipSuccessful: true },
+      ],
+    });
+    const [a, b] = l.rules.map((c) => c.countIf as (status: number) => boolean);
+    // Counted only when every option the rule names says so.
+    expect([200, 404, 500].map((s) => a?.(s))).toEqual([true, false, false]);
+    expect([200, 404, 500].map((s) => b?.(s))).toEqual([false, false, true]);
+  });
+
   it("rate '5/constructor' was accepted (the unit lookup found Object's constructor) and refused every request with NaN figures", () => {
     for (const rate of ['5/constructor', '5/2constructor']) {
       expect(() => createLimiter({ rules: [{ name: 'r', rate }] }), rate).toThrow(expect.objectContaining({ code: 'TG_INVALID_RATE' }));
