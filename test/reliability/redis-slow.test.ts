@@ -12,7 +12,10 @@ import { sleep, startApp, startLoad, summarize } from './helpers/children.js';
 import { DelayProxy } from './helpers/delay-proxy.js';
 
 const TIMEOUT_MS = 50;
-/** p99 beyond the deadline: the HTTP round trip on a shared, busy 2-core machine. */
+/**
+ * p99 beyond the deadline and beyond the p99 of the same load before the fault (what the
+ * machine's own business costs: the suite shares 2 cores with other files).
+ */
 const P99_MARGIN_MS = 150;
 /**
  * Any single answer: the deadline plus a generous scheduling allowance for a loaded CI
@@ -47,6 +50,7 @@ describe('Redis slowed by a delaying proxy', () => {
       try {
         const load = startLoad({ ports: [app.port], workers: 4, pauseMs: 4, durationMs: 4000, maxRequests: 4000, requestTimeoutMs: 2000 });
         await load.started;
+        const startedAt = Date.now();
         await sleep(600);
         proxy.delayMs = SLOW_MS;
         const slowFrom = Date.now();
@@ -55,13 +59,14 @@ describe('Redis slowed by a delaying proxy', () => {
         const slowFor = Date.now() - slowFrom;
         const r = await load.done;
         const s = summarize(r);
+        const baseline = summarize(r, 0, slowFrom - startedAt).p99;
         const changes = app.breakerChanges();
         console.log(
-          `[slow] ${framework}: ${JSON.stringify(s)}; slow for ${slowFor} ms (+${SLOW_MS} ms per chunk); breaker ${changes.join(' ')}`,
+          `[slow] ${framework}: ${JSON.stringify(s)}; p99 before ${baseline.toFixed(1)} ms; slow for ${slowFor} ms (+${SLOW_MS} ms per chunk); breaker ${changes.join(' ')}`,
         );
         expect(s.total).toBeGreaterThan(300);
         expect(s.byStatus).toEqual({ 200: s.total });
-        expect(s.p99).toBeLessThanOrEqual(TIMEOUT_MS + P99_MARGIN_MS);
+        expect(s.p99).toBeLessThanOrEqual(TIMEOUT_MS + P99_MARGIN_MS + baseline);
         expect(s.max).toBeLessThanOrEqual(TIMEOUT_MS + MAX_MARGIN_MS);
         expect(changes).toEqual(expect.arrayContaining(['closed>open', 'open>half-open']));
         // Closed at the end; a call already in flight when it opened may close it directly (open>closed).

@@ -162,6 +162,7 @@ process.on('message', async (m) => {
   if (m === 'stats') {
     // Started with --expose-gc (the soak), heap figures are after a full collection.
     (globalThis as { gc?: () => void }).gc?.();
+    (globalThis as { gc?: () => void }).gc?.();
     const handles = (process as unknown as { _getActiveHandles(): object[] })._getActiveHandles().map((h) => h.constructor.name);
     const mem = process.memoryUsage();
     send({
