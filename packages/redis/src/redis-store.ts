@@ -285,7 +285,11 @@ export class RedisStore extends EventEmitter implements Store {
 
   /** The Redis key of a (rule, key): for tools and tests that inspect Redis. */
   keyOf(rule: RuleSpec, key: string): string {
-    return redisKey(this.prefix, rule.id, key, this.#hashTag?.(rule.name, key));
+    if (this.#hashTag === undefined) return redisKey(this.prefix, rule.id, key, undefined);
+    // The app's function, run per request: a number (a numeric tenant id) is its text, as
+    // for rule keys; undefined or null falls back to the default layout.
+    const tag: unknown = this.#hashTag(rule.name, key);
+    return redisKey(this.prefix, rule.id, key, tag === undefined || tag === null ? undefined : String(tag));
   }
 
   consume(ops: readonly StoreOp[], now?: number): Promise<StoreDecision> {

@@ -234,6 +234,18 @@ describe('round trips', () => {
   });
 });
 
+describe('hashTag', () => {
+  it('a hashTag returning a number (a numeric tenant id) failed every decision with a TypeError', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const hashTag = ((_rule: string, key: string) => Number(key.split(':')[0])) as unknown as (rule: string, key: string) => string;
+    const store = new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:', clock, hashTag });
+    expect(store.keyOf({ id: 'x:r' } as never, '42:alice')).toBe('unit:x:r{42}42:alice');
+    const l = createLimiter({ rules: [{ name: 'r', key: () => '42:alice', limit: 1, window: '1m' }], store, clock, prefix: `ht${n++}` });
+    expect((await l.consume({})).allowed).toBe(true);
+    expect((await l.consume({})).allowed).toBe(false);
+  });
+});
+
 describe('batching', () => {
   const rules = [
     { name: 'user', key: (r: { u: string }) => r.u, algorithm: 'sliding-log' as const, limit: 3, window: '1m' },
