@@ -232,6 +232,13 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
   const keyFns = compiled.map((c) => c.key ?? defaultKey);
 
   function resolve(req: R, cost?: number): StoreOp[] {
+    if (n === 1) {
+      // One rule, the common case: an array of exactly one op, not a growable empty one.
+      const k = (keyFns[0] as KeyFn<R>)(req);
+      if (k === undefined || k === null) return [];
+      const rule = compiled[0] as CompiledRule<R>;
+      return [{ rule: rule.spec, key: sanitizeKey(typeof k === 'string' ? k : String(k)), cost: resolveCost(rule, req, cost) }];
+    }
     const ops: StoreOp[] = [];
     for (let i = 0; i < n; i++) {
       const k = (keyFns[i] as KeyFn<R>)(req);

@@ -139,7 +139,10 @@ export class MemoryStore implements Store {
   }
 
   #set(r: RuleSpec, key: string, s: State | undefined, b: number, now: number): void {
-    const t = this.#table(r);
+    this.#setIn(this.#table(r), r, key, s, b, now);
+  }
+
+  #setIn(t: Table, r: RuleSpec, key: string, s: State | undefined, b: number, now: number): void {
     const x = Math.max(s === undefined ? 0 : algorithms[r.algorithm].expiresAt(s, r), b);
     if (x <= now) {
       // Already equivalent to no state. Dropped rather than kept with a past expiry, which
@@ -180,7 +183,7 @@ export class MemoryStore implements Store {
         // a plain refusal (no penalty, no block) writes nothing. Same figures as checkRule.
         const c = algorithms[r.algorithm].check(s, t, r, op.cost);
         if (c.allowed) {
-          if (c.next !== undefined) this.#set(r, op.key, c.next, 0, t);
+          if (c.next !== undefined) this.#setIn(table, r, op.key, c.next, 0, t);
           return { allowed: true, now: t, outcomes: [c] };
         }
         if (c.next === undefined && r.blockForMs === 0) return { allowed: r.dryRun, now: t, outcomes: [c] };
