@@ -8,13 +8,33 @@
 import type { RuleSpec } from '../types.js';
 import { type Algorithm, admitted, refused } from './types.js';
 
+// The last clock-aligned window worked out. `t % W` on an epoch-sized double is a slow
+// floating-point remainder, and consecutive decisions nearly always fall in one window.
+let memoW = 0;
+let memoStart = 0;
+
+/**
+ * `t - (t % W)`: the start of the clock-aligned window of length `W` containing `t`.
+ * Exact: a remembered start is reused only for a `t` in `[start, start + W)`, where the
+ * remainder gives that same start (only for `t >= 0`, where the start is `W·floor(t/W)`).
+ */
+export function alignedStart(t: number, W: number): number {
+  if (W === memoW && t >= memoStart && t < memoStart + W) return memoStart;
+  const start = t - (t % W);
+  if (t >= 0) {
+    memoW = W;
+    memoStart = start;
+  }
+  return start;
+}
+
 /** Start of the window that contains `t`. */
 export function windowStart(t: number, r: RuleSpec): number {
   if (r.calendar === 'month') {
     const d = new Date(t);
     return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
   }
-  return t - (t % r.windowMs);
+  return alignedStart(t, r.windowMs);
 }
 
 /** End (exclusive) of the window that starts at `start`. */

@@ -7,6 +7,7 @@
  * floor(estimate) + cost <= L. Everything is computed in integers scaled by W:
  * floor(estimate) + cost <= L  ⟺  prev·(W - e) + cur·W < (L - cost + 1)·W.
  */
+import { alignedStart } from './fixed-window.js';
 import { type Algorithm, admitted, refused } from './types.js';
 
 export const slidingWindow: Algorithm = {
@@ -15,7 +16,7 @@ export const slidingWindow: Algorithm = {
     let prev = 0;
     let cur = 0;
     let now = at;
-    let start = now - (now % W);
+    let start = alignedStart(now, W);
     if (state !== undefined) {
       const s0 = state[0] as number;
       if (s0 >= start) {
