@@ -14,18 +14,28 @@ local format, tonumber = string.format, tonumber
 
 local function fmt(x) return format('%.17g', x) end
 
+-- A check's outcome travels as multiple values, not a table (no allocation per check):
+-- allowed, remaining, resetMs, retryAfterMs, delayMs, next state (nil: nothing to write).
 local function admitted(remaining, resetMs, delayMs, nx)
-  return { allowed = true, remaining = remaining, resetMs = resetMs, retryAfterMs = 0, delayMs = delayMs, reason = '', next = nx }
+  return true, remaining, resetMs, 0, delayMs, nx
 end
 
 local function refused(remaining, resetMs, retryAfterMs, nx)
-  return { allowed = false, remaining = remaining, resetMs = resetMs, retryAfterMs = retryAfterMs, delayMs = 0, reason = 'l', next = nx }
+  return false, remaining, resetMs, retryAfterMs, 0, nx
 end
 
 -- An entry is stored as packed little-endian doubles (Redis' struct library): the block
 -- deadline, then the algorithm's state. Exact, compact, and no number formatting.
 -- No state fields means no state (an empty sliding log decides like none).
 local pack, unpack_bin, rep = struct.pack, struct.unpack, string.rep
+
+-- '<' followed by k 'd's, built once per k and call.
+local FMT = {}
+local function fmt_of(k)
+  local f = FMT[k]
+  if f == nil then f = '<' .. rep('d', k); FMT[k] = f end
+  return f
+end
 
 -- The state (nil for none) and block deadline of a stored value.
 local function decode(v)
@@ -35,7 +45,7 @@ local function decode(v)
   local s
   if n <= 32 then
     -- unpack returns the n - 1 state fields and then the next position: drop the latter.
-    s = { unpack_bin('<' .. rep('d', n - 1), v, 9) }
+    s = { unpack_bin(fmt_of(n - 1), v, 9) }
     s[n] = nil
   else
     s = {}
@@ -48,7 +58,7 @@ local function encode(s, b)
   local n = 0
   if s ~= nil then n = #s end
   if n == 0 then return pack('<d', b) end
-  if n <= 31 then return pack('<' .. rep('d', n + 1), b, unpack(s)) end
+  if n <= 31 then return pack(fmt_of(n + 1), b, unpack(s)) end
   local parts = { pack('<d', b) }
   for i = 1, n do parts[i + 1] = pack('<d', s[i]) end
   return table.concat(parts)

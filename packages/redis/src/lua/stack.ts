@@ -99,38 +99,37 @@ local function write(key, s, b, r, now)
   else redis.call('SET', key, encode(s, b), 'PX', max(ceil(x - now), MIN_TTL)) end
 end
 
--- The outcome, and whether to write and what (state, block deadline) if committed.
+-- The outcome as values (allowed, remaining, resetMs, retryAfterMs, delayMs, reason), then
+-- whether to write and what (state, block deadline) if committed.
 local function check_rule(s, b, now, r, cost)
-  if cost > r.maxCost then
-    return { allowed = false, remaining = 0, resetMs = 0, retryAfterMs = 0, delayMs = 0, reason = 'c' }, false
-  end
-  local c = ALG[r.algo].check(s, now, r, cost)
+  if cost > r.maxCost then return false, 0, 0, 0, 0, 'c', false end
+  local ok, remaining, reset, retry, delay, nx = ALG[r.algo].check(s, now, r, cost)
   local blockedUntil = b or 0
   if blockedUntil > now then
     local wait = blockedUntil - now
-    local retry = wait
-    if not c.allowed then retry = max(wait, c.retryAfterMs) end
-    return { allowed = false, remaining = 0, resetMs = max(c.resetMs, wait), retryAfterMs = retry, delayMs = 0, reason = 'b' }, false
+    local rt = wait
+    if not ok then rt = max(wait, retry) end
+    return false, 0, max(reset, wait), rt, 0, 'b', false
   end
-  local has = c.next ~= nil
-  if c.allowed then return c, has, c.next, 0 end
-  local ws, wb = c.next, 0
+  local has = nx ~= nil
+  if ok then return true, remaining, reset, retry, delay, '', has, nx, 0 end
+  local ws, wb = nx, 0
   if has then
     -- countRejected: the refusal is written, so the figures describe the state it leaves.
-    local after = ALG[r.algo].check(c.next, now, r, cost)
-    c.remaining = max(0, min(c.remaining, after.remaining))
-    c.resetMs = max(c.resetMs, after.resetMs)
-    c.retryAfterMs = after.retryAfterMs
+    local _, aRemaining, aReset, aRetry = ALG[r.algo].check(nx, now, r, cost)
+    remaining = max(0, min(remaining, aRemaining))
+    reset = max(reset, aReset)
+    retry = aRetry
   end
   if r.block > 0 then
     if ws == nil then ws = s end
     wb = now + r.block
     has = true
-    c.retryAfterMs = max(c.retryAfterMs, r.block)
-    c.resetMs = max(c.resetMs, r.block)
-    c.remaining = 0
+    retry = max(retry, r.block)
+    reset = max(reset, r.block)
+    remaining = 0
   end
-  return c, has, ws, wb
+  return false, remaining, reset, retry, delay, 'l', has, ws, wb
 end
 
 -- The stack's time: Redis TIME (exact TTLs) or supplied (TTLs of at least MIN_TTL_SUPPLIED).
@@ -158,45 +157,45 @@ if mode == 'r' then
 end
 
 local reply = {}
+-- Per-op outcomes of the stack being decided, in arrays reused by every stack of the call.
+local OK, REM, RESET, RETRY, DELAY, REASON, HAS, WS, WB = {}, {}, {}, {}, {}, {}, {}, {}, {}
+local k = 0
 local k0 = 0
 for j = 1, #stacks do
   local st = stacks[j]
   local now = stack_now(st)
   local rules, costs, n = st.rules, st.costs, st.n
-  local outcomes, has, wss, wbs = {}, {}, {}, {}
   local allowed = true
   for i = 1, n do
     local r = rules[i]
     local s, b = read(KEYS[k0 + i], r, now)
-    local o, h, ws, wb = check_rule(s, b, now, r, costs[i])
-    outcomes[i] = o
-    has[i] = h
-    wss[i] = ws
-    wbs[i] = wb
-    if not o.allowed and not r.dry then allowed = false end
+    local ok
+    ok, REM[i], RESET[i], RETRY[i], DELAY[i], REASON[i], HAS[i], WS[i], WB[i] = check_rule(s, b, now, r, costs[i])
+    OK[i] = ok
+    if not ok and not r.dry then allowed = false end
   end
-  local k = #reply
   reply[k + 1] = allowed and 1 or 0
   reply[k + 2] = out(now)
   k = k + 2
+  local consume = st.cmd == 'c'
   for i = 1, n do
-    local o = outcomes[i]
+    local ok = OK[i]
     -- An admitting rule consumes only when the whole stack is admitted; a rejecting rule
     -- writes its block or penalty either way.
-    if st.cmd == 'c' and has[i] and not (o.allowed and not allowed) then write(KEYS[k0 + i], wss[i], wbs[i], rules[i], now) end
-    local delay = o.delayMs
-    local remaining = o.remaining
+    if consume and HAS[i] and not (ok and not allowed) then write(KEYS[k0 + i], WS[i], WB[i], rules[i], now) end
+    local delay = DELAY[i]
+    local remaining = REM[i]
     if not allowed then
       delay = 0
       -- An admitting rule of a refused stack consumed nothing: report it untouched.
-      if o.allowed then remaining = remaining + costs[i] end
+      if ok then remaining = remaining + costs[i] end
     end
-    reply[k + 1] = o.allowed and 1 or 0
+    reply[k + 1] = ok and 1 or 0
     reply[k + 2] = out(remaining)
-    reply[k + 3] = out(o.resetMs)
-    reply[k + 4] = out(o.retryAfterMs)
+    reply[k + 3] = out(RESET[i])
+    reply[k + 4] = out(RETRY[i])
     reply[k + 5] = out(delay)
-    reply[k + 6] = o.reason
+    reply[k + 6] = REASON[i]
     k = k + 6
   end
   k0 = k0 + n
