@@ -219,6 +219,7 @@ export class MemoryStore implements Store {
   #admitAll(ops: readonly StoreOp[], t: number): Outcome[] | undefined {
     const n = ops.length;
     const checks: Check[] = new Array(n);
+    const tables: Table[] = new Array(n);
     for (let i = 0; i < n; i++) {
       const op = ops[i] as StoreOp;
       const r = op.rule;
@@ -229,13 +230,14 @@ export class MemoryStore implements Store {
       const c = algorithms[r.algorithm].check(s, t, r, op.cost);
       if (!c.allowed) return undefined;
       checks[i] = c;
+      tables[i] = table;
     }
     // All states are read before any is written, as in decideStack (two rules of one group
     // may name the same key).
     for (let i = 0; i < n; i++) {
       const op = ops[i] as StoreOp;
       const next = (checks[i] as Check).next;
-      if (next !== undefined) this.#set(op.rule, op.key, next, 0, t);
+      if (next !== undefined) this.#setIn(tables[i] as Table, op.rule, op.key, next, 0, t);
     }
     return checks;
   }
