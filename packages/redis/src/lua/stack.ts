@@ -84,19 +84,60 @@ local function expires_at(s, b, r)
   return max(x, b)
 end
 
--- The entry under key; b is nil when there is none or it has expired.
-local function read(key, r, now)
+-- Keys that several stacks of this call count under (a tenant's, a route's, a global
+-- rule's): their entries are read from Redis once, kept here while the call decides, and
+-- written once at its end with the TTL the last write gave them. The script runs
+-- atomically, so nothing else can observe the difference; every other key is read and
+-- written in place.
+local HOT = nil
+if mode ~= 'r' and #KEYS > 1 then
+  local seen = {}
+  for i = 1, #KEYS do
+    local key = KEYS[i]
+    if seen[key] then
+      if HOT == nil then HOT = {} end
+      HOT[key] = true
+    else seen[key] = true end
+  end
+end
+-- A hot key's entry: s, b (b nil: absent), and when written in this call: ttl (0: delete).
+local CACHE = {}
+
+local function load(key)
   local v = redis.call('GET', key)
   if not v then return nil, nil end
-  local s, b = decode(v)
-  if expires_at(s, b, r) <= now then return nil, nil end
+  return decode(v)
+end
+
+-- The entry under key; b is nil when there is none or it has expired.
+local function read(key, r, now)
+  local s, b
+  local e = CACHE[key]
+  if e ~= nil then s, b = e.s, e.b
+  else
+    s, b = load(key)
+    if HOT ~= nil and HOT[key] then CACHE[key] = { s = s, b = b } end
+  end
+  if b == nil or expires_at(s, b, r) <= now then return nil, nil end
   return s, b
 end
 
 local function write(key, s, b, r, now)
   local x = expires_at(s, b, r)
-  if x <= now then redis.call('DEL', key)
+  local e = CACHE[key]
+  if e ~= nil then
+    if x <= now then e.s, e.b, e.ttl = nil, nil, 0
+    else e.s, e.b, e.ttl = s, b, max(ceil(x - now), MIN_TTL) end
+  elseif x <= now then redis.call('DEL', key)
   else redis.call('SET', key, encode(s, b), 'PX', max(ceil(x - now), MIN_TTL)) end
+end
+
+-- Writes the hot keys' final entries.
+local function flush()
+  for key, e in pairs(CACHE) do
+    if e.ttl == 0 then redis.call('DEL', key)
+    elseif e.ttl ~= nil then redis.call('SET', key, encode(e.s, e.b), 'PX', e.ttl) end
+  end
 end
 
 -- The outcome as values (allowed, remaining, resetMs, retryAfterMs, delayMs, reason), then
@@ -200,5 +241,6 @@ for j = 1, #stacks do
   end
   k0 = k0 + n
 end
+flush()
 return reply
 `;
