@@ -116,9 +116,18 @@ local function read(key, r, now)
   if e ~= nil then s, b = e.s, e.b
   else
     s, b = load(key)
-    if HOT ~= nil and HOT[key] then CACHE[key] = { s = s, b = b } end
+    if HOT ~= nil and HOT[key] then
+      e = { s = s, b = b }
+      CACHE[key] = e
+    end
   end
-  if b == nil or expires_at(s, b, r) <= now then return nil, nil end
+  if b == nil then return nil, nil end
+  if expires_at(s, b, r) <= now then
+    -- Expired: dropped, as MemoryStore drops it, so that a clock stepping back later
+    -- (supplied time) does not bring it back.
+    if e ~= nil then e.s, e.b, e.ttl = nil, nil, 0 else redis.call('DEL', key) end
+    return nil, nil
+  end
   return s, b
 end
 
