@@ -1,7 +1,11 @@
 /**
- * The script's wire format (see `lua/stack.ts`): a rule becomes one binary ARGV packed
- * as `RULE_FORMAT`, built once per `RuleSpec` and cached; the cost follows as text. The
- * script reads a rule with one `struct.unpack` instead of parsing text.
+ * The script's wire format (see `lua/stack.ts`), all text: ioredis writes a command whose
+ * arguments are all strings as one string, while a single Buffer argument makes it copy
+ * every argument separately. Each distinct rule of a call travels once (its 7 fields
+ * built once per `RuleSpec` and cached); each stack is one shape field (`c1:1,2:1`: the
+ * command, then per op its rule's number in the call and its cost), plus its `now` when
+ * supplied. Numbers are `String(x)` (shortest text that reads back as the same double;
+ * `-0` kept), which Lua's `tonumber` reads exactly.
  */
 import type { Outcome, RejectReason, RuleSpec, StoreDecision, StoreOp } from '@tollgate/core';
 import { OUT_FIELDS } from './lua/index.js';
@@ -16,37 +20,53 @@ const ALGO_CODE = {
 
 const REASONS: Record<string, RejectReason | undefined> = { '': undefined, l: 'limit', b: 'blocked', c: 'cost_exceeds_limit' };
 
-const cache = new WeakMap<RuleSpec, Buffer>();
+/** A number as text that Lua's `tonumber` reads back as the same double. */
+function num(x: number): string {
+  return Object.is(x, -0) ? '-0' : String(x);
+}
 
-/** The rule packed as `RULE_FORMAT` (one char per code, a double per number), cached. */
-export function ruleArg(r: RuleSpec): Buffer {
-  let b = cache.get(r);
-  if (b === undefined) {
-    const buf = Buffer.alloc(54);
-    let o = 0;
-    const char = (c: string) => {
-      buf.write(c, o, 'latin1');
-      o += 1;
-    };
-    const num = (x: number) => {
-      o = buf.writeDoubleLE(x, o);
-    };
-    char(ALGO_CODE[r.algorithm]);
-    num(r.limit);
-    num(r.windowMs);
-    num(r.burst);
-    num(r.queue);
-    char(r.align === 'first-request' ? 'f' : 'c');
-    char(r.mode === 'queue' ? 'q' : 'm');
-    char(r.calendar === 'month' ? 'm' : r.calendar === 'day' ? 'd' : '-');
-    num(r.blockForMs);
-    char(r.countRejected ? '1' : '0');
-    char(r.dryRun ? '1' : '0');
-    num(r.maxCost);
-    b = buf;
-    cache.set(r, b);
+interface RuleWire {
+  /** flags, L, W, B, Q, blockForMs, maxCost. */
+  readonly fields: readonly string[];
+  /** The call that last listed the rule, and its number there. */
+  call: number;
+  n: number;
+}
+
+const wires = new WeakMap<RuleSpec, RuleWire>();
+/** Numbers the calls being built (synchronously, one at a time). */
+let calls = 0;
+
+function wireOf(r: RuleSpec): RuleWire {
+  let w = wires.get(r);
+  if (w === undefined) {
+    const flags =
+      ALGO_CODE[r.algorithm] +
+      (r.align === 'first-request' ? 'f' : 'c') +
+      (r.mode === 'queue' ? 'q' : 'm') +
+      (r.calendar === 'month' ? 'm' : r.calendar === 'day' ? 'd' : '-') +
+      (r.countRejected ? '1' : '0') +
+      (r.dryRun ? '1' : '0');
+    w = { fields: [flags, num(r.limit), num(r.windowMs), num(r.burst), num(r.queue), num(r.blockForMs), num(r.maxCost)], call: 0, n: 0 };
+    wires.set(r, w);
   }
-  return b;
+  return w;
+}
+
+/** Appends the rules of `ops` not yet listed in call `call` to `out`; returns the ops' shape. */
+function shapeOf(cmd: string, ops: readonly StoreOp[], call: number, out: string[], rules: { count: number }): string {
+  let shape = cmd;
+  for (let i = 0; i < ops.length; i++) {
+    const op = ops[i] as StoreOp;
+    const w = wireOf(op.rule);
+    if (w.call !== call) {
+      w.call = call;
+      w.n = ++rules.count;
+      for (const f of w.fields) out.push(f);
+    }
+    shape += `${i === 0 ? '' : ','}${w.n}:${num(op.cost)}`;
+  }
+  return shape;
 }
 
 export type Command = 'c' | 'p';
@@ -59,19 +79,27 @@ export interface StackCall {
 }
 
 /** ARGV deciding `stacks` in one script run (mode `d`, see lua/stack.ts). */
-export function decideArgs(stacks: readonly StackCall[], minTtl: string): (string | Buffer)[] {
-  const out: (string | Buffer)[] = ['d', minTtl, String(stacks.length)];
+export function decideArgs(stacks: readonly StackCall[], minTtl: string): string[] {
+  const call = ++calls;
+  const out = ['d', minTtl, ''];
+  const rules = { count: 0 };
+  const tail: string[] = [];
   for (const st of stacks) {
-    out.push(st.cmd, st.now === undefined ? '' : String(st.now), String(st.ops.length));
-    for (const op of st.ops) out.push(ruleArg(op.rule), String(op.cost));
+    if (st.now === undefined) tail.push(shapeOf(st.cmd, st.ops, call, out, rules));
+    else tail.push(shapeOf(st.cmd === 'c' ? 'C' : 'P', st.ops, call, out, rules), num(st.now));
   }
+  out[2] = String(rules.count);
+  for (const f of tail) out.push(f);
   return out;
 }
 
 /** ARGV giving back what `ops` consumed at `at` (mode `r`). */
-export function refundArgs(ops: readonly StoreOp[], now: number | undefined, at: number, minTtl: string): (string | Buffer)[] {
-  const out: (string | Buffer)[] = ['r', minTtl, now === undefined ? '' : String(now), String(at)];
-  for (const op of ops) out.push(ruleArg(op.rule), String(op.cost));
+export function refundArgs(ops: readonly StoreOp[], now: number | undefined, at: number, minTtl: string): string[] {
+  const out = ['r', minTtl, ''];
+  const rules = { count: 0 };
+  const shape = shapeOf('r', ops, ++calls, out, rules);
+  out[2] = String(rules.count);
+  out.push(now === undefined ? '' : num(now), num(at), shape);
   return out;
 }
 

@@ -16,12 +16,6 @@ import { SLIDING_WINDOW_LUA } from './sliding-window.js';
 import { PARSE_LUA, STACK_LUA } from './stack.js';
 import { TOKEN_BUCKET_LUA } from './token-bucket.js';
 
-/**
- * A rule as packed by `args.ts` and read by `struct.unpack`: algorithm code, L, W, B, Q,
- * align, mode, calendar, blockForMs, countRejected, dryRun, maxCost (c1 = one character,
- * d = little-endian double).
- */
-export const RULE_FORMAT = '<c1ddddc1c1c1dc1c1d';
 /** Reply fields per op: allowed, remaining, resetMs, retryAfterMs, delayMs, reason. */
 export const OUT_FIELDS = 6;
 
@@ -30,7 +24,6 @@ function section(code: string, lua: string): string {
 }
 
 export const STORE_SCRIPT = [
-  `local RULE_FORMAT = '${RULE_FORMAT}'`,
   'local ALG = {}',
   COMMON_LUA,
   PARSE_LUA,

@@ -1,20 +1,25 @@
 /**
  * Lua mirror of `core/src/stack.ts` (SPEC 4, 3.6, 3.7) and the script's entry point.
  *
- * ARGV[1] is the mode, ARGV[2] the least TTL for supplied time.
- * - `d` (decide): ARGV[3] = m stacks, then per stack: command (`c` consume, `p` peek),
- *   `now` (empty: Redis `TIME`), its op count n, and per op two fields: the rule packed as
- *   RULE_FORMAT (see `../args.ts`) and the cost. KEYS holds the stacks' keys in order.
- *   Stacks are decided one after the other, each all-or-nothing, as if they had arrived in
- *   that order; `TIME` is read once. The reply is, per stack: allowed (1/0), now, then
- *   OUT_FIELDS per op (see `out` in common.ts).
- * - `r` (refund): ARGV[3] = now, ARGV[4] = at, then the ops; the reply is now.
+ * Every argument is text (see `../args.ts`). ARGV[1] is the mode, ARGV[2] the least TTL
+ * for supplied time, ARGV[3] the number R of distinct rules the call uses, then 7 fields
+ * per rule (rule number i = 1..R): flags (algorithm, align, mode, calendar, countRejected,
+ * dryRun, one character each), L, W, B, Q, blockForMs, maxCost. Then:
+ * - `d` (decide): per stack its shape, a command (`c` consume, `p` peek; upper case when
+ *   the stack's `now` follows as the next field, else Redis `TIME`) and per op
+ *   `<rule number>:<cost>`, comma-separated (`c1:1,2:1`). A batch repeats a few shapes,
+ *   each parsed once. KEYS holds the stacks' keys in order. Stacks are decided one after
+ *   the other, each all-or-nothing, as if they had arrived in that order; `TIME` is read
+ *   once. The reply is, per stack: allowed (1/0), now, then OUT_FIELDS per op (see `out`
+ *   in common.ts).
+ * - `r` (refund): `now` (empty: Redis `TIME`), `at`, then the ops' shape (`r1:1,2:1`);
+ *   the reply is now.
  *
  * Every key written gets its TTL in the same command (`SET ... PX`), the time until
  * `entryExpiresAt`, so no key is ever left without expiry. An entry whose expiry has
- * passed is read as absent, exactly as `MemoryStore` does.
+ * passed is read as absent and dropped, exactly as `MemoryStore` does.
  */
-/** Reads the arguments: mode, stacks, each op's rule and cost. Runs first. */
+/** Reads the mode and the rules. Runs first. */
 export const PARSE_LUA = `
 local mode = ARGV[1]
 -- Redis expires keys on its own clock; time supplied by the caller may not follow it, so
@@ -33,45 +38,41 @@ local function time_now()
   return redis_now
 end
 
--- Rules already read in this call, by their packed form: a batch repeats the same few.
-local RULES = {}
-
-local function rule_of(packed)
-  local r = RULES[packed]
-  if r == nil then
-    local algo, L, W, B, Q, align, mode, cal, block, cr, dry, maxCost = unpack_bin(RULE_FORMAT, packed)
-    r = {
-      algo = algo, L = L, W = W, B = B, Q = Q, align = align, mode = mode,
-      cal = cal, block = block, cr = cr == '1', dry = dry == '1', maxCost = maxCost,
-    }
-    RULES[packed] = r
-    NEED[algo] = true
-  end
-  return r
+local sub, byte, gmatch = string.sub, string.byte, string.gmatch
+-- The call's rules, by number.
+local RULE = {}
+local NRULES = tonumber(ARGV[3])
+for i = 1, NRULES do
+  local a = 3 + 7 * (i - 1)
+  local f = ARGV[a + 1]
+  local algo = sub(f, 1, 1)
+  RULE[i] = {
+    algo = algo, align = sub(f, 2, 2), mode = sub(f, 3, 3), cal = sub(f, 4, 4),
+    cr = sub(f, 5, 5) == '1', dry = sub(f, 6, 6) == '1',
+    L = tonumber(ARGV[a + 2]), W = tonumber(ARGV[a + 3]), B = tonumber(ARGV[a + 4]),
+    Q = tonumber(ARGV[a + 5]), block = tonumber(ARGV[a + 6]), maxCost = tonumber(ARGV[a + 7]),
+  }
+  NEED[algo] = true
 end
+-- The last field read so far.
+local ARG = 3 + 7 * NRULES
+local NARGV = #ARGV
 
--- The rules and costs of n ops whose fields start after ARGV[base].
-local function parse_ops(base, n)
-  local rules, costs = {}, {}
-  for i = 1, n do
-    rules[i] = rule_of(ARGV[base + 2 * i - 1])
-    costs[i] = tonumber(ARGV[base + 2 * i])
+-- A shape's ops: rules, costs and count, parsed once per distinct shape and call.
+local SHAPES = {}
+local function shape_of(str)
+  local sh = SHAPES[str]
+  if sh == nil then
+    local rules, costs, n = {}, {}, 0
+    for ri, c in gmatch(str, '(%d+):([^,]+)') do
+      n = n + 1
+      rules[n] = RULE[tonumber(ri)]
+      costs[n] = tonumber(c)
+    end
+    sh = { rules = rules, costs = costs, n = n }
+    SHAPES[str] = sh
   end
-  return rules, costs
-end
-
-local stacks = {}
-if mode == 'r' then
-  local rules, costs = parse_ops(4, #KEYS)
-  stacks[1] = { now = ARGV[3], at = tonumber(ARGV[4]), rules = rules, costs = costs, n = #KEYS }
-else
-  local a = 3
-  for j = 1, tonumber(ARGV[3]) do
-    local n = tonumber(ARGV[a + 3])
-    local rules, costs = parse_ops(a + 3, n)
-    stacks[j] = { cmd = ARGV[a + 1], now = ARGV[a + 2], rules = rules, costs = costs, n = n }
-    a = a + 3 + 2 * n
-  end
+  return sh
 end
 `;
 
@@ -182,24 +183,25 @@ local function check_rule(s, b, now, r, cost)
   return false, remaining, reset, retry, delay, 'l', has, ws, wb
 end
 
--- The stack's time: Redis TIME (exact TTLs) or supplied (TTLs of at least MIN_TTL_SUPPLIED).
-local function stack_now(st)
-  if st.now == '' then
-    MIN_TTL = 0
-    return time_now()
+-- A stack's time: supplied (TTLs of at least MIN_TTL_SUPPLIED) or Redis TIME (exact TTLs).
+local function stack_now(given)
+  if given ~= nil and given ~= '' then
+    MIN_TTL = MIN_TTL_SUPPLIED
+    return tonumber(given)
   end
-  MIN_TTL = MIN_TTL_SUPPLIED
-  return tonumber(st.now)
+  MIN_TTL = 0
+  return time_now()
 end
 
 if mode == 'r' then
-  local st = stacks[1]
-  local now = stack_now(st)
-  for i = 1, st.n do
-    local r = st.rules[i]
+  local now = stack_now(ARGV[ARG + 1])
+  local at = tonumber(ARGV[ARG + 2])
+  local sh = shape_of(ARGV[ARG + 3])
+  for i = 1, sh.n do
+    local r = sh.rules[i]
     local s, b = read(KEYS[i], r, now)
     if s ~= nil then
-      local nx = ALG[r.algo].refund(s, now, r, st.costs[i], st.at)
+      local nx = ALG[r.algo].refund(s, now, r, sh.costs[i], at)
       if nx == nil and b == 0 then redis.call('DEL', KEYS[i]) else write(KEYS[i], nx, b, r, now) end
     end
   end
@@ -211,10 +213,19 @@ local reply = {}
 local OK, REM, RESET, RETRY, DELAY, REASON, HAS, WS, WB = {}, {}, {}, {}, {}, {}, {}, {}, {}
 local k = 0
 local k0 = 0
-for j = 1, #stacks do
-  local st = stacks[j]
-  local now = stack_now(st)
-  local rules, costs, n = st.rules, st.costs, st.n
+while ARG < NARGV do
+  ARG = ARG + 1
+  local str = ARGV[ARG]
+  local c = byte(str, 1)
+  -- 'C' / 'P': the stack's own time follows.
+  local given = nil
+  if c == 67 or c == 80 then
+    ARG = ARG + 1
+    given = ARGV[ARG]
+  end
+  local now = stack_now(given)
+  local sh = shape_of(str)
+  local rules, costs, n = sh.rules, sh.costs, sh.n
   local allowed = true
   for i = 1, n do
     local r = rules[i]
@@ -227,7 +238,7 @@ for j = 1, #stacks do
   reply[k + 1] = allowed and 1 or 0
   reply[k + 2] = out(now)
   k = k + 2
-  local consume = st.cmd == 'c'
+  local consume = c == 99 or c == 67
   for i = 1, n do
     local ok = OK[i]
     -- An admitting rule consumes only when the whole stack is admitted; a rejecting rule
