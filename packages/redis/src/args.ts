@@ -53,20 +53,55 @@ function wireOf(r: RuleSpec): RuleWire {
   return w;
 }
 
-/** Appends the rules of `ops` not yet listed in call `call` to `out`; returns the ops' shape. */
-function shapeOf(cmd: string, ops: readonly StoreOp[], call: number, out: string[], rules: { count: number }): string {
-  let shape = cmd;
-  for (let i = 0; i < ops.length; i++) {
-    const op = ops[i] as StoreOp;
-    const w = wireOf(op.rule);
-    if (w.call !== call) {
-      w.call = call;
-      w.n = ++rules.count;
-      for (const f of w.fields) out.push(f);
-    }
-    shape += `${i === 0 ? '' : ','}${w.n}:${num(op.cost)}`;
+/** What one call sends: its distinct keys and its arguments. */
+export interface ScriptCall {
+  readonly keys: string[];
+  readonly args: string[];
+}
+
+/** Numbers the rules (and, when `seen` is given, the keys) of one call as its shapes list them. */
+class CallBuilder {
+  readonly call = ++calls;
+  readonly args: string[];
+  readonly keys: string[] = [];
+  readonly #seen = new Map<string, number>();
+  #rules = 0;
+
+  constructor(mode: string, minTtl: string) {
+    this.args = [mode, minTtl, ''];
   }
-  return shape;
+
+  /**
+   * The shape of `ops` (keys `keys[from..]`): lists rules new to the call, and keys new to
+   * it when `dedupe`; a key already listed is named by its index (`@i`).
+   */
+  shape(cmd: string, ops: readonly StoreOp[], keys: readonly string[], from: number, dedupe: boolean): string {
+    let shape = cmd;
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as StoreOp;
+      const w = wireOf(op.rule);
+      if (w.call !== this.call) {
+        w.call = this.call;
+        w.n = ++this.#rules;
+        for (const f of w.fields) this.args.push(f);
+      }
+      shape += `${i === 0 ? '' : ','}${w.n}:${num(op.cost)}`;
+      const key = keys[from + i] as string;
+      const at = dedupe ? this.#seen.get(key) : undefined;
+      if (at !== undefined) shape += `@${at}`;
+      else {
+        this.keys.push(key);
+        if (dedupe) this.#seen.set(key, this.keys.length);
+      }
+    }
+    return shape;
+  }
+
+  finish(tail: readonly string[]): ScriptCall {
+    this.args[2] = String(this.#rules);
+    for (const f of tail) this.args.push(f);
+    return { keys: this.keys, args: this.args };
+  }
 }
 
 export type Command = 'c' | 'p';
@@ -78,29 +113,33 @@ export interface StackCall {
   readonly now: number | undefined;
 }
 
-/** ARGV deciding `stacks` in one script run (mode `d`, see lua/stack.ts). */
-export function decideArgs(stacks: readonly StackCall[], minTtl: string): string[] {
-  const call = ++calls;
-  const out = ['d', minTtl, ''];
-  const rules = { count: 0 };
+/**
+ * The call deciding `stacks` in one script run (mode `d`, see lua/stack.ts); `keys` are
+ * the ops' Redis keys in order, stack after stack. Each distinct key is sent once.
+ */
+export function decideArgs(stacks: readonly StackCall[], keys: readonly string[], minTtl: string): ScriptCall {
+  const b = new CallBuilder('d', minTtl);
   const tail: string[] = [];
+  let from = 0;
   for (const st of stacks) {
-    if (st.now === undefined) tail.push(shapeOf(st.cmd, st.ops, call, out, rules));
-    else tail.push(shapeOf(st.cmd === 'c' ? 'C' : 'P', st.ops, call, out, rules), num(st.now));
+    if (st.now === undefined) tail.push(b.shape(st.cmd, st.ops, keys, from, true));
+    else tail.push(b.shape(st.cmd === 'c' ? 'C' : 'P', st.ops, keys, from, true), num(st.now));
+    from += st.ops.length;
   }
-  out[2] = String(rules.count);
-  for (const f of tail) out.push(f);
-  return out;
+  return b.finish(tail);
 }
 
-/** ARGV giving back what `ops` consumed at `at` (mode `r`). */
-export function refundArgs(ops: readonly StoreOp[], now: number | undefined, at: number, minTtl: string): string[] {
-  const out = ['r', minTtl, ''];
-  const rules = { count: 0 };
-  const shape = shapeOf('r', ops, ++calls, out, rules);
-  out[2] = String(rules.count);
-  out.push(now === undefined ? '' : num(now), num(at), shape);
-  return out;
+/** The call giving back what `ops` (under `keys`) consumed at `at` (mode `r`). */
+export function refundArgs(
+  ops: readonly StoreOp[],
+  keys: readonly string[],
+  now: number | undefined,
+  at: number,
+  minTtl: string,
+): ScriptCall {
+  const b = new CallBuilder('r', minTtl);
+  const shape = b.shape('r', ops, keys, 0, false);
+  return b.finish([now === undefined ? '' : num(now), num(at), shape]);
 }
 
 /**

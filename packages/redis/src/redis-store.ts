@@ -380,8 +380,11 @@ export class RedisStore extends EventEmitter implements Store {
         const gops = idx.map((i) => ops[i] as StoreOp);
         const reply = await runScript(
           this.client,
-          idx.map((i) => keys[i] as string),
-          decideArgs([{ cmd, ops: gops, now }], this.#minTtl),
+          decideArgs(
+            [{ cmd, ops: gops, now }],
+            idx.map((i) => keys[i] as string),
+            this.#minTtl,
+          ),
         );
         return parseDecisions(reply, [gops.length])[0] as StoreDecision;
       }),
@@ -406,9 +409,9 @@ export class RedisStore extends EventEmitter implements Store {
           if (back.length === 0) return undefined;
           return runScript(
             this.client,
-            back.map((i) => keys[i] as string),
             refundArgs(
               back.map((i) => ops[i] as StoreOp),
+              back.map((i) => keys[i] as string),
               now,
               part.now,
               this.#minTtl,
@@ -449,7 +452,7 @@ export class RedisStore extends EventEmitter implements Store {
    */
   #batched(call: StackCall, keys: readonly string[]): Promise<StoreDecision> {
     if (this.#cluster || !this.#batch) {
-      return runScript(this.client, keys, decideArgs([call], this.#minTtl)).then(
+      return runScript(this.client, decideArgs([call], keys, this.#minTtl)).then(
         (r) => parseDecisions(r, [call.ops.length])[0] as StoreDecision,
       );
     }
@@ -476,9 +479,9 @@ export class RedisStore extends EventEmitter implements Store {
       for (const p of batch) for (const k of p.keys) keys.push(k);
       runScript(
         this.client,
-        keys,
         decideArgs(
           batch.map((p) => p.call),
+          keys,
           this.#minTtl,
         ),
       ).then(
@@ -501,7 +504,7 @@ export class RedisStore extends EventEmitter implements Store {
   async #refundRemote(ops: readonly StoreOp[], keys: string[], at: number, now: number | undefined): Promise<void> {
     const groups = this.#groups(keys);
     if (groups === undefined) {
-      await runScript(this.client, keys, refundArgs(ops, now, at, this.#minTtl));
+      await runScript(this.client, refundArgs(ops, keys, now, at, this.#minTtl));
       return;
     }
     await Promise.all(
@@ -510,9 +513,9 @@ export class RedisStore extends EventEmitter implements Store {
         const groupAt = this.#groupTimes.get(`${at}|${k[0]}`) ?? at;
         return runScript(
           this.client,
-          k,
           refundArgs(
             idx.map((i) => ops[i] as StoreOp),
+            k,
             now,
             groupAt,
             this.#minTtl,

@@ -36,8 +36,12 @@ export function replyCode(err: unknown): string | undefined {
   return m ? m[0] : undefined;
 }
 
-/** Runs the store script over `keys` with `args`. */
-export function runScript(client: ScriptClient, keys: readonly string[], args: readonly (string | Buffer)[]): Promise<unknown> {
+/** Runs the store script: `call.keys` and `call.args` (see args.ts). */
+export function runScript(
+  client: ScriptClient,
+  call: { readonly keys: readonly string[]; readonly args: readonly string[] },
+): Promise<unknown> {
+  const { keys, args } = call;
   return client.evalsha(STORE_SCRIPT_SHA, keys.length, ...keys, ...args).catch((err: unknown) => {
     if (replyCode(err) !== 'NOSCRIPT') throw err;
     return client.eval(STORE_SCRIPT, keys.length, ...keys, ...args);

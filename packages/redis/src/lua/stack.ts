@@ -7,8 +7,11 @@
  * dryRun, one character each), L, W, B, Q, blockForMs, maxCost. Then:
  * - `d` (decide): per stack its shape, a command (`c` consume, `p` peek; upper case when
  *   the stack's `now` follows as the next field, else Redis `TIME`) and per op
- *   `<rule number>:<cost>`, comma-separated (`c1:1,2:1`). A batch repeats a few shapes,
- *   each parsed once. KEYS holds the stacks' keys in order. Stacks are decided one after
+ *   `<rule number>:<cost>`, comma-separated (`c1:1,2:1`). KEYS holds each distinct key
+ *   of the call once: an op takes the next key not yet used, or, when a key repeats (a
+ *   tenant's, a route's or a global rule's key shared by many stacks), names it with
+ *   `@<index>` (`c1:1,2:1@2`). A batch repeats a few shapes, each parsed once, and keys
+ *   named again are the call's hot keys (see read in STACK_LUA). Stacks are decided one after
  *   the other, each all-or-nothing, as if they had arrived in that order; `TIME` is read
  *   once. The reply is, per stack: allowed (1/0), now, then OUT_FIELDS per op (see `out`
  *   in common.ts).
@@ -58,18 +61,25 @@ end
 local ARG = 3 + 7 * NRULES
 local NARGV = #ARGV
 
--- A shape's ops: rules, costs and count, parsed once per distinct shape and call.
+-- A shape's ops: rules, costs, key references (0: the next new key) and count, parsed once
+-- per distinct shape and call. Keys named again are hot.
 local SHAPES = {}
+local HOT = {}
 local function shape_of(str)
   local sh = SHAPES[str]
   if sh == nil then
-    local rules, costs, n = {}, {}, 0
-    for ri, c in gmatch(str, '(%d+):([^,]+)') do
+    local rules, costs, refs, n = {}, {}, {}, 0
+    for ri, c, ref in gmatch(str, '(%d+):([^,@]+)@?(%d*)') do
       n = n + 1
       rules[n] = RULE[tonumber(ri)]
       costs[n] = tonumber(c)
+      if ref == '' then refs[n] = 0
+      else
+        refs[n] = tonumber(ref)
+        HOT[KEYS[refs[n]]] = true
+      end
     end
-    sh = { rules = rules, costs = costs, n = n }
+    sh = { rules = rules, costs = costs, refs = refs, n = n }
     SHAPES[str] = sh
   end
   return sh
@@ -86,21 +96,11 @@ local function expires_at(s, b, r)
 end
 
 -- Keys that several stacks of this call count under (a tenant's, a route's, a global
--- rule's): their entries are read from Redis once, kept here while the call decides, and
--- written once at its end with the TTL the last write gave them. The script runs
--- atomically, so nothing else can observe the difference; every other key is read and
--- written in place.
-local HOT = nil
-if mode ~= 'r' and #KEYS > 1 then
-  local seen = {}
-  for i = 1, #KEYS do
-    local key = KEYS[i]
-    if seen[key] then
-      if HOT == nil then HOT = {} end
-      HOT[key] = true
-    else seen[key] = true end
-  end
-end
+-- rule's; HOT, from the shapes): from their second use on, their entries are kept here
+-- while the call decides and written once at its end with the TTL the last write gave
+-- them (the first use read and wrote Redis, so the entry kept starts from that). The
+-- script runs atomically, so nothing else can observe the difference; every other key is
+-- read and written in place.
 -- A hot key's entry: s, b (b nil: absent), and when written in this call: ttl (0: delete).
 local CACHE = {}
 
@@ -117,7 +117,7 @@ local function read(key, r, now)
   if e ~= nil then s, b = e.s, e.b
   else
     s, b = load(key)
-    if HOT ~= nil and HOT[key] then
+    if HOT[key] then
       e = { s = s, b = b }
       CACHE[key] = e
     end
@@ -212,7 +212,9 @@ local reply = {}
 -- Per-op outcomes of the stack being decided, in arrays reused by every stack of the call.
 local OK, REM, RESET, RETRY, DELAY, REASON, HAS, WS, WB = {}, {}, {}, {}, {}, {}, {}, {}, {}
 local k = 0
-local k0 = 0
+-- The ops' keys; the last new key used.
+local KEY = {}
+local nextKey = 0
 while ARG < NARGV do
   ARG = ARG + 1
   local str = ARGV[ARG]
@@ -225,11 +227,19 @@ while ARG < NARGV do
   end
   local now = stack_now(given)
   local sh = shape_of(str)
-  local rules, costs, n = sh.rules, sh.costs, sh.n
+  local rules, costs, refs, n = sh.rules, sh.costs, sh.refs, sh.n
+  for i = 1, n do
+    local ref = refs[i]
+    if ref == 0 then
+      nextKey = nextKey + 1
+      ref = nextKey
+    end
+    KEY[i] = KEYS[ref]
+  end
   local allowed = true
   for i = 1, n do
     local r = rules[i]
-    local s, b = read(KEYS[k0 + i], r, now)
+    local s, b = read(KEY[i], r, now)
     local ok
     ok, REM[i], RESET[i], RETRY[i], DELAY[i], REASON[i], HAS[i], WS[i], WB[i] = check_rule(s, b, now, r, costs[i])
     OK[i] = ok
@@ -243,7 +253,7 @@ while ARG < NARGV do
     local ok = OK[i]
     -- An admitting rule consumes only when the whole stack is admitted; a rejecting rule
     -- writes its block or penalty either way.
-    if consume and HAS[i] and not (ok and not allowed) then write(KEYS[k0 + i], WS[i], WB[i], rules[i], now) end
+    if consume and HAS[i] and not (ok and not allowed) then write(KEY[i], WS[i], WB[i], rules[i], now) end
     local delay = DELAY[i]
     local remaining = REM[i]
     if not allowed then
@@ -259,7 +269,6 @@ while ARG < NARGV do
     reply[k + 6] = REASON[i]
     k = k + 6
   end
-  k0 = k0 + n
 end
 flush()
 return reply
