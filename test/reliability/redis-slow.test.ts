@@ -56,7 +56,8 @@ describe('Redis slowed by a delaying proxy', () => {
         const slowFrom = Date.now();
         await sleep(1500);
         proxy.delayMs = 0;
-        const slowFor = Date.now() - slowFrom;
+        const fastAgain = Date.now();
+        const slowFor = fastAgain - slowFrom;
         const r = await load.done;
         const s = summarize(r);
         const baseline = summarize(r, 0, slowFrom - startedAt).p99;
@@ -69,8 +70,8 @@ describe('Redis slowed by a delaying proxy', () => {
         expect(s.p99).toBeLessThanOrEqual(TIMEOUT_MS + P99_MARGIN_MS + baseline);
         expect(s.max).toBeLessThanOrEqual(TIMEOUT_MS + MAX_MARGIN_MS);
         expect(changes).toEqual(expect.arrayContaining(['closed>open', 'open>half-open']));
-        // Closed at the end; a call already in flight when it opened may close it directly (open>closed).
-        expect(changes.at(-1)).toMatch(/>closed$/);
+        // Recovered by itself once the delay stopped (chunks already held still arrive late).
+        expect(app.closedSince(fastAgain)).toBe(true);
       } finally {
         expect(await app.stop()).toBe(0);
         await proxy.close();

@@ -34,6 +34,11 @@ export interface RunningApp {
   /** Everything the app reported so far, in order. */
   messages: AppMessage[];
   breakerChanges(): string[];
+  /**
+   * Whether the breaker closed (from half-open, or straight from open when a call in
+   * flight succeeded) at or after `at` (ms since the epoch; the child stamps each change).
+   */
+  closedSince(at: number): boolean;
   stats(): Promise<Extract<AppMessage, { type: 'stats' }>>;
   /** Asks the app to close; resolves with its exit code (0: nothing was left running). */
   stop(): Promise<number | null>;
@@ -62,6 +67,7 @@ export function startApp(config: AppConfig, startTimeoutMs = 30_000): Promise<Ru
         pid: m.pid,
         messages,
         breakerChanges: () => messages.flatMap((x) => (x.type === 'breaker' ? [`${x.from}>${x.to}`] : [])),
+        closedSince: (at) => messages.some((x) => x.type === 'breaker' && x.to === 'closed' && x.at >= at),
         stats: () =>
           new Promise((res) => {
             const on = (x: AppMessage) => {
