@@ -3,24 +3,51 @@ import { defineConfig } from 'vitest/config';
 
 const pkg = (name: string) => fileURLToPath(new URL(`./packages/${name}/src/index.ts`, import.meta.url));
 
+const alias = {
+  '@tollgate/core': pkg('core'),
+  '@tollgate/redis': pkg('redis'),
+  '@tollgate/express': pkg('express'),
+  '@tollgate/fastify': pkg('fastify'),
+  '@tollgate/client': pkg('client'),
+  '@tollgate/cli': pkg('cli'),
+};
+
+const shared = {
+  globalSetup: ['test/setup/global.ts'],
+  testTimeout: 20_000,
+  hookTimeout: 60_000,
+  pool: 'forks' as const,
+};
+
 // Tests run against the TypeScript sources; test/external checks the built packages.
+// Two groups: everything else in parallel first, then the fault, load and flood suites of
+// test/reliability one file at a time, so that their timing bounds (p99 within timeoutMs,
+// exactness across four app processes) measure tollgate, not a machine shared with the
+// rest of the suite.
 export default defineConfig({
-  resolve: {
-    alias: {
-      '@tollgate/core': pkg('core'),
-      '@tollgate/redis': pkg('redis'),
-      '@tollgate/express': pkg('express'),
-      '@tollgate/fastify': pkg('fastify'),
-      '@tollgate/client': pkg('client'),
-      '@tollgate/cli': pkg('cli'),
-    },
-  },
+  resolve: { alias },
   test: {
-    include: ['packages/*/test/**/*.test.ts', 'test/**/*.test.ts'],
-    exclude: ['**/node_modules/**', 'test/bench/**'],
-    globalSetup: ['test/setup/global.ts'],
-    testTimeout: 20_000,
-    hookTimeout: 60_000,
-    pool: 'forks',
+    projects: [
+      {
+        resolve: { alias },
+        test: {
+          ...shared,
+          name: 'unit',
+          include: ['packages/*/test/**/*.test.ts', 'test/**/*.test.ts'],
+          exclude: ['**/node_modules/**', 'test/bench/**', 'test/reliability/**'],
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        resolve: { alias },
+        test: {
+          ...shared,
+          name: 'reliability',
+          include: ['test/reliability/**/*.test.ts'],
+          fileParallelism: false,
+          sequence: { groupOrder: 1 },
+        },
+      },
+    ],
   },
 });
