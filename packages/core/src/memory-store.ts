@@ -42,6 +42,8 @@ export class MemoryStore implements Store {
   readonly #clock: Clock;
   /** One table per rule id, so keys never need joining with the rule's name. */
   readonly #tables = new Map<string, Table>();
+  #lastRule: RuleSpec | undefined;
+  #lastTable: Table | undefined;
   /** Latest time seen, so the sweep works on the limiter's clock too. */
   #latest = 0;
   /** Whether a limiter has passed its own time; then the sweep must not read this store's clock. */
@@ -119,8 +121,14 @@ export class MemoryStore implements Store {
 
   /** The table of a rule's states (made on first use). */
   #table(r: RuleSpec): Table {
+    // A one-rule limiter asks for the same rule's table on every decision.
+    if (r === this.#lastRule) return this.#lastTable as Table;
     const t = this.#tables.get(r.id);
-    if (t !== undefined && t.algorithm === r.algorithm) return t;
+    if (t !== undefined && t.algorithm === r.algorithm) {
+      this.#lastRule = r;
+      this.#lastTable = t;
+      return t;
+    }
     // Rules sharing an id (a group) normally share an algorithm; one with another algorithm
     // gets a table of its own rather than reading numbers it cannot interpret.
     const id = t === undefined ? r.id : `${r.id}\u0000${r.algorithm}`;
@@ -289,6 +297,8 @@ export class MemoryStore implements Store {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
     this.#tables.clear();
+    this.#lastRule = undefined;
+    this.#lastTable = undefined;
     this.#closed = true;
     return Promise.resolve();
   }
