@@ -42,7 +42,9 @@ beforeAll(async () => {
   redis = await startRedis();
   apps = await Promise.all(
     (['express', 'express', 'fastify', 'fastify'] as const).map((framework) =>
-      startApp({ framework, redis: { port: redis.port }, timeoutMs: 2000, storePrefix: 'exact:', rules }),
+      // 'deny': a decision Redis did not make shows up as a 503 and fails the count loudly,
+      // instead of a local fallback quietly admitting on its own.
+      startApp({ framework, redis: { port: redis.port }, timeoutMs: 5000, onStoreError: 'deny', storePrefix: 'exact:', rules }),
     ),
   );
 });
