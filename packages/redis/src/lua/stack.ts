@@ -132,6 +132,19 @@ local function read(key, r, now)
   return s, b
 end
 
+-- A TTL as the text SET reads: Redis formats a Lua number argument with '%.17g' on every
+-- call, while the stacks of a batch mostly share one TTL (one now, one window end).
+local TTL_TEXT = {}
+local function ttl_text(ms)
+  local t = TTL_TEXT[ms]
+  if t == nil then
+    -- Whole numbers of ms below 1e14 print exactly with tostring's '%.14g'.
+    if ms < 1e14 then t = tostring(ms) else t = ms end
+    TTL_TEXT[ms] = t
+  end
+  return t
+end
+
 local function write(key, s, b, r, now)
   local x = expires_at(s, b, r)
   local e = CACHE[key]
@@ -139,14 +152,14 @@ local function write(key, s, b, r, now)
     if x <= now then e.s, e.b, e.ttl = nil, nil, 0
     else e.s, e.b, e.ttl = s, b, max(ceil(x - now), MIN_TTL) end
   elseif x <= now then redis.call('DEL', key)
-  else redis.call('SET', key, encode(s, b), 'PX', max(ceil(x - now), MIN_TTL)) end
+  else redis.call('SET', key, encode(s, b), 'PX', ttl_text(max(ceil(x - now), MIN_TTL))) end
 end
 
 -- Writes the hot keys' final entries.
 local function flush()
   for key, e in pairs(CACHE) do
     if e.ttl == 0 then redis.call('DEL', key)
-    elseif e.ttl ~= nil then redis.call('SET', key, encode(e.s, e.b), 'PX', e.ttl) end
+    elseif e.ttl ~= nil then redis.call('SET', key, encode(e.s, e.b), 'PX', ttl_text(e.ttl)) end
   end
 end
 
