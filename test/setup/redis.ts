@@ -245,7 +245,7 @@ function parseNodes(text: string): { id: string; port: number; flags: string[]; 
  * Three masters with one replica each (`--cluster-replicas 1`), for failover tests. A
  * small `cluster-node-timeout` (default 1000 ms) makes a replica take over quickly once
  * its master is killed. Waits until all six nodes agree the cluster is ok and every
- * replica is attached.
+ * replica is attached with its replication link up (else it could not take over).
  */
 export async function startClusterWithReplicas(nodeTimeoutMs = 1000): Promise<ReplicatedCluster> {
   const nodes: RedisServer[] = [];
@@ -271,7 +271,10 @@ export async function startClusterWithReplicas(nodeTimeoutMs = 1000): Promise<Re
           const info = await rawCommand(n.port, 'CLUSTER INFO');
           if (!/cluster_state:ok/.test(info) || !/cluster_slots_ok:16384/.test(info) || !/cluster_known_nodes:6/.test(info)) return false;
           const view = parseNodes(await rawCommand(n.port, 'CLUSTER NODES'));
-          return view.filter((x) => x.flags.includes('slave') && x.master !== '-').length === 3;
+          if (view.filter((x) => x.flags.includes('slave') && x.master !== '-').length !== 3) return false;
+          // A replica takes over only with recent data: wait until its link to the master is up.
+          const repl = await rawCommand(n.port, 'INFO replication');
+          return !/role:slave/.test(repl) || /master_link_status:up/.test(repl);
         },
         30_000,
       );
