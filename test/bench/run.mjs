@@ -14,7 +14,7 @@
 //
 // Installs nothing: it uses the built packages (`pnpm build`, which `pnpm bench` runs first)
 // and the dev dependencies already in node_modules; redis-server must be on the PATH.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism, loadavg } from 'node:os';
@@ -26,7 +26,7 @@ import { redisTable, runRedis } from './redis.bench.mjs';
 import { machine, startRedis } from './util.mjs';
 
 const KEEP = '<!-- KEEP: everything below this line is hand-written and carried over by test/bench/run.mjs -->';
-const SECTIONS = ['http', 'inprocess', 'memory', 'redis'];
+const SECTIONS = ['http', 'inprocess', 'memory', 'redis', 'adapters'];
 
 const { values } = parseArgs({
   options: {
@@ -77,6 +77,21 @@ const versions = {
   '@fastify/rate-limit': version('@fastify/rate-limit'),
 };
 
+/**
+ * The adapters' own work, in process (no sockets): fastify-hook.bench.mjs and
+ * express-middleware.bench.mjs, run as they are; their Markdown output goes in the document.
+ */
+function script(file, args) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [fileURLToPath(new URL(file, import.meta.url)), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let text = '';
+    p.stdout.on('data', (d) => {
+      text += d;
+    });
+    p.once('exit', (code) => (code === 0 ? resolve(text.trim()) : reject(new Error(`${file} exited with ${code}`))));
+  });
+}
+
 const redis = await startRedis();
 const results = {};
 const timings = {};
@@ -91,6 +106,14 @@ try {
   await phase('inprocess', () => runInProcess({ time: cfg.time, runs, log }));
   await phase('memory', () => runMemory({ keys: cfg.keys, runs, log }));
   await phase('redis', () => runRedis({ time: cfg.redisTime, runs, redis, log }));
+  await phase('adapters', async () => ({
+    fastify: await script(
+      './fastify-hook.bench.mjs',
+      quick ? ['--calls', '20000', '--rounds', '3'] : ['--calls', '200000', '--rounds', '9'],
+    ),
+    // Its calls and rounds are fixed (100 000 x 9); the smoke run leaves it out.
+    express: quick ? undefined : await script('./express-middleware.bench.mjs', []),
+  }));
   await phase('http', () => runHttp({ duration: cfg.duration, runs, connections: cfg.connections, redis, log }));
 } finally {
   await redis.stop();
@@ -207,6 +230,17 @@ if (out !== undefined) {
   if (results.inprocess) doc.push('## In-process decisions per second', '', inProcessTable(results.inprocess), '');
   if (results.memory) doc.push('## Memory per key', '', memoryTable(results.memory, cfg.keys), '');
   if (results.redis) doc.push('## Redis', '', redisTable(results.redis), '');
+  if (results.adapters) {
+    doc.push(
+      '## The adapters alone, in process',
+      '',
+      'The plugin or middleware called directly on a request and response, without sockets or a load generator (test/bench/fastify-hook.bench.mjs, test/bench/express-middleware.bench.mjs; see their sections below).',
+      '',
+      results.adapters.fastify,
+      '',
+    );
+    if (results.adapters.express) doc.push(results.adapters.express, '');
+  }
   doc.push(KEEP, '', kept);
   writeFileSync(out, `${doc.join('\n').trimEnd()}\n`);
   log(`wrote ${out}`);
