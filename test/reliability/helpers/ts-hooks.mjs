@@ -13,6 +13,8 @@ const root = new URL('../../../', import.meta.url);
 const cacheDir = join(tmpdir(), 'tollgate-ts-cache');
 mkdirSync(cacheDir, { recursive: true });
 let ts;
+/** Part of every cache key: change it when the transpile options below change. */
+const OPTIONS_ID = 'esnext-es2022-inline-map-1';
 
 export async function resolve(specifier, context, next) {
   const m = /^@tollgate\/([a-z-]+)$/.exec(specifier);
@@ -28,7 +30,10 @@ export async function resolve(specifier, context, next) {
 export async function load(url, context, next) {
   if (!url.endsWith('.ts')) return next(url, context);
   const source = readFileSync(fileURLToPath(url), 'utf8');
-  const cached = join(cacheDir, `${createHash('sha1').update(url).update('\0').update(source).digest('hex')}.js`);
+  const cached = join(
+    cacheDir,
+    `${createHash('sha1').update(OPTIONS_ID).update('\0').update(url).update('\0').update(source).digest('hex')}.js`,
+  );
   if (existsSync(cached)) return { format: 'module', source: readFileSync(cached, 'utf8'), shortCircuit: true };
   ts ??= (await import('typescript')).default;
   const out = ts.transpileModule(source, {
