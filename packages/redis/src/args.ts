@@ -143,7 +143,7 @@ export function refundArgs(
 }
 
 /**
- * Parses a decide reply: per stack, allowed, now and OUT_FIELDS per op; numbers are
+ * Parses a decide reply: per stack, allowed, now and OUT_FIELDS per op (see lua/index.ts); numbers are
  * integer replies, or exact decimal text when fractional. `sizes[j]` is stack j's op count.
  */
 export function parseDecisions(reply: unknown, sizes: readonly number[]): StoreDecision[] {
@@ -157,14 +157,19 @@ export function parseDecisions(reply: unknown, sizes: readonly number[]): StoreD
     const now = Number(a[k + 1]);
     k += 2;
     for (let i = 0; i < n; i++) {
-      outcomes[i] = {
-        allowed: a[k] === 1,
-        remaining: Number(a[k + 1]),
-        resetMs: Number(a[k + 2]),
-        retryAfterMs: Number(a[k + 3]),
-        delayMs: Number(a[k + 4]),
-        reason: REASONS[a[k + 5] as string],
-      };
+      const code = a[k];
+      const last = Number(a[k + 3]);
+      outcomes[i] =
+        code === 1
+          ? { allowed: true, remaining: Number(a[k + 1]), resetMs: Number(a[k + 2]), retryAfterMs: 0, delayMs: last, reason: undefined }
+          : {
+              allowed: false,
+              remaining: Number(a[k + 1]),
+              resetMs: Number(a[k + 2]),
+              retryAfterMs: last,
+              delayMs: 0,
+              reason: REASONS[code as string],
+            };
       k += OUT_FIELDS;
     }
     out[j] = { allowed, now, outcomes };

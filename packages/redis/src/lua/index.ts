@@ -16,8 +16,11 @@ import { SLIDING_WINDOW_LUA } from './sliding-window.js';
 import { PARSE_LUA, STACK_LUA } from './stack.js';
 import { TOKEN_BUCKET_LUA } from './token-bucket.js';
 
-/** Reply fields per op: allowed, remaining, resetMs, retryAfterMs, delayMs, reason. */
-export const OUT_FIELDS = 6;
+/**
+ * Reply fields per op: 1 (admitted) or the refusal's reason code, remaining, resetMs, then
+ * delayMs when admitted or retryAfterMs when refused (the other is 0).
+ */
+export const OUT_FIELDS = 4;
 
 function section(code: string, lua: string): string {
   return `if NEED['${code}'] then\n${lua}\nend`;

@@ -13,8 +13,8 @@
  *   `@<index>` (`c1:1,2:1@2`). A batch repeats a few shapes, each parsed once, and keys
  *   named again are the call's hot keys (see read in STACK_LUA). Stacks are decided one after
  *   the other, each all-or-nothing, as if they had arrived in that order; `TIME` is read
- *   once. The reply is, per stack: allowed (1/0), now, then OUT_FIELDS per op (see `out`
- *   in common.ts).
+ *   once. The reply is, per stack: allowed (1/0), now, then OUT_FIELDS per op (see
+ *   `OUT_FIELDS` in index.ts; numbers as `out` in common.ts sends them).
  * - `r` (refund): `now` (empty: Redis `TIME`), `at`, then the ops' shape (`r1:1,2:1`);
  *   the reply is now.
  *
@@ -274,13 +274,18 @@ while ARG < NARGV do
       -- An admitting rule of a refused stack consumed nothing: report it untouched.
       if ok then remaining = remaining + costs[i] end
     end
-    reply[k + 1] = ok and 1 or 0
+    -- An admitting rule's retryAfterMs is 0 and a refusing rule's delayMs is 0: the first
+    -- field is 1 or the refusal's reason, the last the delay or the retry time.
     reply[k + 2] = out(remaining)
     reply[k + 3] = out(RESET[i])
-    reply[k + 4] = out(RETRY[i])
-    reply[k + 5] = out(delay)
-    reply[k + 6] = REASON[i]
-    k = k + 6
+    if ok then
+      reply[k + 1] = 1
+      reply[k + 4] = out(delay)
+    else
+      reply[k + 1] = REASON[i]
+      reply[k + 4] = out(RETRY[i])
+    end
+    k = k + 4
   end
 end
 flush()
