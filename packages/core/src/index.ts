@@ -68,6 +68,12 @@ export {
   windowSeconds,
 } from './headers.js';
 export {
+  type HttpOptions,
+  type HttpOptionsInput,
+  type HttpOptionsWording,
+  normalizeHttpOptions,
+} from './http-options.js';
+export {
   compileTrust,
   constant,
   header,

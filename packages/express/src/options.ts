@@ -5,14 +5,14 @@
  */
 import {
   type Clock,
-  compileHeaders,
   configError,
   type Decision,
   describeValue,
   type HeaderFormatter,
   type HeadersOption,
-  ip,
+  type HttpOptionsWording,
   type KeyFn,
+  normalizeHttpOptions,
   type Rule,
   type Store,
   type Timers,
@@ -139,17 +139,16 @@ const KNOWN: ReadonlySet<string> = new Set([
   'timers',
 ]);
 
-function fn<T>(value: T, path: string, shape: string): T {
-  if (value !== undefined && typeof value !== 'function') {
-    throw configError('TG_INVALID_OPTION', {
-      path,
-      expected: shape,
-      received: describeValue(value),
-      fix: 'Pass a function or leave it out.',
-    });
-  }
-  return value;
-}
+/** The middleware's name and signatures in the shared options' error messages. */
+const WORDING: HttpOptionsWording = {
+  path: 'rateLimit',
+  handler: 'a function (req, res, next, decision)',
+  skip: 'a function (req, res) => boolean',
+  onRejected: 'a function (req, res, decision)',
+  onStoreError: "'allow', 'deny', 'error' or a function (err, req, res, next)",
+  message: 'a string, an object, or a function (req, decision) => string | object',
+  timersFix: 'Pass new ManualTimers(clock) in tests, or leave it out.',
+};
 
 /** Validates `rateLimit()` options; rules themselves are validated by the core limiter. */
 export function normalise(options: RateLimitOptions): Normalised {
@@ -172,41 +171,16 @@ export function normalise(options: RateLimitOptions): Normalised {
     }
   }
   const o = options;
-  const statusCode = o.statusCode ?? 429;
-  if (!Number.isInteger(statusCode) || statusCode < 400 || statusCode > 599) {
-    throw configError('TG_INVALID_OPTION', {
-      path: 'rateLimit.statusCode',
-      expected: 'an HTTP error status from 400 to 599',
-      received: describeValue(statusCode),
-      fix: 'Keep the default 429.',
-    });
-  }
-  if (o.dryRun !== undefined && typeof o.dryRun !== 'boolean') {
-    throw configError('TG_INVALID_OPTION', {
-      path: 'rateLimit.dryRun',
-      expected: 'true or false',
-      received: describeValue(o.dryRun),
-      fix: 'Pass a boolean.',
-    });
-  }
-  if (o.name !== undefined && (typeof o.name !== 'string' || o.name === '')) {
-    throw configError('TG_INVALID_OPTION', {
-      path: 'rateLimit.name',
-      expected: 'a non-empty string',
-      received: describeValue(o.name),
-      fix: 'Name the limiter as it should appear in diagnostics.',
-    });
-  }
-  let onStoreError: StoreErrorPolicy = 'allow';
-  if (o.onStoreError !== undefined && o.passOnStoreError !== undefined) {
-    throw configError('TG_INVALID_OPTION', {
-      path: 'rateLimit.passOnStoreError',
-      expected: 'onStoreError or passOnStoreError, not both',
-      received: 'both',
-      fix: 'Keep onStoreError.',
-    });
-  }
+  let input = o;
   if (o.passOnStoreError !== undefined) {
+    if (o.onStoreError !== undefined) {
+      throw configError('TG_INVALID_OPTION', {
+        path: 'rateLimit.passOnStoreError',
+        expected: 'onStoreError or passOnStoreError, not both',
+        received: 'both',
+        fix: 'Keep onStoreError.',
+      });
+    }
     if (typeof o.passOnStoreError !== 'boolean') {
       throw configError('TG_INVALID_OPTION', {
         path: 'rateLimit.passOnStoreError',
@@ -215,69 +189,28 @@ export function normalise(options: RateLimitOptions): Normalised {
         fix: "Prefer onStoreError: 'allow' | 'deny' | 'error'.",
       });
     }
-    onStoreError = o.passOnStoreError ? 'allow' : 'error';
-  } else if (o.onStoreError !== undefined) {
-    if (typeof o.onStoreError !== 'function' && !['allow', 'deny', 'error'].includes(o.onStoreError as string)) {
-      throw configError('TG_INVALID_OPTION', {
-        path: 'rateLimit.onStoreError',
-        expected: "'allow', 'deny', 'error' or a function (err, req, res, next)",
-        received: describeValue(o.onStoreError),
-        fix: "Use 'allow' (the default) to let requests through while the store is down.",
-      });
-    }
-    onStoreError = o.onStoreError;
+    // express-rate-limit's spelling, translated before the shared checks.
+    input = { ...o, onStoreError: o.passOnStoreError ? 'allow' : 'error' };
   }
-  let message: Normalised['message'];
-  if (o.message !== undefined) {
-    if (typeof o.message === 'function') message = o.message as Normalised['message'];
-    else if (typeof o.message === 'string' || (typeof o.message === 'object' && o.message !== null)) {
-      const m = o.message;
-      message = () => m;
-    } else {
-      throw configError('TG_INVALID_OPTION', {
-        path: 'rateLimit.message',
-        expected: 'a string, an object, or a function (req, decision) => string | object',
-        received: describeValue(o.message),
-        fix: 'Leave it out to send an RFC 9457 problem body.',
-      });
-    }
-  }
-  const defaultKey = ip({
-    ...(o.trustProxy !== undefined ? { trustProxy: o.trustProxy } : {}),
-    ...(o.ipv6Subnet !== undefined ? { ipv6Subnet: o.ipv6Subnet } : {}),
-  }) as KeyFn<Request>;
+  const shared = normalizeHttpOptions<Request, RateLimitOptions>(input, WORDING);
   return {
     rules: o.rules,
     store: o.store,
     clock: o.clock,
     prefix: o.prefix,
-    defaultKey,
-    format: compileHeaders(o.headers, o.partitionKey === undefined ? {} : { partitionKey: o.partitionKey }),
-    pk: o.partitionKey !== undefined && o.partitionKey !== false,
-    statusCode,
-    message,
-    handler: fn(o.handler, 'rateLimit.handler', 'a function (req, res, next, decision)'),
-    skip: fn(o.skip, 'rateLimit.skip', 'a function (req, res) => boolean'),
-    dryRun: o.dryRun === true,
-    onRejected: fn(o.onRejected, 'rateLimit.onRejected', 'a function (req, res, decision)'),
-    onStoreError,
-    name: o.name ?? 'rateLimit',
-    timers: timersOption(o.timers),
+    defaultKey: shared.defaultKey,
+    format: shared.format,
+    pk: shared.pk,
+    statusCode: shared.statusCode,
+    message: shared.message,
+    handler: shared.handler,
+    skip: shared.skip,
+    dryRun: shared.dryRun,
+    onRejected: shared.onRejected,
+    onStoreError: shared.onStoreError,
+    name: shared.name,
+    timers: shared.timers,
   };
-}
-
-function timersOption(value: unknown): Timers | undefined {
-  if (value === undefined) return undefined;
-  const t = value as Timers;
-  if (typeof t !== 'object' || t === null || typeof t.setTimeout !== 'function' || typeof t.clearTimeout !== 'function') {
-    throw configError('TG_INVALID_OPTION', {
-      path: 'rateLimit.timers',
-      expected: 'an object with setTimeout(fn, ms) and clearTimeout(handle)',
-      received: describeValue(value),
-      fix: 'Pass new ManualTimers(clock) in tests, or leave it out.',
-    });
-  }
-  return t;
 }
 
 /** The middleware `rateLimit()` returns, with its route-level extension. */

@@ -6,14 +6,14 @@
  */
 import {
   type Clock,
-  compileHeaders,
   configError,
   type Decision,
   describeValue,
   type HeaderFormatter,
   type HeadersOption,
-  ip,
+  type HttpOptionsWording,
   type KeyFn,
+  normalizeHttpOptions,
   type Rule,
   type Store,
   type Timers,
@@ -186,17 +186,16 @@ const PEER_OPTIONS: Readonly<Record<string, string>> = {
 
 const HOOKS: readonly TollgateHook[] = ['onRequest', 'preParsing', 'preValidation', 'preHandler'];
 
-function fn<T>(value: T, path: string, shape: string): T {
-  if (value !== undefined && typeof value !== 'function') {
-    throw configError('TG_INVALID_OPTION', {
-      path,
-      expected: shape,
-      received: describeValue(value),
-      fix: 'Pass a function or leave it out.',
-    });
-  }
-  return value;
-}
+/** The plugin's name and signatures in the shared options' error messages. */
+const WORDING: HttpOptionsWording = {
+  path: 'tollgate',
+  handler: 'a function (request, reply, decision)',
+  skip: 'a function (request, reply) => boolean',
+  onRejected: 'a function (request, reply, decision)',
+  onStoreError: "'allow', 'deny', 'error' or a function (error, request, reply, done)",
+  message: 'a string, an object, or a function (request, decision) => string | object',
+  timersFix: 'Leave it out (process timers), or pass new ManualTimers(clock) in tests.',
+};
 
 /** Validates a hook name (plugin option or route config). */
 export function hookOption(value: unknown, path: string): TollgateHook {
@@ -244,94 +243,25 @@ export function normalise(options: TollgateOptions): Normalised {
       fix: "Pass rules: [{ name: 'ip', rate: '100/min' }].",
     });
   }
-  const statusCode = o.statusCode ?? 429;
-  if (!Number.isInteger(statusCode) || statusCode < 400 || statusCode > 599) {
-    throw configError('TG_INVALID_OPTION', {
-      path: 'tollgate.statusCode',
-      expected: 'an HTTP error status from 400 to 599',
-      received: describeValue(statusCode),
-      fix: 'Keep the default 429.',
-    });
-  }
-  if (o.dryRun !== undefined && typeof o.dryRun !== 'boolean') {
-    throw configError('TG_INVALID_OPTION', {
-      path: 'tollgate.dryRun',
-      expected: 'true or false',
-      received: describeValue(o.dryRun),
-      fix: 'Pass a boolean.',
-    });
-  }
-  if (o.name !== undefined && (typeof o.name !== 'string' || o.name === '')) {
-    throw configError('TG_INVALID_OPTION', {
-      path: 'tollgate.name',
-      expected: 'a non-empty string',
-      received: describeValue(o.name),
-      fix: 'Name the limiter as it should appear in diagnostics.',
-    });
-  }
-  if (
-    o.timers !== undefined &&
-    (typeof o.timers !== 'object' ||
-      o.timers === null ||
-      typeof o.timers.setTimeout !== 'function' ||
-      typeof o.timers.clearTimeout !== 'function')
-  ) {
-    throw configError('TG_INVALID_OPTION', {
-      path: 'tollgate.timers',
-      expected: 'an object with setTimeout(fn, ms) and clearTimeout(handle)',
-      received: describeValue(o.timers),
-      fix: 'Leave it out (process timers), or pass new ManualTimers(clock) in tests.',
-    });
-  }
-  let onStoreError: StoreErrorPolicy = 'allow';
-  if (o.onStoreError !== undefined) {
-    if (typeof o.onStoreError !== 'function' && !['allow', 'deny', 'error'].includes(o.onStoreError as string)) {
-      throw configError('TG_INVALID_OPTION', {
-        path: 'tollgate.onStoreError',
-        expected: "'allow', 'deny', 'error' or a function (error, request, reply, done)",
-        received: describeValue(o.onStoreError),
-        fix: "Use 'allow' (the default) to let requests through while the store is down.",
-      });
-    }
-    onStoreError = o.onStoreError;
-  }
-  let message: Normalised['message'];
-  if (o.message !== undefined) {
-    if (typeof o.message === 'function') message = o.message as Normalised['message'];
-    else if (typeof o.message === 'string' || (typeof o.message === 'object' && o.message !== null)) {
-      const m = o.message;
-      message = () => m;
-    } else {
-      throw configError('TG_INVALID_OPTION', {
-        path: 'tollgate.message',
-        expected: 'a string, an object, or a function (request, decision) => string | object',
-        received: describeValue(o.message),
-        fix: 'Leave it out to send an RFC 9457 problem body.',
-      });
-    }
-  }
-  const defaultKey = ip({
-    ...(o.trustProxy !== undefined ? { trustProxy: o.trustProxy } : {}),
-    ...(o.ipv6Subnet !== undefined ? { ipv6Subnet: o.ipv6Subnet } : {}),
-  }) as KeyFn<FastifyRequest>;
+  const shared = normalizeHttpOptions<FastifyRequest, TollgateOptions>(o, WORDING);
   return {
     rules: o.rules,
     store: o.store,
     clock: o.clock,
-    timers: o.timers,
+    timers: shared.timers,
     prefix: o.prefix,
-    defaultKey,
-    format: compileHeaders(o.headers, o.partitionKey === undefined ? {} : { partitionKey: o.partitionKey }),
-    pk: o.partitionKey !== undefined && o.partitionKey !== false,
+    defaultKey: shared.defaultKey,
+    format: shared.format,
+    pk: shared.pk,
     hook: o.hook === undefined ? 'onRequest' : hookOption(o.hook, 'tollgate.hook'),
-    statusCode,
-    message,
-    handler: fn(o.handler, 'tollgate.handler', 'a function (request, reply, decision)'),
-    skip: fn(o.skip, 'tollgate.skip', 'a function (request, reply) => boolean'),
-    dryRun: o.dryRun === true,
-    onRejected: fn(o.onRejected, 'tollgate.onRejected', 'a function (request, reply, decision)'),
-    onStoreError,
-    name: o.name ?? 'rateLimit',
+    statusCode: shared.statusCode,
+    message: shared.message,
+    handler: shared.handler,
+    skip: shared.skip,
+    dryRun: shared.dryRun,
+    onRejected: shared.onRejected,
+    onStoreError: shared.onStoreError,
+    name: shared.name,
   };
 }
 

@@ -1,0 +1,169 @@
+/**
+ * The options every HTTP adapter shares (SPEC 9, 13), validated and normalised once at
+ * construction: `statusCode`, `message`, `handler`, `skip`, `onRejected`, `dryRun`,
+ * `onStoreError`, `name`, `timers`, and the default `ip()` key (`trustProxy`,
+ * `ipv6Subnet`) and header formatter (`headers`, `partitionKey`). Adapters check their
+ * own options (unknown names, the Fastify hook, Express's `passOnStoreError`) and pass
+ * the rest here with their name for error paths and their signatures for the wording,
+ * so an option means, defaults to and fails the same way in every adapter.
+ */
+
+import type { Timers } from './controls/timers.js';
+import { configError, describe } from './errors.js';
+import { compileHeaders, type HeaderFormatter, type HeadersOption } from './headers.js';
+import { ip, type TrustProxy } from './keys.js';
+import type { KeyFn } from './rules.js';
+import type { Decision } from './types.js';
+
+/** The shared options as an adapter receives them (functions typed by the adapter). */
+export interface HttpOptionsInput {
+  statusCode?: number;
+  dryRun?: boolean;
+  name?: string;
+  timers?: Timers;
+  trustProxy?: TrustProxy;
+  ipv6Subnet?: number | false;
+  headers?: HeadersOption;
+  partitionKey?: false | { salt: string };
+  onStoreError?: unknown;
+  message?: unknown;
+  handler?: unknown;
+  skip?: unknown;
+  onRejected?: unknown;
+}
+
+/** How an adapter names itself and its callbacks in configuration errors. */
+export interface HttpOptionsWording {
+  /** The error path's root: `'rateLimit'` (Express), `'tollgate'` (Fastify). */
+  path: string;
+  /** The expected shapes of the function options, in the adapter's signatures. */
+  handler: string;
+  skip: string;
+  onRejected: string;
+  /** What `onStoreError` accepts, e.g. `"'allow', 'deny', 'error' or a function (err, req, res, next)"`. */
+  onStoreError: string;
+  /** What `message` accepts, e.g. `'a string, an object, or a function (req, decision) => string | object'`. */
+  message: string;
+  /** The fix suggested for invalid `timers`. */
+  timersFix: string;
+}
+
+/** The shared options after validation; the function types are the adapter's own. */
+export interface HttpOptions<Req, O extends HttpOptionsInput> {
+  defaultKey: KeyFn<Req>;
+  format: HeaderFormatter | undefined;
+  pk: boolean;
+  statusCode: number;
+  /** `message` as a function; a constant message becomes one returning it. */
+  message: ((req: Req, decision: Decision) => string | object) | undefined;
+  handler: O['handler'];
+  skip: O['skip'];
+  onRejected: O['onRejected'];
+  dryRun: boolean;
+  onStoreError: Exclude<O['onStoreError'], undefined> | 'allow';
+  name: string;
+  timers: Timers | undefined;
+}
+
+const STORE_ERROR_POLICIES: readonly unknown[] = ['allow', 'deny', 'error'];
+
+function fn<T>(value: T, path: string, shape: string): T {
+  if (value !== undefined && typeof value !== 'function') {
+    throw configError('TG_INVALID_OPTION', {
+      path,
+      expected: shape,
+      received: describe(value),
+      fix: 'Pass a function or leave it out.',
+    });
+  }
+  return value;
+}
+
+/**
+ * Validates and normalises the shared options. Checks run in a fixed order, so the
+ * first invalid option is the one reported.
+ * @example const shared = normalizeHttpOptions<Request, RateLimitOptions>(options, EXPRESS_WORDING)
+ */
+export function normalizeHttpOptions<Req, O extends HttpOptionsInput>(o: O, w: HttpOptionsWording): HttpOptions<Req, O> {
+  const statusCode = o.statusCode ?? 429;
+  if (!Number.isInteger(statusCode) || statusCode < 400 || statusCode > 599) {
+    throw configError('TG_INVALID_OPTION', {
+      path: `${w.path}.statusCode`,
+      expected: 'an HTTP error status from 400 to 599',
+      received: describe(statusCode),
+      fix: 'Keep the default 429.',
+    });
+  }
+  if (o.dryRun !== undefined && typeof o.dryRun !== 'boolean') {
+    throw configError('TG_INVALID_OPTION', {
+      path: `${w.path}.dryRun`,
+      expected: 'true or false',
+      received: describe(o.dryRun),
+      fix: 'Pass a boolean.',
+    });
+  }
+  if (o.name !== undefined && (typeof o.name !== 'string' || o.name === '')) {
+    throw configError('TG_INVALID_OPTION', {
+      path: `${w.path}.name`,
+      expected: 'a non-empty string',
+      received: describe(o.name),
+      fix: 'Name the limiter as it should appear in diagnostics.',
+    });
+  }
+  const t = o.timers as unknown;
+  if (
+    t !== undefined &&
+    (typeof t !== 'object' ||
+      t === null ||
+      typeof (t as Timers).setTimeout !== 'function' ||
+      typeof (t as Timers).clearTimeout !== 'function')
+  ) {
+    throw configError('TG_INVALID_OPTION', {
+      path: `${w.path}.timers`,
+      expected: 'an object with setTimeout(fn, ms) and clearTimeout(handle)',
+      received: describe(t),
+      fix: w.timersFix,
+    });
+  }
+  if (o.onStoreError !== undefined && typeof o.onStoreError !== 'function' && !STORE_ERROR_POLICIES.includes(o.onStoreError)) {
+    throw configError('TG_INVALID_OPTION', {
+      path: `${w.path}.onStoreError`,
+      expected: w.onStoreError,
+      received: describe(o.onStoreError),
+      fix: "Use 'allow' (the default) to let requests through while the store is down.",
+    });
+  }
+  let message: HttpOptions<Req, O>['message'];
+  if (o.message !== undefined) {
+    if (typeof o.message === 'function') message = o.message as HttpOptions<Req, O>['message'];
+    else if (typeof o.message === 'string' || (typeof o.message === 'object' && o.message !== null)) {
+      const m = o.message;
+      message = () => m;
+    } else {
+      throw configError('TG_INVALID_OPTION', {
+        path: `${w.path}.message`,
+        expected: w.message,
+        received: describe(o.message),
+        fix: 'Leave it out to send an RFC 9457 problem body.',
+      });
+    }
+  }
+  const defaultKey = ip({
+    ...(o.trustProxy !== undefined ? { trustProxy: o.trustProxy } : {}),
+    ...(o.ipv6Subnet !== undefined ? { ipv6Subnet: o.ipv6Subnet } : {}),
+  }) as KeyFn<Req>;
+  return {
+    defaultKey,
+    format: compileHeaders(o.headers, o.partitionKey === undefined ? {} : { partitionKey: o.partitionKey }),
+    pk: o.partitionKey !== undefined && o.partitionKey !== false,
+    statusCode,
+    message,
+    handler: fn(o.handler, `${w.path}.handler`, w.handler),
+    skip: fn(o.skip, `${w.path}.skip`, w.skip),
+    onRejected: fn(o.onRejected, `${w.path}.onRejected`, w.onRejected),
+    dryRun: o.dryRun === true,
+    onStoreError: (o.onStoreError ?? 'allow') as HttpOptions<Req, O>['onStoreError'],
+    name: o.name ?? 'rateLimit',
+    timers: t as Timers | undefined,
+  };
+}
