@@ -2,7 +2,7 @@
  * The options every HTTP adapter shares (SPEC 9, 13), validated and normalised once at
  * construction: `statusCode`, `message`, `handler`, `skip`, `onRejected`, `dryRun`,
  * `onStoreError`, `name`, `timers`, and the default `ip()` key (`trustProxy`,
- * `ipv6Subnet`) and header formatter (`headers`, `partitionKey`). Adapters check their
+ * `ipv6Subnet`, shared with the controls) and header formatter (`headers`, `partitionKey`). Adapters check their
  * own options (unknown names, the Fastify hook, Express's `passOnStoreError`) and pass
  * the rest here with their name for error paths and their signatures for the wording,
  * so an option means, defaults to and fails the same way in every adapter.
@@ -15,14 +15,48 @@ import { ip, type TrustProxy } from './keys.js';
 import type { KeyFn } from './rules.js';
 import type { Decision } from './types.js';
 
+/** How the default key of a limiter or control finds the client address. */
+export interface ClientAddressOptions {
+  /**
+   * Which proxies in front of the app to trust when finding the client address (the
+   * default `ip()` key). See docs/keys-and-proxies.md.
+   * @default false
+   * @example trustProxy: 'loopback' // nginx on the same machine
+   */
+  trustProxy?: TrustProxy;
+  /**
+   * IPv6 prefix length the default `ip()` key groups clients by; `false` for whole addresses.
+   * @default 56
+   */
+  ipv6Subnet?: number | false;
+}
+
+/** The default key: the client address, trusted-proxy aware. */
+export function clientAddressKey<Req>(o: ClientAddressOptions): KeyFn<Req> {
+  return ip({
+    ...(o.trustProxy !== undefined ? { trustProxy: o.trustProxy } : {}),
+    ...(o.ipv6Subnet !== undefined ? { ipv6Subnet: o.ipv6Subnet } : {}),
+  }) as KeyFn<Req>;
+}
+
+/**
+ * Splits a control's options into the ones its core factory takes and its default key.
+ * @example const [rest, defaultKey] = splitClientAddress<Request, typeof options>(options)
+ */
+export function splitClientAddress<Req, T extends ClientAddressOptions>(o: T): [Omit<T, 'trustProxy' | 'ipv6Subnet'>, KeyFn<Req>] {
+  const { trustProxy, ipv6Subnet, ...rest } = o;
+  return [
+    rest,
+    clientAddressKey<Req>({ ...(trustProxy !== undefined ? { trustProxy } : {}), ...(ipv6Subnet !== undefined ? { ipv6Subnet } : {}) }),
+  ];
+}
+
 /** The shared options as an adapter receives them (functions typed by the adapter). */
-export interface HttpOptionsInput {
+export interface HttpOptionsInput extends ClientAddressOptions {
   statusCode?: number;
   dryRun?: boolean;
   name?: string;
   timers?: Timers;
-  trustProxy?: TrustProxy;
-  ipv6Subnet?: number | false;
   headers?: HeadersOption;
   partitionKey?: false | { salt: string };
   onStoreError?: unknown;
@@ -148,12 +182,8 @@ export function normalizeHttpOptions<Req, O extends HttpOptionsInput>(o: O, w: H
       });
     }
   }
-  const defaultKey = ip({
-    ...(o.trustProxy !== undefined ? { trustProxy: o.trustProxy } : {}),
-    ...(o.ipv6Subnet !== undefined ? { ipv6Subnet: o.ipv6Subnet } : {}),
-  }) as KeyFn<Req>;
   return {
-    defaultKey,
+    defaultKey: clientAddressKey<Req>(o),
     format: compileHeaders(o.headers, o.partitionKey === undefined ? {} : { partitionKey: o.partitionKey }),
     pk: o.partitionKey !== undefined && o.partitionKey !== false,
     statusCode,

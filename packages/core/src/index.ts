@@ -40,6 +40,7 @@ export {
   type ThrottleResult,
   type TimerHandle,
   type Timers,
+  throttleDecision,
 } from './controls/index.js';
 export {
   CHANNEL_NAMES,
@@ -68,10 +69,13 @@ export {
   windowSeconds,
 } from './headers.js';
 export {
+  type ClientAddressOptions,
+  clientAddressKey,
   type HttpOptions,
   type HttpOptionsInput,
   type HttpOptionsWording,
   normalizeHttpOptions,
+  splitClientAddress,
 } from './http-options.js';
 export {
   compileTrust,

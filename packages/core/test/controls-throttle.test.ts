@@ -1,4 +1,4 @@
-import { constant, createThrottle, ManualClock, MemoryStore, TollgateError } from '@tollgate/core';
+import { constant, createThrottle, ManualClock, MemoryStore, TollgateError, throttleDecision } from '@tollgate/core';
 import { describe, expect, it } from 'vitest';
 
 function setup(options: Record<string, unknown>) {
@@ -168,5 +168,24 @@ describe('throttle (SPEC 8.1)', () => {
       expect(err, JSON.stringify(o)).toBeInstanceOf(TollgateError);
       expect((err as TollgateError).code, JSON.stringify(o)).toBe(code);
     }
+  });
+});
+
+describe('throttleDecision', () => {
+  it('is an admitted decision delayed by the throttle, with its figures as the one rule', async () => {
+    const { throttle, clock, store } = setup({ window: '10s', delayAfter: 1, delay: 700 });
+    await throttle.hit({});
+    const t = await throttle.hit({});
+    if (t === undefined) throw new Error('expected a throttle result');
+    expect(throttleDecision(t, clock.now())).toEqual({
+      allowed: true,
+      delayMs: 700,
+      retryAfterMs: 0,
+      rejectedBy: [],
+      dryRunRejectedBy: [],
+      rules: [t.result],
+      at: 1_000_000,
+    });
+    await store.close();
   });
 });

@@ -2,7 +2,15 @@
  * The shared HTTP adapter options (SPEC 9, 13): one validation for Express and Fastify,
  * whose errors carry the adapter's own name and signatures.
  */
-import { type HttpOptionsWording, ManualClock, ManualTimers, normalizeHttpOptions, type RequestLike, TollgateError } from '@tollgate/core';
+import {
+  type HttpOptionsWording,
+  ManualClock,
+  ManualTimers,
+  normalizeHttpOptions,
+  type RequestLike,
+  splitClientAddress,
+  TollgateError,
+} from '@tollgate/core';
 import { describe, expect, it } from 'vitest';
 
 const WORDING: HttpOptionsWording = {
@@ -74,5 +82,20 @@ describe('normalizeHttpOptions', () => {
 
   it('gives the adapter fix for invalid timers', () => {
     expect(failure({ timers: { setTimeout() {} } }).fix).toBe('timers fix');
+  });
+});
+
+describe('splitClientAddress', () => {
+  it('takes trustProxy and ipv6Subnet out and builds the default key from them', () => {
+    const [rest, key] = splitClientAddress<RequestLike, { window: string; trustProxy: number; ipv6Subnet: number }>({
+      window: '1m',
+      trustProxy: 1,
+      ipv6Subnet: 64,
+    });
+    expect(rest).toEqual({ window: '1m' });
+    const via = (addr: string) => ({ headers: { 'x-forwarded-for': addr }, socket: { remoteAddress: '10.0.0.1' } });
+    // One trusted hop: the forwarded address is the client, grouped by its /64.
+    expect(key(via('2001:db8:1:2:aaaa::1'))).toBe(key(via('2001:db8:1:2:bbbb::2')));
+    expect(key(via('2001:db8:1:3::1'))).not.toBe(key(via('2001:db8:1:2::1')));
   });
 });

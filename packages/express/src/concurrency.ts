@@ -16,9 +16,10 @@ import {
   onceDone,
   publishControl,
   publishStoreError,
+  splitClientAddress,
 } from '@tollgate/core';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { type ClientAddressOptions, sendRefusal, splitAddressOptions, writeFields } from './control-response.js';
+import { type ClientAddressOptions, sendRefusal, writeFields } from './control-response.js';
 
 export interface ConcurrencyMiddlewareOptions extends Omit<ConcurrencyOptions<Request>, 'defaultKey'>, ClientAddressOptions {
   /**
@@ -42,7 +43,7 @@ export type ConcurrencyMiddleware = RequestHandler & {
  */
 export function concurrency(options: ConcurrencyMiddlewareOptions): ConcurrencyMiddleware {
   const { headers = true, ...rest } = (options ?? {}) as ConcurrencyMiddlewareOptions;
-  const [core, defaultKey] = splitAddressOptions(rest);
+  const [core, defaultKey] = splitClientAddress<Request, typeof rest>(rest);
   const limit = createConcurrency<Request>({ ...core, defaultKey } as ConcurrencyOptions<Request>);
 
   function answer(req: Request, res: Response, next: NextFunction, o: ConcurrencyOutcome | undefined): void {

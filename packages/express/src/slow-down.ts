@@ -14,12 +14,14 @@ import {
   hold,
   publishControl,
   publishStoreError,
+  splitClientAddress,
   type ThrottleOptions,
   type ThrottleResult,
   type Timers,
+  throttleDecision,
 } from '@tollgate/core';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { type ClientAddressOptions, splitAddressOptions, writeFields } from './control-response.js';
+import { type ClientAddressOptions, writeFields } from './control-response.js';
 
 declare global {
   namespace Express {
@@ -57,7 +59,7 @@ export type SlowDownMiddleware = RequestHandler & {
  */
 export function slowDown(options: SlowDownOptions): SlowDownMiddleware {
   const { headers, timers, ...rest } = (options ?? {}) as SlowDownOptions;
-  const [core, defaultKey] = splitAddressOptions(rest);
+  const [core, defaultKey] = splitClientAddress<Request, typeof rest>(rest);
   const throttle = createThrottle<Request>({ ...core, defaultKey } as ThrottleOptions<Request>);
   const format = compileHeaders(headers);
   const clock = core.clock;
@@ -70,15 +72,7 @@ export function slowDown(options: SlowDownOptions): SlowDownMiddleware {
     req.slowDown = t;
     const at = clock?.now() ?? Date.now();
     if (format !== undefined) writeFields(res, format([t.result], at));
-    publishControl(req, throttle.name, () => ({
-      allowed: true,
-      delayMs: t.delayMs,
-      retryAfterMs: 0,
-      rejectedBy: [],
-      dryRunRejectedBy: [],
-      rules: [t.result],
-      at,
-    }));
+    publishControl(req, throttle.name, () => throttleDecision(t, at));
     if (t.delayMs === 0) {
       next();
       return;

@@ -17,6 +17,7 @@
  */
 import {
   applyHeaders,
+  type ClientAddressOptions,
   type ConcurrencyOptions,
   type ConcurrencyOutcome,
   compileHeaders,
@@ -29,9 +30,7 @@ import {
   type HeaderField,
   type HeadersOption,
   hold,
-  ip,
   isGone,
-  type KeyFn,
   onceDone,
   publishControl,
   publishStoreError,
@@ -39,10 +38,11 @@ import {
   type ShedOptions,
   shedDecision,
   shedRefusal,
+  splitClientAddress,
   type ThrottleOptions,
   type ThrottleResult,
   type Timers,
-  type TrustProxy,
+  throttleDecision,
 } from '@tollgate/core';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
@@ -62,13 +62,8 @@ declare module 'fastify' {
   }
 }
 
-/** Options every control plugin shares for finding the client address. */
-export interface ClientAddressOptions {
-  /** Which proxies to trust when finding the client address (the default `ip()` key). @default false */
-  trustProxy?: TrustProxy;
-  /** IPv6 prefix length the default `ip()` key groups clients by. @default 56 */
-  ipv6Subnet?: number | false;
-}
+/** Options every control plugin shares for finding the client address (the default `ip()` key). */
+export type { ClientAddressOptions };
 
 export interface SlowDownOptions extends Omit<ThrottleOptions<FastifyRequest>, 'defaultKey'>, ClientAddressOptions {
   /** Rate-limit headers carrying the throttle's figures. @default 'draft-10' */
@@ -80,12 +75,6 @@ export interface SlowDownOptions extends Omit<ThrottleOptions<FastifyRequest>, '
 export interface ConcurrencyPluginOptions extends Omit<ConcurrencyOptions<FastifyRequest>, 'defaultKey'>, ClientAddressOptions {
   /** Send draft-10 items with `qu="concurrent-requests"`. @default true */
   headers?: boolean;
-}
-
-function split<T extends ClientAddressOptions>(o: T): [Omit<T, 'trustProxy' | 'ipv6Subnet'>, KeyFn<FastifyRequest>] {
-  const { trustProxy, ipv6Subnet, ...rest } = (o ?? {}) as T;
-  const key = ip({ ...(trustProxy !== undefined ? { trustProxy } : {}), ...(ipv6Subnet !== undefined ? { ipv6Subnet } : {}) });
-  return [rest, key as KeyFn<FastifyRequest>];
 }
 
 function writeFields(reply: FastifyReply, fields: readonly HeaderField[]): void {
@@ -114,7 +103,7 @@ export type ControlHook = onRequestHookHandler & { close(): Promise<void> };
  */
 export function slowDownHook(options: SlowDownOptions): ControlHook {
   const { headers, timers, ...rest } = options ?? ({} as SlowDownOptions);
-  const [core, defaultKey] = split(rest);
+  const [core, defaultKey] = splitClientAddress<FastifyRequest, typeof rest>(rest);
   const throttle = createThrottle<FastifyRequest>({ ...core, defaultKey } as ThrottleOptions<FastifyRequest>);
   const format = compileHeaders(headers);
   const clock = core.clock;
@@ -132,15 +121,7 @@ export function slowDownHook(options: SlowDownOptions): ControlHook {
         request.slowDown = t;
         const at = clock?.now() ?? Date.now();
         if (format !== undefined) writeFields(reply, format([t.result], at));
-        publishControl(request, throttle.name, () => ({
-          allowed: true,
-          delayMs: t.delayMs,
-          retryAfterMs: 0,
-          rejectedBy: [],
-          dryRunRejectedBy: [],
-          rules: [t.result],
-          at,
-        }));
+        publishControl(request, throttle.name, () => throttleDecision(t, at));
         if (t.delayMs === 0) {
           next();
           return;
@@ -167,7 +148,7 @@ export function slowDownHook(options: SlowDownOptions): ControlHook {
  */
 export function concurrencyHook(options: ConcurrencyPluginOptions): ControlHook {
   const { headers = true, ...rest } = options ?? ({} as ConcurrencyPluginOptions);
-  const [core, defaultKey] = split(rest);
+  const [core, defaultKey] = splitClientAddress<FastifyRequest, typeof rest>(rest);
   const limit = createConcurrency<FastifyRequest>({ ...core, defaultKey } as ConcurrencyOptions<FastifyRequest>);
 
   function answer(request: FastifyRequest, reply: FastifyReply, next: HookHandlerDoneFunction, o: ConcurrencyOutcome | undefined): void {

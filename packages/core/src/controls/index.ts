@@ -17,5 +17,5 @@ export { hold, isGone, onceDone, type ResponseLike } from './hold.js';
 export { publishControl } from './publish.js';
 export { createShedder, type Shedder, type ShedOptions, type ShedOutcome, shedDecision, shedRefusal } from './shed.js';
 export { MemorySlotStore, type SlotGrant, type SlotStore } from './slot-store.js';
-export { createThrottle, type Throttle, type ThrottleOptions, type ThrottleResult } from './throttle.js';
+export { createThrottle, type Throttle, type ThrottleOptions, type ThrottleResult, throttleDecision } from './throttle.js';
 export { ManualTimers, systemTimers, type TimerHandle, type Timers } from './timers.js';

@@ -24,7 +24,7 @@ import type { Duration } from '../duration.js';
 import { configError, describe } from '../errors.js';
 import { createLimiter } from '../limiter.js';
 import type { KeyFn } from '../rules.js';
-import type { RuleResult, Store } from '../types.js';
+import type { Decision, RuleResult, Store } from '../types.js';
 import { boundedDuration, checkOptions, MAX_TIMER_MS, optionalFn, wholeNumber } from './options.js';
 
 export interface ThrottleOptions<R = unknown> {
@@ -229,5 +229,21 @@ export function createThrottle<R = unknown>(options: ThrottleOptions<R>): Thrott
     },
     reset: (req) => limiter.reset(req),
     close: () => (o.store === undefined ? limiter.store.close() : Promise.resolve()),
+  };
+}
+
+/**
+ * A throttle result as a `Decision` (for diagnostics): always admitted, delayed by
+ * `delayMs`, with the throttle's figures as its one rule.
+ */
+export function throttleDecision(t: ThrottleResult, at: number): Decision {
+  return {
+    allowed: true,
+    delayMs: t.delayMs,
+    retryAfterMs: 0,
+    rejectedBy: [],
+    dryRunRejectedBy: [],
+    rules: [t.result],
+    at,
   };
 }
