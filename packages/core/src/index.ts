@@ -42,6 +42,7 @@ export {
   type Timers,
   throttleDecision,
 } from './controls/index.js';
+export { countedRules, type FinishingResponse, refundUncountedOnFinish } from './count-if.js';
 export {
   CHANNEL_NAMES,
   channels,

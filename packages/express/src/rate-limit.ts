@@ -10,9 +10,9 @@
  * refuses, so the combination is all-or-nothing.
  */
 import {
-  type CompiledRule,
   capacityRefusal,
   configError,
+  countedRules,
   createLimiter,
   type Decision,
   describeValue,
@@ -30,6 +30,7 @@ import {
   publishDecision,
   publishStoreError,
   type Refusal,
+  refundUncountedOnFinish,
   refusal,
 } from '@tollgate/core';
 import type { NextFunction, Request, Response } from 'express';
@@ -169,24 +170,8 @@ function skipThen(o: Normalised, req: Request, res: Response, next: NextFunction
  */
 function decider(lim: Limiter<Request>, o: Normalised, owner: Limiter<Request>, slot: Slot) {
   const { format, pk, dryRun, name, handler, message, onRejected, statusCode, onStoreError, timers } = o;
-  const counted = lim.rules.filter((r) => r.countIf !== undefined);
+  const counted = countedRules(lim);
   const firstUnit = nextAdmission(lim);
-
-  function refundUncounted(req: Request, res: Response, d: Decision): void {
-    res.once('finish', () => {
-      const names: string[] = [];
-      for (const r of counted) {
-        let counts = true;
-        try {
-          counts = (r.countIf as NonNullable<CompiledRule['countIf']>)(res.statusCode) !== false;
-        } catch {
-          // A throwing countIf counts the request: failing closed keeps the limit.
-        }
-        if (!counts) names.push(r.spec.name);
-      }
-      if (names.length > 0) lim.refund(req, d, { rules: names }).catch((err) => publishStoreError(err, req, name, 'allow'));
-    });
-  }
 
   function headers(req: Request, res: Response, d: Decision, all: Decision, f: HeaderFormatter, nextMs: NextMs): void {
     const context: HeaderContext = { all: all.rules };
@@ -257,7 +242,7 @@ function decider(lim: Limiter<Request>, o: Normalised, owner: Limiter<Request>, 
     if (format !== undefined) headers(req, res, d, all, format, nextMs);
     publishDecision(d, req, name, dryRun);
     if (d.allowed || dryRun) {
-      if (d.allowed && counted.length > 0) refundUncounted(req, res, d);
+      if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, req, res, d, name);
       if (d.delayMs > 0 && !dryRun) {
         // A client that leaves while waiting never reaches the handler (SPEC 8.2).
         hold(res, d.delayMs, timers).then((stillThere) => {

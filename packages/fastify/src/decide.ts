@@ -10,8 +10,8 @@
  */
 import {
   appendHeaderValue,
-  type CompiledRule,
   capacityRefusal,
+  countedRules,
   type Decision,
   hold,
   isAppError,
@@ -22,6 +22,7 @@ import {
   publishDecision,
   publishStoreError,
   type Refusal,
+  refundUncountedOnFinish,
   refusal,
   systemTimers,
 } from '@tollgate/core';
@@ -59,27 +60,8 @@ function asError(err: unknown): Error {
 export function decider(lim: Limiter<FastifyRequest>, o: Normalised): Decide {
   const { format, pk, dryRun, name, handler, message, onRejected, statusCode, onStoreError, skip } = o;
   const timers = o.timers ?? systemTimers;
-  const counted = lim.rules.filter((r) => r.countIf !== undefined);
+  const counted = countedRules(lim);
   const firstUnit = nextAdmission(lim);
-
-  function refundUncounted(request: FastifyRequest, reply: FastifyReply, d: Decision): void {
-    // Node's response, not a Fastify hook: it also fires for hijacked replies and streams,
-    // exactly once per response.
-    const res = reply.raw;
-    res.once('finish', () => {
-      const names: string[] = [];
-      for (const r of counted) {
-        let counts = true;
-        try {
-          counts = (r.countIf as NonNullable<CompiledRule['countIf']>)(res.statusCode) !== false;
-        } catch {
-          // A throwing countIf counts the request: failing closed keeps the limit.
-        }
-        if (!counts) names.push(r.spec.name);
-      }
-      if (names.length > 0) lim.refund(request, d, { rules: names }).catch((err) => publishStoreError(err, request, name, 'allow'));
-    });
-  }
 
   function headers(
     request: FastifyRequest,
@@ -148,7 +130,8 @@ export function decider(lim: Limiter<FastifyRequest>, o: Normalised): Decide {
     if (format !== undefined) headers(request, reply, d, all, nextMs);
     publishDecision(d, request, name, dryRun);
     if (d.allowed || dryRun) {
-      if (d.allowed && counted.length > 0) refundUncounted(request, reply, d);
+      // Node's response, not a Fastify hook: `finish` also fires for hijacked replies and streams.
+      if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, request, reply.raw, d, name);
       if (d.delayMs > 0 && !dryRun) {
         // Held until its departure; a client that leaves while waiting never reaches the handler.
         hold(reply.raw, d.delayMs, timers).then((stillThere) => {
