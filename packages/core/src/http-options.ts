@@ -8,12 +8,13 @@
  * so an option means, defaults to and fails the same way in every adapter.
  */
 
+import type { Clock } from './clock.js';
 import type { Timers } from './controls/timers.js';
 import { configError, describe } from './errors.js';
 import { compileHeaders, type HeaderFormatter, type HeadersOption } from './headers.js';
 import { ip, type TrustProxy } from './keys.js';
 import type { KeyFn } from './rules.js';
-import type { Decision } from './types.js';
+import type { Decision, Store } from './types.js';
 
 /** How the default key of a limiter or control finds the client address. */
 export interface ClientAddressOptions {
@@ -51,14 +52,45 @@ export function splitClientAddress<Req, T extends ClientAddressOptions>(o: T): [
   ];
 }
 
-/** The shared options as an adapter receives them (functions typed by the adapter). */
-export interface HttpOptionsInput extends ClientAddressOptions {
-  statusCode?: number;
-  dryRun?: boolean;
-  name?: string;
-  timers?: Timers;
+/**
+ * The options of a limiter adapter (`rateLimit()` for Express, the Fastify plugin) that
+ * do not name a framework type; each adapter's options extend these.
+ */
+export interface HttpLimiterOptions extends ClientAddressOptions {
+  /** Where counters live. @default new MemoryStore() */
+  store?: Store;
+  /** Time source (tests: `new ManualClock()`). @default the store's clock */
+  clock?: Clock;
+  /** Namespace of the store keys. @default 'tg' */
+  prefix?: string;
+  /**
+   * Rate-limit headers: `'draft-10'`, `'draft-7'`, `'draft-6'`, `'legacy'`, an array, or false.
+   * @default 'draft-10'
+   * @example headers: ['draft-10', 'legacy']
+   */
   headers?: HeadersOption;
+  /**
+   * Add the salted draft-10 partition key `pk`.
+   * @default false
+   * @example partitionKey: { salt: process.env.PK_SALT }
+   */
   partitionKey?: false | { salt: string };
+  /** Status of a refusal. @default 429 */
+  statusCode?: number;
+  /** Decide, count, send headers and publish events, but never refuse or delay. @default false */
+  dryRun?: boolean;
+  /** The limiter's name in diagnostics messages. @default 'rateLimit' */
+  name?: string;
+  /**
+   * Timers that hold a delayed request (leaky-bucket queue waits).
+   * @default systemTimers
+   * @example timers: new ManualTimers(clock) // tests
+   */
+  timers?: Timers;
+}
+
+/** The shared options as an adapter receives them (functions typed by the adapter). */
+export interface HttpOptionsInput extends HttpLimiterOptions {
   onStoreError?: unknown;
   message?: unknown;
   handler?: unknown;

@@ -72,6 +72,7 @@ export {
 export {
   type ClientAddressOptions,
   clientAddressKey,
+  type HttpLimiterOptions,
   type HttpOptions,
   type HttpOptionsInput,
   type HttpOptionsWording,

@@ -8,14 +8,12 @@ import {
   configError,
   type Decision,
   describeValue,
-  type HeaderFormatter,
-  type HeadersOption,
+  type HttpLimiterOptions,
+  type HttpOptions,
   type HttpOptionsWording,
-  type KeyFn,
   normalizeHttpOptions,
   type Rule,
   type Store,
-  type Timers,
   type TrustProxy,
 } from '@tollgate/core';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
@@ -23,18 +21,12 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 /** What to do when the store fails to decide (Redis down, timeout). */
 export type StoreErrorPolicy = 'allow' | 'deny' | 'error' | ((error: unknown, req: Request, res: Response, next: NextFunction) => void);
 
-export interface RateLimitOptions {
+export interface RateLimitOptions extends HttpLimiterOptions {
   /**
    * The stack: a request passes only if every rule admits it.
    * @example rules: [{ name: 'ip', rate: '100/min' }, { name: 'user', key: user((req) => req.user?.id), rate: '1000/h' }]
    */
   rules: Rule<Request>[];
-  /** Where counters live. @default new MemoryStore() */
-  store?: Store;
-  /** Time source (tests: `new ManualClock()`). @default the store's clock */
-  clock?: Clock;
-  /** Namespace of the store keys. @default 'tg' */
-  prefix?: string;
   /**
    * Which proxies in front of the app to trust when finding the client address; it
    * configures the `ip()` key of every rule that names no key. Independent of
@@ -43,20 +35,6 @@ export interface RateLimitOptions {
    * @example trustProxy: 'loopback' // nginx on the same machine
    */
   trustProxy?: TrustProxy;
-  /**
-   * IPv6 prefix length the default `ip()` key groups clients by; `false` for whole addresses.
-   * @default 56
-   */
-  ipv6Subnet?: number | false;
-  /**
-   * Rate-limit headers: `'draft-10'`, `'draft-7'`, `'draft-6'`, `'legacy'`, an array, or false.
-   * @default 'draft-10'
-   */
-  headers?: HeadersOption;
-  /** Add the salted draft-10 partition key `pk`. @default false */
-  partitionKey?: false | { salt: string };
-  /** Status of a refusal. @default 429 */
-  statusCode?: number;
   /**
    * Body of a refusal instead of the RFC 9457 problem: a string (sent as text), an
    * object (sent as JSON), or a function of the request and decision returning either.
@@ -72,8 +50,6 @@ export interface RateLimitOptions {
    * @example skip: (req) => req.path === '/healthz'
    */
   skip?: (req: Request, res: Response) => boolean | Promise<boolean>;
-  /** Decide, count, send headers and publish events, but never refuse or delay. @default false */
-  dryRun?: boolean;
   /** Called for every refused request (before the response is sent), e.g. for logging. */
   onRejected?: (req: Request, res: Response, decision: Decision) => void;
   /**
@@ -85,13 +61,6 @@ export interface RateLimitOptions {
   onStoreError?: StoreErrorPolicy;
   /** express-rate-limit's spelling: `true` is `onStoreError: 'allow'`, `false` is `'error'`. */
   passOnStoreError?: boolean;
-  /** The limiter's name in diagnostics messages. @default 'rateLimit' */
-  name?: string;
-  /**
-   * Where delays (leaky-bucket queue waits) get their timers; tests pass `ManualTimers`.
-   * @default systemTimers
-   */
-  timers?: Timers;
 }
 
 /** Route-level rules added to an app-level limiter (`limiter.route({ rules })`). */
@@ -99,23 +68,11 @@ export interface RouteOptions {
   rules: Rule<Request>[];
 }
 
-export interface Normalised {
+export interface Normalised extends HttpOptions<Request, RateLimitOptions> {
   rules: Rule<Request>[];
   store: Store | undefined;
   clock: Clock | undefined;
   prefix: string | undefined;
-  defaultKey: KeyFn<Request>;
-  format: HeaderFormatter | undefined;
-  pk: boolean;
-  statusCode: number;
-  message: ((req: Request, decision: Decision) => string | object) | undefined;
-  handler: RateLimitOptions['handler'];
-  skip: RateLimitOptions['skip'];
-  dryRun: boolean;
-  onRejected: RateLimitOptions['onRejected'];
-  onStoreError: StoreErrorPolicy;
-  name: string;
-  timers: Timers | undefined;
 }
 
 const KNOWN: ReadonlySet<string> = new Set([

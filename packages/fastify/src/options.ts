@@ -9,14 +9,12 @@ import {
   configError,
   type Decision,
   describeValue,
-  type HeaderFormatter,
-  type HeadersOption,
+  type HttpLimiterOptions,
+  type HttpOptions,
   type HttpOptionsWording,
-  type KeyFn,
   normalizeHttpOptions,
   type Rule,
   type Store,
-  type Timers,
   type TrustProxy,
 } from '@tollgate/core';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
@@ -31,21 +29,13 @@ export type StoreErrorPolicy =
   | 'error'
   | ((error: unknown, request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void);
 
-export interface TollgateOptions {
+export interface TollgateOptions extends HttpLimiterOptions {
   /**
    * The stack: a request passes only if every rule admits it. An empty list limits
    * only the routes that declare `config.rateLimit.rules`.
    * @example rules: [{ name: 'ip', rate: '100/min' }, { name: 'user', key: user((req) => req.user?.id), rate: '1000/h' }]
    */
   rules: Rule<FastifyRequest>[];
-  /** Where counters live. @default new MemoryStore() */
-  store?: Store;
-  /** Time source (tests: `new ManualClock()`). @default the store's clock */
-  clock?: Clock;
-  /** Timers that hold a delayed request (leaky-bucket queue; tests: `ManualTimers`). @default the process timers */
-  timers?: Timers;
-  /** Namespace of the store keys. @default 'tg' */
-  prefix?: string;
   /**
    * Which proxies in front of the app to trust when finding the client address; it
    * configures the `ip()` key of every rule that names no key. Independent of
@@ -55,26 +45,12 @@ export interface TollgateOptions {
    */
   trustProxy?: TrustProxy;
   /**
-   * IPv6 prefix length the default `ip()` key groups clients by; `false` for whole addresses.
-   * @default 56
-   */
-  ipv6Subnet?: number | false;
-  /**
-   * Rate-limit headers: `'draft-10'`, `'draft-7'`, `'draft-6'`, `'legacy'`, an array, or false.
-   * @default 'draft-10'
-   */
-  headers?: HeadersOption;
-  /** Add the salted draft-10 partition key `pk`. @default false */
-  partitionKey?: false | { salt: string };
-  /**
    * The hook that decides. `onRequest` refuses before the body is read; a later hook
    * lets keys read what earlier hooks set (e.g. `request.user` after authentication).
    * @default 'onRequest'
    * @example hook: 'preHandler' // key: user((req) => req.user?.id) after an auth preValidation hook
    */
   hook?: TollgateHook;
-  /** Status of a refusal. @default 429 */
-  statusCode?: number;
   /**
    * Body of a refusal instead of the RFC 9457 problem: a string (sent as text), an
    * object (sent as JSON), or a function of the request and decision returning either.
@@ -92,8 +68,6 @@ export interface TollgateOptions {
    * @example skip: (request) => request.url === '/healthz'
    */
   skip?: (request: FastifyRequest, reply: FastifyReply) => boolean | Promise<boolean>;
-  /** Decide, count, send headers and publish events, but never refuse or delay. @default false */
-  dryRun?: boolean;
   /** Called for every refused request (before the response is sent), e.g. for logging. */
   onRejected?: (request: FastifyRequest, reply: FastifyReply, decision: Decision) => void;
   /**
@@ -104,8 +78,6 @@ export interface TollgateOptions {
    * @default 'allow'
    */
   onStoreError?: StoreErrorPolicy;
-  /** The limiter's name in diagnostics messages. @default 'rateLimit' */
-  name?: string;
 }
 
 /**
@@ -120,24 +92,12 @@ export interface RouteRateLimit {
   hook?: TollgateHook;
 }
 
-export interface Normalised {
+export interface Normalised extends HttpOptions<FastifyRequest, TollgateOptions> {
   rules: Rule<FastifyRequest>[];
   store: Store | undefined;
   clock: Clock | undefined;
-  timers: Timers | undefined;
   prefix: string | undefined;
-  defaultKey: KeyFn<FastifyRequest>;
-  format: HeaderFormatter | undefined;
-  pk: boolean;
   hook: TollgateHook;
-  statusCode: number;
-  message: ((request: FastifyRequest, decision: Decision) => string | object) | undefined;
-  handler: TollgateOptions['handler'];
-  skip: TollgateOptions['skip'];
-  dryRun: boolean;
-  onRejected: TollgateOptions['onRejected'];
-  onStoreError: StoreErrorPolicy;
-  name: string;
 }
 
 const KNOWN: ReadonlySet<string> = new Set([
