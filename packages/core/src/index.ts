@@ -98,9 +98,14 @@ export { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
 export { mergeDecisions } from './merge.js';
 export { type NextAdmission, nextAdmission } from './next-admission.js';
 export {
+  CAPACITY_RETRY_AFTER_MS,
   capacityProblem,
   capacityRefusal,
   isCapacityRefusal,
+  MESSAGE_JSON_TYPE,
+  MESSAGE_TEXT_TYPE,
+  messageContentType,
+  messageText,
   PROBLEM_CONTENT_TYPE,
   PROBLEM_QUOTA_EXCEEDED,
   PROBLEM_REDUCED_CAPACITY,
@@ -109,6 +114,7 @@ export {
   type Refusal,
   refusal,
   retryAfterSeconds,
+  storeFailureRefusal,
 } from './response.js';
 export { type CompiledRule, compileRule, compileRules, type KeyFn, type Rule } from './rules.js';
 export { checkRule, decideStack, type Entry, entryExpiresAt, refundEntry } from './stack.js';

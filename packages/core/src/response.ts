@@ -36,6 +36,14 @@ export interface Refusal {
   retryAfter: number | undefined;
 }
 
+/** `Retry-After` of a 503 whose cause has no figure of its own (a store failure): 1 s. */
+export const CAPACITY_RETRY_AFTER_MS = 1000;
+
+/** Content type of a custom `message` that is a string. */
+export const MESSAGE_TEXT_TYPE = 'text/plain; charset=utf-8';
+/** Content type of a custom `message` that is an object (sent as JSON). */
+export const MESSAGE_JSON_TYPE = 'application/json; charset=utf-8';
+
 /** True when the server, not the client, is the reason for the refusal. */
 export function isCapacityRefusal(decision: Decision): boolean {
   return decision.degraded === 'deny';
@@ -86,7 +94,7 @@ export function capacityProblem(detail = 'The server is temporarily unable to de
  */
 export function refusal(decision: Decision, options: { statusCode?: number; capacityRetryAfterMs?: number } = {}): Refusal {
   if (isCapacityRefusal(decision)) {
-    return capacityRefusal(decision.retryAfterMs > 0 ? decision.retryAfterMs : (options.capacityRetryAfterMs ?? 1000));
+    return capacityRefusal(decision.retryAfterMs > 0 ? decision.retryAfterMs : (options.capacityRetryAfterMs ?? CAPACITY_RETRY_AFTER_MS));
   }
   const status = options.statusCode ?? 429;
   const retryAfter = retryAfterSeconds(decision);
@@ -108,4 +116,23 @@ export function capacityRefusal(retryAfterMs: number, detail?: string): Refusal 
     contentType: PROBLEM_CONTENT_TYPE,
     retryAfter,
   };
+}
+
+/** The 503 an adapter sends when the store failed under `onStoreError: 'deny'`. */
+export function storeFailureRefusal(): Refusal {
+  return capacityRefusal(CAPACITY_RETRY_AFTER_MS);
+}
+
+/**
+ * How a custom refusal `message` goes on the wire: a string as text, anything else as
+ * JSON. Two calls instead of one pair, so the refusal path allocates nothing more.
+ * @example send(res, messageContentType(body), messageText(body))
+ */
+export function messageContentType(body: string | object): string {
+  return typeof body === 'string' ? MESSAGE_TEXT_TYPE : MESSAGE_JSON_TYPE;
+}
+
+/** The text of a custom refusal `message` (see `messageContentType`). */
+export function messageText(body: string | object): string {
+  return typeof body === 'string' ? body : JSON.stringify(body);
 }

@@ -6,12 +6,15 @@ import {
   type Decision,
   type DecisionMessage,
   ManualClock,
+  messageContentType,
+  messageText,
   PROBLEM_QUOTA_EXCEEDED,
   PROBLEM_REDUCED_CAPACITY,
   publishDecision,
   publishStoreError,
   refusal,
   retryAfterSeconds,
+  storeFailureRefusal,
 } from '@tollgate/core';
 import { describe, expect, it } from 'vitest';
 
@@ -128,5 +131,22 @@ describe('diagnostics channels', () => {
     } finally {
       for (const off of subs) off();
     }
+  });
+});
+
+describe('the pieces both adapters send', () => {
+  it("a store failure under 'deny' is a 503 reduced-capacity problem with Retry-After: 1", () => {
+    const r = storeFailureRefusal();
+    expect(r.status).toBe(503);
+    expect(r.headers).toEqual([
+      ['Cache-Control', 'no-store'],
+      ['Retry-After', '1'],
+    ]);
+    expect(r.body.type).toBe(PROBLEM_REDUCED_CAPACITY);
+  });
+
+  it('a custom message goes as text when it is a string and as JSON otherwise', () => {
+    expect([messageContentType('slow down'), messageText('slow down')]).toEqual(['text/plain; charset=utf-8', 'slow down']);
+    expect([messageContentType({ error: 'x' }), messageText({ error: 'x' })]).toEqual(['application/json; charset=utf-8', '{"error":"x"}']);
   });
 });

@@ -10,7 +10,6 @@
  * refuses, so the combination is all-or-nothing.
  */
 import {
-  capacityRefusal,
   configError,
   countedRules,
   createLimiter,
@@ -26,12 +25,15 @@ import {
   type KeyFn,
   type Limiter,
   mergeDecisions,
+  messageContentType,
+  messageText,
   nextAdmission,
   publishDecision,
   publishStoreError,
   type Refusal,
   refundUncountedOnFinish,
   refusal,
+  storeFailureRefusal,
 } from '@tollgate/core';
 import type { NextFunction, Request, Response } from 'express';
 import { type Normalised, normalise, type RateLimitMiddleware, type RateLimitOptions, type RouteOptions } from './options.js';
@@ -198,11 +200,7 @@ function decider(lim: Limiter<Request>, o: Normalised, owner: Limiter<Request>, 
     }
     if (message !== undefined && !isCapacityRefusal(d)) {
       const body = message(req, d);
-      if (typeof body === 'string') {
-        sendBody(res, 'text/plain; charset=utf-8', body);
-        return;
-      }
-      sendBody(res, 'application/json; charset=utf-8', JSON.stringify(body));
+      sendBody(res, messageContentType(body), messageText(body));
       return;
     }
     sendBody(res, r.contentType, JSON.stringify(r.body));
@@ -269,7 +267,7 @@ function decider(lim: Limiter<Request>, o: Normalised, owner: Limiter<Request>, 
     }
     if (onStoreError === 'deny') {
       publishStoreError(err, req, name, 'deny');
-      const r = capacityRefusal(1000);
+      const r = storeFailureRefusal();
       writeRefusal(res, r);
       sendBody(res, r.contentType, JSON.stringify(r.body));
       return;

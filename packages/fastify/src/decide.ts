@@ -10,7 +10,6 @@
  */
 import {
   appendHeaderValue,
-  capacityRefusal,
   countedRules,
   type Decision,
   hold,
@@ -18,12 +17,15 @@ import {
   isCapacityRefusal,
   type Limiter,
   mergeDecisions,
+  messageContentType,
+  messageText,
   nextAdmission,
   publishDecision,
   publishStoreError,
   type Refusal,
   refundUncountedOnFinish,
   refusal,
+  storeFailureRefusal,
   systemTimers,
 } from '@tollgate/core';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
@@ -95,8 +97,7 @@ export function decider(lim: Limiter<FastifyRequest>, o: Normalised): Decide {
     }
     if (message !== undefined && !isCapacityRefusal(d)) {
       const body = message(request, d);
-      if (typeof body === 'string') sendBody(reply, 'text/plain; charset=utf-8', body);
-      else sendBody(reply, 'application/json; charset=utf-8', JSON.stringify(body));
+      sendBody(reply, messageContentType(body), messageText(body));
       return;
     }
     sendBody(reply, r.contentType, JSON.stringify(r.body));
@@ -162,7 +163,7 @@ export function decider(lim: Limiter<FastifyRequest>, o: Normalised): Decide {
     }
     if (onStoreError === 'deny') {
       publishStoreError(err, request, name, 'deny');
-      const r = capacityRefusal(1000);
+      const r = storeFailureRefusal();
       writeRefusal(reply, r);
       sendBody(reply, r.contentType, JSON.stringify(r.body));
       return;
