@@ -148,9 +148,14 @@ if (results.inprocess) {
   for (const spread of ['1 key', '100k keys']) {
     const one = inproc[`fixed-window|${spread}`];
     const four = inproc[`fixed-window, 4-rule stack|${spread}`];
-    const x = one.fastest / four.fastest;
+    const fastest = one.fastest / four.fastest;
     const overall = one.perSec / four.perSec;
-    target(`four-rule stack vs one rule, in-process, ${spread}`, '≤ 1.5× the time', `${f2(x)}× (overall ${f2(overall)}×)`, x <= 1.5);
+    target(
+      `four-rule stack vs one rule, in-process, ${spread}`,
+      '≤ 1.5× the time',
+      `${f2(overall)}× overall (${f2(fastest)}× fastest batches)`,
+      overall <= 1.5,
+    );
   }
   for (const a of ['fixed-window', 'sliding-window', 'token-bucket', 'leaky-bucket meter', 'leaky-bucket queue']) {
     for (const [spread, min] of [
@@ -161,8 +166,8 @@ if (results.inprocess) {
       target(
         `${a}, ${spread}: decisions/s via limiter.consume`,
         `≥ ${min / 1e6} M/s`,
-        `${(r.fastest / 1e6).toFixed(2)} M/s fastest batch, ${(r.perSec / 1e6).toFixed(2)} M/s overall (${f2(r.fastestVsRlf)}× and ${f2(r.vsRlf)}× rate-limiter-flexible)`,
-        r.fastest >= min,
+        `${(r.perSec / 1e6).toFixed(2)} M/s overall, ${(r.fastest / 1e6).toFixed(2)} M/s fastest batch (${f2(r.vsRlf)}× and ${f2(r.fastestVsRlf)}× rate-limiter-flexible)`,
+        r.perSec >= min,
       );
     }
   }
@@ -218,7 +223,7 @@ if (out !== undefined) {
       .map(([k, v]) => `${k} ${v}`)
       .join(', ')}.`,
     `- HTTP: each server in its own process on 127.0.0.1, autocannon ${cfg.connections} connections, 1 s warm-up then ${cfg.duration} s; server CPU per request from the server's own \`process.cpuUsage()\`.`,
-    `- In-process: \`await limiter.consume(req)\` on a MemoryStore in a fresh process per algorithm, batches of 10 000 for ${cfg.time} ms after 300 ms warm-up; limits high enough that the admit path (which writes) is measured. Each run gives its overall rate and its fastest batch (the one least disturbed by other work on the machine; the targets are judged on it).`,
+    `- In-process: \`await limiter.consume(req)\` on a MemoryStore in a fresh process per algorithm, batches of 10 000 for ${cfg.time} ms after 300 ms warm-up; limits high enough that the admit path (which writes) is measured. Each run gives its overall rate, on which the targets are judged, and its fastest batch (the one least disturbed by other work on the machine, shown for comparison).`,
     `- Redis: a private redis-server on a free port, ioredis with auto-pipelining, ${cfg.redisTime} ms per workload and concurrency.`,
     '',
     '## Targets',
