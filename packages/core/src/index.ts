@@ -8,6 +8,7 @@ export { algorithms } from './algorithms/index.js';
 export { guardAppFn, guardRules, isAppError, markAppError } from './app-errors.js';
 export { type Clock, ManualClock, systemClock } from './clock.js';
 export {
+  acquireWhileConnected,
   type ConcurrencyFigures,
   type ConcurrencyLimit,
   type ConcurrencyOptions,

@@ -1,4 +1,14 @@
-import { type ConcurrencyOutcome, createConcurrency, ManualClock, ManualTimers, MemorySlotStore, TollgateError } from '@tollgate/core';
+import diagnosticsChannel from 'node:diagnostics_channel';
+import { EventEmitter } from 'node:events';
+import {
+  acquireWhileConnected,
+  type ConcurrencyOutcome,
+  createConcurrency,
+  ManualClock,
+  ManualTimers,
+  MemorySlotStore,
+  TollgateError,
+} from '@tollgate/core';
 import { describe, expect, it } from 'vitest';
 
 type Req = { k?: string };
@@ -180,6 +190,48 @@ describe('concurrency (SPEC 8.3)', () => {
     ];
     for (const [o, code] of bad) {
       expect(() => createConcurrency(o as never), JSON.stringify(o)).toThrow(expect.objectContaining({ code }));
+    }
+  });
+});
+
+describe('acquireWhileConnected (how both adapters take a slot)', () => {
+  type Answer = [string | undefined, string, string, ConcurrencyOutcome | undefined];
+
+  it('a client that disconnects while queued gives up its place, and the close listener is removed', async () => {
+    const clock = new ManualClock(0);
+    const timers = new ManualTimers(clock);
+    const limit = createConcurrency<Req>({ max: 1, queue: 5, queueTimeout: '2s', key, timers });
+    await limit.acquire({ k: 'a' });
+    const raw = new EventEmitter();
+    const answered = new Promise<Answer>((resolve) => {
+      acquireWhileConnected(limit, { k: 'a' }, raw, 'res', 'next', (req, res, next, o) => resolve([req.k, res, next, o]));
+    });
+    await timers.advance(0);
+    expect(limit.waiting).toBe(1);
+    raw.emit('close');
+    expect(await answered).toEqual(['a', 'res', 'next', { admitted: false, reason: 'aborted' }]);
+    expect(raw.listenerCount('close')).toBe(0);
+    expect(limit.waiting).toBe(0);
+  });
+
+  it('a failing slot store answers undefined (no slot) and publishes the failure', async () => {
+    const failing = new MemorySlotStore();
+    failing.acquire = () => Promise.reject(new Error('slot store down'));
+    const limit = createConcurrency<Req>({ max: 1, key, store: failing, name: 'slots' });
+    const seen: unknown[] = [];
+    const listener = (m: unknown) => seen.push(m);
+    diagnosticsChannel.subscribe('tollgate:store-error', listener);
+    try {
+      const raw = new EventEmitter();
+      const answer = await new Promise<Answer>((resolve) => {
+        acquireWhileConnected(limit, { k: 'a' }, raw, 'res', 'next', (req, res, next, o) => resolve([req.k, res, next, o]));
+      });
+      expect(answer).toEqual(['a', 'res', 'next', undefined]);
+      expect(raw.listenerCount('close')).toBe(0);
+      expect(seen).toHaveLength(1);
+      expect(seen[0]).toMatchObject({ limiter: 'slots', action: 'allow' });
+    } finally {
+      diagnosticsChannel.unsubscribe('tollgate:store-error', listener);
     }
   });
 });

@@ -5,6 +5,7 @@
  * closes (aborted requests, handlers that throw, streamed responses alike).
  */
 import {
+  acquireWhileConnected,
   type ConcurrencyLimit,
   type ConcurrencyOptions,
   type ConcurrencyOutcome,
@@ -15,7 +16,6 @@ import {
   isGone,
   onceDone,
   publishControl,
-  publishStoreError,
   splitClientAddress,
 } from '@tollgate/core';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
@@ -68,21 +68,7 @@ export function concurrency(options: ConcurrencyMiddlewareOptions): ConcurrencyM
   }
 
   const middleware = function concurrency(req: Request, res: Response, next: NextFunction): void {
-    const abort = new AbortController();
-    const onClose = () => abort.abort();
-    res.once('close', onClose);
-    limit.acquire(req, abort.signal).then(
-      (o) => {
-        res.removeListener('close', onClose);
-        answer(req, res, next, o);
-      },
-      (err) => {
-        res.removeListener('close', onClose);
-        // A slot store that fails lets the request through without a slot.
-        publishStoreError(err, req, limit.name, 'allow');
-        next();
-      },
-    );
+    acquireWhileConnected(limit, req, res, res, next, answer);
   } as ConcurrencyMiddleware;
   Object.defineProperty(middleware, 'limit', { value: limit });
   middleware.close = () => limit.close();

@@ -16,6 +16,7 @@
  * await app.register(concurrency, { max: 3, global: 100 });
  */
 import {
+  acquireWhileConnected,
   applyHeaders,
   type ClientAddressOptions,
   type ConcurrencyOptions,
@@ -177,21 +178,7 @@ export function concurrencyHook(options: ConcurrencyPluginOptions): ControlHook 
       next();
       return;
     }
-    const abort = new AbortController();
-    const onClose = () => abort.abort();
-    reply.raw.once('close', onClose);
-    limit.acquire(request, abort.signal).then(
-      (o) => {
-        reply.raw.removeListener('close', onClose);
-        answer(request, reply, next, o);
-      },
-      (err) => {
-        reply.raw.removeListener('close', onClose);
-        // A slot store that fails lets the request through without a slot.
-        publishStoreError(err, request, limit.name, 'allow');
-        next();
-      },
-    );
+    acquireWhileConnected(limit, request, reply.raw, reply, next, answer);
   } as ControlHook;
   hook.close = () => limit.close();
   return hook;

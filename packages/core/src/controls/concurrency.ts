@@ -13,6 +13,7 @@
  * since a slot freed by another instance sends no signal.
  */
 import { randomUUID } from 'node:crypto';
+import { publishStoreError } from '../diagnostics.js';
 import type { Duration } from '../duration.js';
 import { configError } from '../errors.js';
 import type { HeaderField } from '../headers.js';
@@ -21,6 +22,7 @@ import { sanitizeKey } from '../limiter.js';
 import { capacityRefusal, type Refusal, refusal } from '../response.js';
 import type { KeyFn } from '../rules.js';
 import type { Decision, RuleResult } from '../types.js';
+import type { ResponseLike } from './hold.js';
 import { boundedDuration, checkOptions, MAX_TIMER_MS, optionalFn, wholeNumber } from './options.js';
 import { controlDecision } from './publish.js';
 import { MemorySlotStore, type SlotGrant, type SlotStore } from './slot-store.js';
@@ -513,4 +515,36 @@ export function concurrencyDecision(outcome: Exclude<ConcurrencyOutcome, { reaso
     delayMs: 0,
   }));
   return controlDecision(rules, refused === undefined, refused?.retryAfterMs ?? 0, 0, at);
+}
+
+/**
+ * How adapters take a slot: `limit.acquire`, giving up the queue wait when the client
+ * disconnects (`close` on Node's response, `raw`), then `answer(req, res, next, outcome)`
+ * with the adapter's own objects. A failing slot store lets the request through without
+ * a slot: the failure is published and `answer` gets `undefined`, as for a request the
+ * limit does not apply to.
+ * @example acquireWhileConnected(limit, req, res, res, next, answer) // Express; Fastify passes reply.raw, reply
+ */
+export function acquireWhileConnected<R, S, N>(
+  limit: ConcurrencyLimit<R>,
+  req: R,
+  raw: ResponseLike,
+  res: S,
+  next: N,
+  answer: (req: R, res: S, next: N, outcome: ConcurrencyOutcome | undefined) => void,
+): void {
+  const abort = new AbortController();
+  const onClose = () => abort.abort();
+  raw.once('close', onClose);
+  limit.acquire(req, abort.signal).then(
+    (o) => {
+      raw.removeListener('close', onClose);
+      answer(req, res, next, o);
+    },
+    (err) => {
+      raw.removeListener('close', onClose);
+      publishStoreError(err, req, limit.name, 'allow');
+      answer(req, res, next, undefined);
+    },
+  );
 }

@@ -3,6 +3,7 @@
  * and what adapters need to wait on behalf of a request.
  */
 export {
+  acquireWhileConnected,
   type ConcurrencyFigures,
   type ConcurrencyLimit,
   type ConcurrencyOptions,
