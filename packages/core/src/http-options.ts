@@ -131,6 +131,38 @@ export interface HttpOptions<Req, O extends HttpOptionsInput> {
   timers: Timers | undefined;
 }
 
+/** What an adapter suggests when its options are not an object, or name an unknown option. */
+export interface OptionNameFixes {
+  notObject: string;
+  unknown: (name: string) => string;
+}
+
+/**
+ * Fails unless `options` is an object naming only `known` options; errors name `path`
+ * (`'rateLimit'`, `'tollgate'`) and list `known` in its order.
+ * @example checkOptionNames(options, 'rateLimit', KNOWN, { notObject: 'Call rateLimit({ rules }).', unknown: () => 'Check its spelling.' })
+ */
+export function checkOptionNames(options: unknown, path: string, known: ReadonlySet<string>, fixes: OptionNameFixes): void {
+  if (typeof options !== 'object' || options === null) {
+    throw configError('TG_INVALID_OPTION', {
+      path,
+      expected: 'an options object { rules, ... }',
+      received: describe(options),
+      fix: fixes.notObject,
+    });
+  }
+  for (const k of Object.keys(options)) {
+    if (!known.has(k)) {
+      throw configError('TG_UNKNOWN_OPTION', {
+        path: `${path}.${k}`,
+        expected: `one of ${[...known].join(', ')}`,
+        received: JSON.stringify(k),
+        fix: fixes.unknown(k),
+      });
+    }
+  }
+}
+
 const STORE_ERROR_POLICIES: readonly unknown[] = ['allow', 'deny', 'error'];
 
 function fn<T>(value: T, path: string, shape: string): T {

@@ -72,12 +72,14 @@ export {
 } from './headers.js';
 export {
   type ClientAddressOptions,
+  checkOptionNames,
   clientAddressKey,
   type HttpLimiterOptions,
   type HttpOptions,
   type HttpOptionsInput,
   type HttpOptionsWording,
   normalizeHttpOptions,
+  type OptionNameFixes,
   splitClientAddress,
 } from './http-options.js';
 export {

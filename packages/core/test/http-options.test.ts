@@ -3,6 +3,7 @@
  * whose errors carry the adapter's own name and signatures.
  */
 import {
+  checkOptionNames,
   type HttpOptionsWording,
   ManualClock,
   ManualTimers,
@@ -97,5 +98,29 @@ describe('splitClientAddress', () => {
     // One trusted hop: the forwarded address is the client, grouped by its /64.
     expect(key(via('2001:db8:1:2:aaaa::1'))).toBe(key(via('2001:db8:1:2:bbbb::2')));
     expect(key(via('2001:db8:1:3::1'))).not.toBe(key(via('2001:db8:1:2::1')));
+  });
+});
+
+describe('checkOptionNames', () => {
+  const known = new Set(['rules', 'store']);
+  const fixes = { notObject: 'pass an object', unknown: (name: string) => `not ${name}` };
+
+  it('accepts an object naming known options only', () => {
+    expect(() => checkOptionNames({ rules: [] }, 'adapter', known, fixes)).not.toThrow();
+  });
+
+  it('rejects a non-object and an unknown name, listing the known ones in order', () => {
+    expect(() => checkOptionNames(null, 'adapter', known, fixes)).toThrow(
+      expect.objectContaining({ code: 'TG_INVALID_OPTION', path: 'adapter', fix: 'pass an object' }),
+    );
+    expect(() => checkOptionNames({ rules: [], max: 5 }, 'adapter', known, fixes)).toThrow(
+      expect.objectContaining({
+        code: 'TG_UNKNOWN_OPTION',
+        path: 'adapter.max',
+        expected: 'one of rules, store',
+        received: '"max"',
+        fix: 'not max',
+      }),
+    );
   });
 });

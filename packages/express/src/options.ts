@@ -5,6 +5,7 @@
  */
 import {
   type Clock,
+  checkOptionNames,
   configError,
   type Decision,
   describeValue,
@@ -12,6 +13,7 @@ import {
   type HttpOptions,
   type HttpOptionsWording,
   normalizeHttpOptions,
+  type OptionNameFixes,
   type Rule,
   type Store,
   type TrustProxy,
@@ -96,6 +98,11 @@ const KNOWN: ReadonlySet<string> = new Set([
   'timers',
 ]);
 
+const NAME_FIXES: OptionNameFixes = {
+  notObject: "Call rateLimit({ rules: [{ name: 'ip', rate: '100/min' }] }).",
+  unknown: () => 'Remove the option or check its spelling (docs/migrating.md maps express-rate-limit options).',
+};
+
 /** The middleware's name and signatures in the shared options' error messages. */
 const WORDING: HttpOptionsWording = {
   path: 'rateLimit',
@@ -109,24 +116,7 @@ const WORDING: HttpOptionsWording = {
 
 /** Validates `rateLimit()` options; rules themselves are validated by the core limiter. */
 export function normalise(options: RateLimitOptions): Normalised {
-  if (typeof options !== 'object' || options === null) {
-    throw configError('TG_INVALID_OPTION', {
-      path: 'rateLimit',
-      expected: 'an options object { rules, ... }',
-      received: describeValue(options),
-      fix: "Call rateLimit({ rules: [{ name: 'ip', rate: '100/min' }] }).",
-    });
-  }
-  for (const k of Object.keys(options)) {
-    if (!KNOWN.has(k)) {
-      throw configError('TG_UNKNOWN_OPTION', {
-        path: `rateLimit.${k}`,
-        expected: `one of ${[...KNOWN].join(', ')}`,
-        received: JSON.stringify(k),
-        fix: 'Remove the option or check its spelling (docs/migrating.md maps express-rate-limit options).',
-      });
-    }
-  }
+  checkOptionNames(options, 'rateLimit', KNOWN, NAME_FIXES);
   const o = options;
   let input = o;
   if (o.passOnStoreError !== undefined) {
@@ -151,22 +141,11 @@ export function normalise(options: RateLimitOptions): Normalised {
   }
   const shared = normalizeHttpOptions<Request, RateLimitOptions>(input, WORDING);
   return {
+    ...shared,
     rules: o.rules,
     store: o.store,
     clock: o.clock,
     prefix: o.prefix,
-    defaultKey: shared.defaultKey,
-    format: shared.format,
-    pk: shared.pk,
-    statusCode: shared.statusCode,
-    message: shared.message,
-    handler: shared.handler,
-    skip: shared.skip,
-    dryRun: shared.dryRun,
-    onRejected: shared.onRejected,
-    onStoreError: shared.onStoreError,
-    name: shared.name,
-    timers: shared.timers,
   };
 }
 

@@ -6,6 +6,7 @@
  */
 import {
   type Clock,
+  checkOptionNames,
   configError,
   type Decision,
   describeValue,
@@ -13,6 +14,7 @@ import {
   type HttpOptions,
   type HttpOptionsWording,
   normalizeHttpOptions,
+  type OptionNameFixes,
   type Rule,
   type Store,
   type TrustProxy,
@@ -146,6 +148,16 @@ const PEER_OPTIONS: Readonly<Record<string, string>> = {
 
 const HOOKS: readonly TollgateHook[] = ['onRequest', 'preParsing', 'preValidation', 'preHandler'];
 
+const NAME_FIXES: OptionNameFixes = {
+  notObject: "Register with app.register(tollgate, { rules: [{ name: 'ip', rate: '100/min' }] }).",
+  unknown: (name) => {
+    const peer = PEER_OPTIONS[name];
+    return peer === undefined
+      ? 'Remove the option or check its spelling.'
+      : `That is an @fastify/rate-limit option; use ${peer} (docs/migrating.md maps every option).`;
+  },
+};
+
 /** The plugin's name and signatures in the shared options' error messages. */
 const WORDING: HttpOptionsWording = {
   path: 'tollgate',
@@ -172,28 +184,7 @@ export function hookOption(value: unknown, path: string): TollgateHook {
 
 /** Validates the plugin options; rules themselves are validated by the core limiter. */
 export function normalise(options: TollgateOptions): Normalised {
-  if (typeof options !== 'object' || options === null) {
-    throw configError('TG_INVALID_OPTION', {
-      path: 'tollgate',
-      expected: 'an options object { rules, ... }',
-      received: describeValue(options),
-      fix: "Register with app.register(tollgate, { rules: [{ name: 'ip', rate: '100/min' }] }).",
-    });
-  }
-  for (const k of Object.keys(options)) {
-    if (!KNOWN.has(k)) {
-      const peer = PEER_OPTIONS[k];
-      throw configError('TG_UNKNOWN_OPTION', {
-        path: `tollgate.${k}`,
-        expected: `one of ${[...KNOWN].join(', ')}`,
-        received: JSON.stringify(k),
-        fix:
-          peer === undefined
-            ? 'Remove the option or check its spelling.'
-            : `That is an @fastify/rate-limit option; use ${peer} (docs/migrating.md maps every option).`,
-      });
-    }
-  }
+  checkOptionNames(options, 'tollgate', KNOWN, NAME_FIXES);
   const o = options;
   if (!Array.isArray(o.rules)) {
     throw configError('TG_NO_RULES', {
@@ -205,23 +196,12 @@ export function normalise(options: TollgateOptions): Normalised {
   }
   const shared = normalizeHttpOptions<FastifyRequest, TollgateOptions>(o, WORDING);
   return {
+    ...shared,
     rules: o.rules,
     store: o.store,
     clock: o.clock,
-    timers: shared.timers,
     prefix: o.prefix,
-    defaultKey: shared.defaultKey,
-    format: shared.format,
-    pk: shared.pk,
     hook: o.hook === undefined ? 'onRequest' : hookOption(o.hook, 'tollgate.hook'),
-    statusCode: shared.statusCode,
-    message: shared.message,
-    handler: shared.handler,
-    skip: shared.skip,
-    dryRun: shared.dryRun,
-    onRejected: shared.onRejected,
-    onStoreError: shared.onStoreError,
-    name: shared.name,
   };
 }
 
