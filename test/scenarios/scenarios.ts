@@ -18,7 +18,7 @@
  * A `ListeningApp` may bring its own `send` (Fastify's `app.inject`, with `from` as the
  * client address); the scenarios then go through it instead of a socket to `port`.
  */
-import http from 'node:http';
+import type http from 'node:http';
 import {
   constant,
   type HeadersOption,
@@ -32,6 +32,7 @@ import {
   user,
 } from '@tollgate/core';
 import { afterEach, describe, expect, it } from 'vitest';
+import { send as loopback } from '../setup/http.js';
 
 /** The request shape scenario rules read: both Express and Fastify requests fit. */
 export interface ScenarioRequest {
@@ -87,36 +88,7 @@ const MAX_HEADER = 4 * 1024 * 1024;
 
 function send(port: number, o: SendOptions = {}): Promise<ScenarioResponse> {
   const started = performance.now();
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: '127.0.0.1',
-        port,
-        method: o.method ?? 'GET',
-        path: o.path ?? '/',
-        headers: o.headers ?? {},
-        localAddress: o.from ?? '127.0.0.1',
-        agent: false,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          let body: unknown;
-          try {
-            body = JSON.parse(text);
-          } catch {
-            body = undefined;
-          }
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, body, ms: performance.now() - started });
-        });
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
+  return loopback(port, o).reply.then((r) => ({ ...r, ms: performance.now() - started }));
 }
 
 const userKey = user((req: ScenarioRequest) => req.headers['x-user']);

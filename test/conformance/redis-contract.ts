@@ -1,0 +1,29 @@
+/**
+ * The store conformance suite for RedisStore, on whatever client a test file started
+ * (standalone or Cluster). Every store call must reach Redis: a failing call would be
+ * answered by the local fallback, which decides like MemoryStore and could hide a broken
+ * script. After each test no key of the suite may be left without an expiry.
+ */
+import { RedisStore } from '@tollgate/redis';
+import type { Cluster, Redis } from 'ioredis';
+import { expect } from 'vitest';
+import { keysWithoutExpiry } from '../setup/redis.js';
+import { storeContract } from './store-contract.js';
+
+export function redisStoreContract(name: string, prefix: string, client: () => Redis | Cluster): void {
+  const failures: unknown[] = [];
+  storeContract(
+    name,
+    (clock) => {
+      const store = new RedisStore({ client: client(), prefix, clock, timeoutMs: 2000 });
+      store.on('error', (e) => failures.push(e));
+      return store;
+    },
+    {
+      afterEach: async () => {
+        expect(failures.splice(0)).toEqual([]);
+        expect(await keysWithoutExpiry(client(), `${prefix}*`)).toEqual([]);
+      },
+    },
+  );
+}
