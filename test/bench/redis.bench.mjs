@@ -1,6 +1,6 @@
 // Benchmark of @tollgate/redis (docs/benchmarks.md, "Redis"): decisions per second through
-// RedisStore at 64 and at 1024 decisions in flight, for one rule, a four-rule stack and one
-// rule refusing every request (deny cache), beside rate-limiter-flexible's
+// RedisStore at 64 and at 1024 decisions in flight, for one rule, three- and four-rule stacks and
+// one rule refusing every request (deny cache), beside rate-limiter-flexible's
 // RateLimiterRedis.consume, rate-limit-redis' increment, and the ceiling: a bare EVALSHA of
 // a trivial script from the same kind of ioredis client. Also counts the Redis commands
 // each workload sends per decision (counted in the ioredis client), so "one round trip per decision,
@@ -13,6 +13,7 @@
 // rounds of each; the figure is the median with its spread. Keys come from a pool of 10,000
 // clients with limits high enough that every decision is an admission (the write path),
 // except in the refusing workload.
+import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { isMain, median, pm, startRedis } from './util.mjs';
@@ -21,9 +22,25 @@ const KEYS = 10_000;
 const keyOf = (i) => `10.${(i >> 8) & 255}.${i & 255}.1`;
 const HIGH = 1_000_000_000;
 
-/** Runs `op(i)` from `inflight` concurrent loops for `time` ms; returns operations per second. */
-async function measure(op, time, inflight) {
+/** CPU time (µs) the process `pid` has used so far, from /proc (Linux); undefined elsewhere. */
+function cpuOf(pid) {
+  try {
+    // Fields after the command name: state, ppid, ..., utime (12th), stime (13th), in clock ticks.
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10_000;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Runs `op(i)` from `inflight` concurrent loops for `time` ms; returns operations per second
+ * and the CPU time per operation of this process and of redis-server (`redisPid`).
+ */
+async function measure(op, time, inflight, redisPid) {
   let done = 0;
+  const node0 = process.cpuUsage();
+  const redis0 = cpuOf(redisPid);
   let next = 0;
   const end = performance.now() + time;
   const loop = async () => {
@@ -34,7 +51,14 @@ async function measure(op, time, inflight) {
   };
   const t0 = performance.now();
   await Promise.all(Array.from({ length: inflight }, loop));
-  return { perSec: done / ((performance.now() - t0) / 1000), done };
+  const node = process.cpuUsage(node0);
+  const redis1 = cpuOf(redisPid);
+  return {
+    perSec: done / ((performance.now() - t0) / 1000),
+    done,
+    nodeCpu: (node.user + node.system) / done,
+    redisCpu: redis0 === undefined || redis1 === undefined ? Number.NaN : (redis1 - redis0) / done,
+  };
 }
 
 /**
@@ -85,6 +109,16 @@ export async function runRedis({ time = 2000, runs = 3, inflight = [64, 1024], r
     workloads['tollgate RedisStore, 1 rule'] = (i) => decide(l, { ip: keyOf(i) }, true);
   }
   {
+    // The issue's stack: per client, per tenant, global.
+    const rules = [
+      { name: 'ip', key: (r) => r.ip, limit: HIGH, window: '1m' },
+      { name: 'tenant', key: () => 'tenant', limit: HIGH, window: '1m' },
+      { name: 'global', key: () => 'all', algorithm: 'token-bucket', limit: HIGH, window: '1s' },
+    ];
+    const l = core.createLimiter({ rules, store: redisStore(), prefix: 'b3' });
+    workloads['tollgate RedisStore, 3-rule stack'] = (i) => decide(l, { ip: keyOf(i) }, true);
+  }
+  {
     const rules = [
       { name: 'ip', key: (r) => r.ip, limit: HIGH, window: '1m' },
       { name: 'tenant', key: () => 'tenant', limit: HIGH, window: '1m' },
@@ -126,10 +160,12 @@ export async function runRedis({ time = 2000, runs = 3, inflight = [64, 1024], r
     for (let r = 0; r < runs; r++) {
       for (const n of inflight) {
         for (const name of names) {
-          const { perSec } = await measure(workloads[name], time, n);
+          const m = await measure(workloads[name], time, n, server.pid);
           results[`${name}|${n}`] ??= [];
-          results[`${name}|${n}`].push(perSec);
-          log(`  redis ${r + 1}/${runs} ${n} in flight ${name}: ${Math.round(perSec)} /s`);
+          results[`${name}|${n}`].push(m);
+          log(
+            `  redis ${r + 1}/${runs} ${n} in flight ${name}: ${Math.round(m.perSec)} /s, CPU µs per decision: Node ${m.nodeCpu.toFixed(2)}, redis-server ${m.redisCpu.toFixed(2)}`,
+          );
         }
       }
     }
@@ -140,10 +176,20 @@ export async function runRedis({ time = 2000, runs = 3, inflight = [64, 1024], r
   if (wrong > 0) throw new Error(`${wrong} tollgate decisions were degraded or unexpected; the Redis figures are void`);
   const rows = [];
   for (const n of inflight) {
-    const ceiling = median(results[`${names[0]}|${n}`]);
+    const ceiling = median(results[`${names[0]}|${n}`].map((m) => m.perSec));
     for (const name of names) {
-      const xs = results[`${name}|${n}`];
-      rows.push({ name, inflight: n, perSec: median(xs), pm: pm(xs), ofCeiling: median(xs) / ceiling, commands: perDecision[name] });
+      const ms = results[`${name}|${n}`];
+      const xs = ms.map((m) => m.perSec);
+      rows.push({
+        name,
+        inflight: n,
+        perSec: median(xs),
+        pm: pm(xs),
+        ofCeiling: median(xs) / ceiling,
+        commands: perDecision[name],
+        nodeCpu: median(ms.map((m) => m.nodeCpu)),
+        redisCpu: median(ms.map((m) => m.redisCpu)),
+      });
     }
   }
   return rows;
@@ -151,12 +197,12 @@ export async function runRedis({ time = 2000, runs = 3, inflight = [64, 1024], r
 
 export function redisTable(rows) {
   const out = [
-    '| workload | in flight | decisions/s | spread | of bare EVALSHA | Redis commands per decision |',
-    '| --- | ---: | ---: | ---: | ---: | ---: |',
+    '| workload | in flight | decisions/s | spread | of bare EVALSHA | Redis commands per decision | CPU µs per decision: Node | redis-server |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
   for (const r of rows) {
     out.push(
-      `| ${r.name} | ${r.inflight} | ${Math.round(r.perSec).toLocaleString('en-US')} | ${r.pm} | ${(r.ofCeiling * 100).toFixed(0)}% | ${r.commands.toFixed(3)} |`,
+      `| ${r.name} | ${r.inflight} | ${Math.round(r.perSec).toLocaleString('en-US')} | ${r.pm} | ${(r.ofCeiling * 100).toFixed(0)}% | ${r.commands.toFixed(3)} | ${r.nodeCpu.toFixed(2)} | ${Number.isNaN(r.redisCpu) ? '—' : r.redisCpu.toFixed(2)} |`,
     );
   }
   return out.join('\n');

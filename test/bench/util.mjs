@@ -51,6 +51,7 @@ export async function startRedis() {
   const admin = new Redis({ port, host: '127.0.0.1' });
   return {
     port,
+    pid: proc.pid,
     client: (extra = {}) => new Redis({ port, host: '127.0.0.1', enableAutoPipelining: true, ...extra }),
     flush: () => admin.flushall(),
     async stop() {
