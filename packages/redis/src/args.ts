@@ -2,10 +2,11 @@
  * The script's wire format (see `lua/stack.ts`), all text: ioredis writes a command whose
  * arguments are all strings as one string, while a single Buffer argument makes it copy
  * every argument separately. Each distinct rule of a call travels once (its 7 fields
- * built once per `RuleSpec` and cached); each stack is one shape field (`c1:1,2:1`: the
- * command, then per op its rule's number in the call and its cost), plus its `now` when
- * supplied. Numbers are `String(x)` (shortest text that reads back as the same double;
- * `-0` kept), which Lua's `tonumber` reads exactly.
+ * built once per `RuleSpec` and cached); stacks travel as runs: a count and a shape
+ * (`c1:1,2:1`: the command, then per op its rule's number in the call and its cost), plus
+ * the run's `now` when supplied. Numbers are `String(x)` (shortest text that reads back as
+ * the same double; `-0` kept), which Lua's `tonumber` reads exactly. The decide reply is
+ * one string of packed doubles, read here from the Buffer ioredis returns.
  */
 import type { Outcome, RejectReason, RuleSpec, StoreDecision, StoreOp } from '@tollgate/core';
 import { OUT_FIELDS } from './lua/index.js';
@@ -17,8 +18,6 @@ const ALGO_CODE = {
   'token-bucket': 't',
   'leaky-bucket': 'k',
 } as const;
-
-const REASONS: Record<string, RejectReason | undefined> = { '': undefined, l: 'limit', b: 'blocked', c: 'cost_exceeds_limit' };
 
 /** A number as text that Lua's `tonumber` reads back as the same double. */
 function num(x: number): string {
@@ -121,10 +120,22 @@ export function decideArgs(stacks: readonly StackCall[], keys: readonly string[]
   const b = new CallBuilder('d', minTtl);
   const tail: string[] = [];
   let from = 0;
+  // The run being built: its count's index in tail, its shape and its time.
+  let countAt = -1;
+  let last = '';
+  let lastNow: number | undefined;
   for (const st of stacks) {
-    if (st.now === undefined) tail.push(b.shape(st.cmd, st.ops, keys, from, true));
-    else tail.push(b.shape(st.cmd === 'c' ? 'C' : 'P', st.ops, keys, from, true), num(st.now));
+    const shape = b.shape(st.now === undefined ? st.cmd : st.cmd === 'c' ? 'C' : 'P', st.ops, keys, from, true);
     from += st.ops.length;
+    if (countAt >= 0 && shape === last && (st.now === lastNow || Object.is(st.now, lastNow))) {
+      tail[countAt] = String(Number(tail[countAt]) + 1);
+      continue;
+    }
+    countAt = tail.length;
+    last = shape;
+    lastNow = st.now;
+    tail.push('1', shape);
+    if (st.now !== undefined) tail.push(num(st.now));
   }
   return b.finish(tail);
 }
@@ -142,37 +153,47 @@ export function refundArgs(
   return b.finish([now === undefined ? '' : num(now), num(at), shape]);
 }
 
+const REASON_OF: readonly (RejectReason | undefined)[] = [undefined, undefined, 'limit', 'blocked', 'cost_exceeds_limit'];
+
 /**
- * Parses a decide reply: per stack, allowed, now and OUT_FIELDS per op (see lua/index.ts); numbers are
- * integer replies, or exact decimal text when fractional. `sizes[j]` is stack j's op count.
+ * Parses a decide reply: little-endian doubles, per stack allowed (1/0) and now, then
+ * OUT_FIELDS per op (see lua/index.ts). `sizes[j]` is stack j's op count.
  */
 export function parseDecisions(reply: unknown, sizes: readonly number[]): StoreDecision[] {
-  const a = reply as (number | string)[];
+  if (!Buffer.isBuffer(reply)) throw new TypeError(`The store script replied ${typeof reply}, not its packed decisions`);
   const out: StoreDecision[] = new Array(sizes.length);
-  let k = 0;
+  let p = 0;
   for (let j = 0; j < sizes.length; j++) {
     const n = sizes[j] as number;
     const outcomes: Outcome[] = new Array(n);
-    const allowed = a[k] === 1;
-    const now = Number(a[k + 1]);
-    k += 2;
+    const allowed = reply.readDoubleLE(p) === 1;
+    const now = reply.readDoubleLE(p + 8);
+    p += 16;
     for (let i = 0; i < n; i++) {
-      const code = a[k];
-      const last = Number(a[k + 3]);
+      const code = reply.readDoubleLE(p);
+      const last = reply.readDoubleLE(p + 24);
       outcomes[i] =
         code === 1
-          ? { allowed: true, remaining: Number(a[k + 1]), resetMs: Number(a[k + 2]), retryAfterMs: 0, delayMs: last, reason: undefined }
+          ? {
+              allowed: true,
+              remaining: reply.readDoubleLE(p + 8),
+              resetMs: reply.readDoubleLE(p + 16),
+              retryAfterMs: 0,
+              delayMs: last,
+              reason: undefined,
+            }
           : {
               allowed: false,
-              remaining: Number(a[k + 1]),
-              resetMs: Number(a[k + 2]),
+              remaining: reply.readDoubleLE(p + 8),
+              resetMs: reply.readDoubleLE(p + 16),
               retryAfterMs: last,
               delayMs: 0,
-              reason: REASONS[code as string],
+              reason: REASON_OF[code],
             };
-      k += OUT_FIELDS;
+      p += OUT_FIELDS * 8;
     }
     out[j] = { allowed, now, outcomes };
   }
+  if (p !== reply.length) throw new TypeError(`The store script replied ${reply.length} bytes for ${p} expected`);
   return out;
 }

@@ -15,7 +15,9 @@ import { STORE_SCRIPT, STORE_SCRIPT_SHA } from './lua/index.js';
 
 /**
  * The part of an ioredis `Redis` or `Cluster` the store calls. Structural, so clients of
- * ioredis 5 and 6 (and their generic reply modes) all fit.
+ * ioredis 5 and 6 (and their generic reply modes) all fit. The store also calls the
+ * Buffer-reply variants `evalshaBuffer` and `evalBuffer` (its decide reply is binary),
+ * which every ioredis client has but ioredis' typings leave out (see BufferScripts).
  */
 export interface RedisClientLike {
   evalsha(sha: string, numkeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
@@ -26,6 +28,21 @@ export interface RedisClientLike {
 }
 
 type ScriptClient = RedisClientLike;
+
+/**
+ * ioredis defines `<command>Buffer` for every command at runtime. Not `callBuffer`: with
+ * `enableAutoPipelining` ioredis 5 and 6 drop its command name.
+ */
+interface BufferScripts {
+  evalshaBuffer(sha: string, numkeys: number, ...args: string[]): Promise<unknown>;
+  evalBuffer(script: string, numkeys: number, ...args: string[]): Promise<unknown>;
+}
+
+/** Whether `client` has the Buffer-reply script commands the store runs. */
+export function hasBufferScripts(client: object): boolean {
+  const c = client as Partial<BufferScripts>;
+  return typeof c.evalshaBuffer === 'function' && typeof c.evalBuffer === 'function';
+}
 
 /** The code word of a Redis error reply, or undefined when `err` is not a reply error. */
 export function replyCode(err: unknown): string | undefined {
@@ -42,8 +59,9 @@ export function runScript(
   call: { readonly keys: readonly string[]; readonly args: readonly string[] },
 ): Promise<unknown> {
   const { keys, args } = call;
-  return client.evalsha(STORE_SCRIPT_SHA, keys.length, ...keys, ...args).catch((err: unknown) => {
+  const c = client as ScriptClient & BufferScripts;
+  return c.evalshaBuffer(STORE_SCRIPT_SHA, keys.length, ...keys, ...args).catch((err: unknown) => {
     if (replyCode(err) !== 'NOSCRIPT') throw err;
-    return client.eval(STORE_SCRIPT, keys.length, ...keys, ...args);
+    return c.evalBuffer(STORE_SCRIPT, keys.length, ...keys, ...args);
   });
 }

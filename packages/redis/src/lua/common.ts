@@ -1,12 +1,12 @@
 /**
- * Lua prelude shared by every script section: number formatting, entry encoding and
- * the `admitted` / `refused` constructors of `core/src/algorithms/types.ts`.
+ * Lua prelude shared by every script section: number formatting and entry encoding. Each
+ * algorithm's check returns the outcome of `core/src/algorithms/types.ts` as values.
  *
  * Redis runs Lua 5.1, whose numbers are IEEE doubles like JavaScript's, so the same
- * operations in the same order give the same results. Whole numbers leave the script as
- * integer replies; any other number as `%.17g` text (an integer reply would truncate
- * it, and 17 significant digits round-trip every double exactly). States are stored as
- * packed doubles, so they round-trip exactly too.
+ * operations in the same order give the same results. Decisions leave the script as
+ * packed doubles and states are stored as packed doubles, so both round-trip exactly.
+ * The refund's reply (its time) is an integer reply when whole, else `%.17g` text (17
+ * significant digits round-trip every double).
  */
 export const COMMON_LUA = `
 local floor, ceil, max, min, fmod = math.floor, math.ceil, math.max, math.min, math.fmod
@@ -16,13 +16,8 @@ local function fmt(x) return format('%.17g', x) end
 
 -- A check's outcome travels as multiple values, not a table (no allocation per check):
 -- allowed, remaining, resetMs, retryAfterMs, delayMs, next state (nil: nothing to write).
-local function admitted(remaining, resetMs, delayMs, nx)
-  return true, remaining, resetMs, 0, delayMs, nx
-end
-
-local function refused(remaining, resetMs, retryAfterMs, nx)
-  return false, remaining, resetMs, retryAfterMs, 0, nx
-end
+-- Each algorithm returns them directly: a Lua function call costs about as much as a
+-- dozen arithmetic operations in Redis' interpreter, so the hot path makes few.
 
 -- An entry is stored as packed little-endian doubles (Redis' struct library): the block
 -- deadline, then the algorithm's state. Exact, compact, and no number formatting.
@@ -64,7 +59,7 @@ local function encode(s, b)
   return table.concat(parts)
 end
 
--- A reply field: whole numbers travel as integer replies (no formatting), others as text.
+-- The refund's reply: a whole number as an integer reply (no formatting), others as text.
 local function out(x)
   if x == floor(x) and x < 9007199254740992 and x > -9007199254740992 then return x end
   return fmt(x)

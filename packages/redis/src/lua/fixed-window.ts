@@ -33,41 +33,43 @@ local function month_start(y, m)
 end
 
 local function fw_start(t, r)
-  if r.cal == 'm' then local y, m = civil(t); return month_start(y, m) end
+  if r.month then local y, m = civil(t); return month_start(y, m) end
   return t - fmod(t, r.W)
 end
 
 local function fw_end(start, r)
-  if r.cal == 'm' then local y, m = civil(start); return month_start(y, m + 1) end
+  if r.month then local y, m = civil(start); return month_start(y, m + 1) end
   return start + r.W
 end
 
 local function fw_window_end(start, r)
-  if r.align == 'f' then return start + r.W end
+  if r.first then return start + r.W end
   return fw_end(start, r)
 end
 
 ALG['f'] = {
   check = function(state, now, r, cost)
-    local start
+    local start, e
     local count = 0
-    if r.align == 'f' then
+    if r.first then
       if state ~= nil and now < state[1] + r.W then start = state[1]; count = state[2] else start = now end
+      e = start + r.W
     else
-      start = fw_start(now, r)
+      -- The windows of the clock (or calendar months): inlined for the common fixed width.
+      if r.month then start = fw_start(now, r) else start = now - fmod(now, r.W) end
       -- A stored window later than now means time went backwards: stay in it.
       if state ~= nil and state[1] >= start then start = state[1]; count = state[2] end
+      if r.month then e = fw_end(start, r) else e = start + r.W end
     end
-    local e = fw_window_end(start, r)
-    if count + cost <= r.L then
-      local used = count + cost
+    local used = count + cost
+    if used <= r.L then
       local reset = 0
       if used > 0 then reset = e - now end
-      return admitted(r.L - used, reset, 0, { start, used })
+      return true, r.L - used, reset, 0, 0, { start, used }
     end
     local nx = nil
-    if r.cr then nx = { start, count + cost } end
-    return refused(r.L - count, e - now, e - now, nx)
+    if r.cr then nx = { start, used } end
+    return false, r.L - count, e - now, e - now, 0, nx
   end,
   refund = function(state, now, r, cost, at)
     local start = state[1]
@@ -75,6 +77,9 @@ ALG['f'] = {
     if at < start or at >= e or now >= e then return state end
     return { start, max(0, state[2] - cost) }
   end,
-  expires = function(state, r) return fw_window_end(state[1], r) end,
+  expires = function(state, r)
+    if r.month and not r.first then return fw_end(state[1], r) end
+    return state[1] + r.W
+  end,
 }
 `;

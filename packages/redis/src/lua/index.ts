@@ -17,8 +17,9 @@ import { PARSE_LUA, STACK_LUA } from './stack.js';
 import { TOKEN_BUCKET_LUA } from './token-bucket.js';
 
 /**
- * Reply fields per op: 1 (admitted) or the refusal's reason code, remaining, resetMs, then
- * delayMs when admitted or retryAfterMs when refused (the other is 0).
+ * Reply fields (doubles) per op: 1 when admitted, else the refusal's reason code (2 limit,
+ * 3 blocked, 4 cost above maxCost); remaining; resetMs; then delayMs when admitted or
+ * retryAfterMs when refused (the other is 0).
  */
 export const OUT_FIELDS = 4;
 

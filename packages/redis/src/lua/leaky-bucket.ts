@@ -18,44 +18,39 @@ local function backlog(state, now)
   return max(0, state[1] - now)
 end
 
-local meter = {
+ALG['k'] = {
   check = function(state, now, r, cost)
     local T = r.W / r.L
     local tol = r.B * T
     local ahead = backlog(state, now)
     local level = ahead + cost * T
-    if level <= tol then return admitted(floor((tol - level) / T), ceil(level), 0, { now + level }) end
+    if level <= tol then return true, floor((tol - level) / T), ceil(level), 0, 0, { now + level } end
     local fits = function(t) return backlog(state, t) + cost * T <= tol end
     local retry = settle(now + ceil(ahead - (tol - cost * T)), fits) - now
     local w = nil
     if r.cr then w = { now + level } end
-    return refused(max(0, floor((tol - ahead) / T)), ceil(ahead), retry, w)
+    return false, max(0, floor((tol - ahead) / T)), ceil(ahead), retry, 0, w
   end,
   refund = function(state, now, r, cost) return { max(now, state[1] - cost * (r.W / r.L)) } end,
+  expires = function(state, r) return ceil(state[1]) end,
 }
 
-local queue = {
+-- The queue mode: rules with mode 'q' use this entry (see PARSE_LUA).
+ALG['kq'] = {
   check = function(state, now, r, cost)
     local T = r.W / r.L
     local mx = r.Q * T
     local wait = backlog(state, now) + cost * T
     if wait <= mx then
       local delay = ceil(wait)
-      return admitted(max(0, floor((mx - wait) / T)), delay, delay, { now + wait })
+      return true, max(0, floor((mx - wait) / T)), delay, 0, delay, { now + wait }
     end
     local ahead = backlog(state, now)
     local fits = function(t) return backlog(state, t) + cost * T <= mx end
     local retry = settle(now + ceil(ahead - (mx - cost * T)), fits) - now
-    return refused(max(0, floor((mx - ahead) / T)), ceil(ahead), retry, nil)
+    return false, max(0, floor((mx - ahead) / T)), ceil(ahead), retry, 0, nil
   end,
   refund = function(state, now, r, cost) return { max(now, state[1] - cost * (r.W / r.L)) } end,
-}
-
-local function lb(r) if r.mode == 'q' then return queue end return meter end
-
-ALG['k'] = {
-  check = function(state, now, r, cost) return lb(r).check(state, now, r, cost) end,
-  refund = function(state, now, r, cost, at) return lb(r).refund(state, now, r, cost, at) end,
   expires = function(state, r) return ceil(state[1]) end,
 }
 `;

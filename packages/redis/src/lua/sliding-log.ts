@@ -31,7 +31,7 @@ ALG['s'] = {
     if sum + cost <= r.L then
       local newest
       if cost > 0 then newest = now elseif sum > 0 then newest = state[n - 1] else newest = now - W end
-      return admitted(r.L - sum - cost, newest + W - at, 0, sl_append(state, first, now, cost))
+      return true, r.L - sum - cost, newest + W - at, 0, 0, sl_append(state, first, now, cost)
     end
     local freed = 0
     local retryAt = now
@@ -41,7 +41,7 @@ ALG['s'] = {
     end
     local nx = nil
     if r.cr then nx = sl_append(state, first, now, cost) end
-    return refused(max(0, r.L - sum), state[n - 1] + W - at, retryAt - at, nx)
+    return false, max(0, r.L - sum), state[n - 1] + W - at, retryAt - at, 0, nx
   end,
   refund = function(state, now, r, cost, at)
     for i = #state - 1, 1, -2 do

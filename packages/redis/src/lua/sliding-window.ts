@@ -38,13 +38,13 @@ ALG['w'] = {
       local after = cur + cost
       local reset = 0
       if after > 0 then reset = start + 2 * W - at elseif prev > 0 then reset = start + W - at end
-      return admitted(max(0, r.L - floorEstimate - cost), reset, 0, { start, prev, after })
+      return true, max(0, r.L - floorEstimate - cost), reset, 0, 0, { start, prev, after }
     end
     local reset = start + W - at
     if cur > 0 then reset = start + 2 * W - at end
     local nx = nil
     if r.cr then nx = { start, prev, cur + cost } end
-    return refused(max(0, r.L - floorEstimate), reset, sw_retry_at(start, prev, cur, W, r.L - cost + 1) - at, nx)
+    return false, max(0, r.L - floorEstimate), reset, sw_retry_at(start, prev, cur, W, r.L - cost + 1) - at, 0, nx
   end,
   refund = function(state, now, r, cost, at)
     local W = r.W

@@ -5,22 +5,25 @@
  * for supplied time, ARGV[3] the number R of distinct rules the call uses, then 7 fields
  * per rule (rule number i = 1..R): flags (algorithm, align, mode, calendar, countRejected,
  * dryRun, one character each), L, W, B, Q, blockForMs, maxCost. Then:
- * - `d` (decide): per stack its shape, a command (`c` consume, `p` peek; upper case when
- *   the stack's `now` follows as the next field, else Redis `TIME`) and per op
- *   `<rule number>:<cost>`, comma-separated (`c1:1,2:1`). KEYS holds each distinct key
- *   of the call once: an op takes the next key not yet used, or, when a key repeats (a
- *   tenant's, a route's or a global rule's key shared by many stacks), names it with
- *   `@<index>` (`c1:1,2:1@2`). A batch repeats a few shapes, each parsed once, and keys
- *   named again are the call's hot keys (see read in STACK_LUA). Stacks are decided one after
+ * - `d` (decide): runs of stacks. A run is its count, then its shape: a command (`c`
+ *   consume, `p` peek; upper case when the run's `now` follows as the next field, else
+ *   Redis `TIME`) and per op `<rule number>:<cost>`, comma-separated (`c1:1,2:1`); the
+ *   consecutive stacks of a batch with the same shape (and time) make one run, so a batch
+ *   of one limiter's stacks is one or two runs, not a field per stack. KEYS holds each
+ *   distinct key of the call once: an op takes the next key not yet used, or, when a key
+ *   repeats (a tenant's, a route's or a global rule's key shared by many stacks), names it
+ *   with `@<index>` (`c1:1,2:1@2`). Each shape is parsed once per call, and keys named
+ *   again are the call's hot keys (see read in STACK_LUA). Stacks are decided one after
  *   the other, each all-or-nothing, as if they had arrived in that order; `TIME` is read
- *   once. The reply is, per stack: allowed (1/0), now, then OUT_FIELDS per op (see
- *   `OUT_FIELDS` in index.ts; numbers as `out` in common.ts sends them).
+ *   once. The reply is one string of little-endian doubles: per stack allowed (1/0) and
+ *   now, then OUT_FIELDS per op (see `OUT_FIELDS` in index.ts). Doubles are exact and cost
+ *   Redis and Node less than an array of integer and text replies.
  * - `r` (refund): `now` (empty: Redis `TIME`), `at`, then the ops' shape (`r1:1,2:1`);
  *   the reply is now.
  *
  * Every key written gets its TTL in the same command (`SET ... PX`), the time until
  * `entryExpiresAt`, so no key is ever left without expiry. An entry whose expiry has
- * passed is read as absent and dropped, exactly as `MemoryStore` does.
+ * passed is read as absent, exactly as `MemoryStore` does (see read in STACK_LUA).
  */
 /** Reads the mode and the rules. Runs first. */
 export const PARSE_LUA = `
@@ -42,18 +45,27 @@ local function time_now()
 end
 
 local sub, byte, gmatch = string.sub, string.byte, string.gmatch
--- The call's rules, by number.
+-- The call's rules, by number. Flags are read with one byte() call; the number fields that
+-- usually repeat another (maxCost and burst: the limit) or are 0 are not parsed again.
 local RULE = {}
 local NRULES = tonumber(ARGV[3])
 for i = 1, NRULES do
   local a = 3 + 7 * (i - 1)
   local f = ARGV[a + 1]
   local algo = sub(f, 1, 1)
+  local _, align, md, cal, cr, dry = byte(f, 1, 6)
+  local Ltext = ARGV[a + 2]
+  local L = tonumber(Ltext)
+  local B, Q, block, maxCost = ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7]
+  if B == Ltext then B = L else B = tonumber(B) end
+  if Q == '0' then Q = 0 else Q = tonumber(Q) end
+  if block == '0' then block = 0 else block = tonumber(block) end
+  if maxCost == Ltext then maxCost = L else maxCost = tonumber(maxCost) end
+  -- 102 'f' (first-request alignment), 113 'q' (queue mode), 109 'm' (calendar month),
+  -- 49 '1' (countRejected, dryRun).
   RULE[i] = {
-    algo = algo, align = sub(f, 2, 2), mode = sub(f, 3, 3), cal = sub(f, 4, 4),
-    cr = sub(f, 5, 5) == '1', dry = sub(f, 6, 6) == '1',
-    L = tonumber(ARGV[a + 2]), W = tonumber(ARGV[a + 3]), B = tonumber(ARGV[a + 4]),
-    Q = tonumber(ARGV[a + 5]), block = tonumber(ARGV[a + 6]), maxCost = tonumber(ARGV[a + 7]),
+    algo = algo, first = align == 102, queue = md == 113, month = cal == 109, cr = cr == 49, dry = dry == 49,
+    L = L, W = tonumber(ARGV[a + 3]), B = B, Q = Q, block = block, maxCost = maxCost,
   }
   NEED[algo] = true
 end
@@ -88,10 +100,21 @@ end
 
 /** The stack decision and the command's body. Runs after the algorithm sections. */
 export const STACK_LUA = `
+-- Each rule's algorithm entry (the leaky bucket's queue mode has its own).
+for i = 1, NRULES do
+  local r = RULE[i]
+  if r.algo == 'k' and r.queue then r.alg = ALG['kq'] else r.alg = ALG[r.algo] end
+  -- Fixed and sliding windows keep one expiry for a whole window: a write that leaves it
+  -- unchanged keeps the key's TTL (SET KEEPTTL costs Redis less than SET PX).
+  r.keep = r.algo == 'f' or r.algo == 'w'
+end
+
+local call = redis.call
+
 -- Entries travel as two values: the state s (nil for none) and the block deadline b.
 local function expires_at(s, b, r)
   local x = 0
-  if s ~= nil then x = ALG[r.algo].expires(s, r) end
+  if s ~= nil then x = r.alg.expires(s, r) end
   return max(x, b)
 end
 
@@ -104,30 +127,43 @@ end
 -- A hot key's entry: s, b (b nil: absent), and when written in this call: ttl (0: delete).
 local CACHE = {}
 
-local function load(key)
-  local v = redis.call('GET', key)
-  if not v then return nil, nil end
-  return decode(v)
-end
-
--- The entry under key; b is nil when there is none or it has expired.
-local function read(key, r, now)
+-- The entry under key; b is nil when there is none. With supplied time (drop true) an
+-- entry whose expiry has passed is read as absent and deleted, as MemoryStore drops it,
+-- so that a clock stepping back later does not bring it back. On Redis time the key's
+-- own TTL, set on the same clock, has removed it (within the millisecond the script
+-- started in, where every algorithm decides an expired entry exactly as an absent one).
+local function read(key, r, now, drop)
   local s, b
   local e = CACHE[key]
   if e ~= nil then s, b = e.s, e.b
   else
-    s, b = load(key)
+    local v = call('GET', key)
+    if v then
+      -- decode (common.ts), inlined: the block deadline, then the state's fields.
+      local m = #v / 8
+      b = (unpack_bin('<d', v))
+      if m > 32 then s = decode(v)
+      elseif m > 1 then
+        local f = FMT[m - 1]
+        if f == nil then f = fmt_of(m - 1) end
+        s = { unpack_bin(f, v, 9) }
+        s[m] = nil
+      end
+    end
     if HOT[key] then
       e = { s = s, b = b }
       CACHE[key] = e
     end
   end
   if b == nil then return nil, nil end
-  if expires_at(s, b, r) <= now then
-    -- Expired: dropped, as MemoryStore drops it, so that a clock stepping back later
-    -- (supplied time) does not bring it back.
-    if e ~= nil then e.s, e.b, e.ttl = nil, nil, 0 else redis.call('DEL', key) end
-    return nil, nil
+  if drop then
+    if expires_at(s, b, r) <= now then
+      if e ~= nil then e.s, e.b, e.ttl = nil, nil, 0 else call('DEL', key) end
+      return nil, nil
+    end
+  elseif e == nil and r.keep then
+    -- On Redis time, the expiry the key's TTL was last set for (see write).
+    return s, b, expires_at(s, b, r)
   end
   return s, b
 end
@@ -135,39 +171,64 @@ end
 -- A TTL as the text SET reads: Redis formats a Lua number argument with '%.17g' on every
 -- call, while the stacks of a batch mostly share one TTL (one now, one window end).
 local TTL_TEXT = {}
-local function ttl_text(ms)
+
+-- Writes the entry, with its TTL. x0: the expiry its key's TTL was set for when it was
+-- read (see read), if known; a write that keeps it keeps the TTL. That TTL ran from an
+-- earlier time to at least x0 (ceil), and Redis expires keys on the script's start time,
+-- so the key read is still there and keeps an expiry no earlier than the entry's.
+local function write(key, s, b, r, now, x0)
+  local x = b
+  local m = 0
+  if s ~= nil then
+    x = r.alg.expires(s, r)
+    if b > x then x = b end
+    m = #s
+  end
+  local e = CACHE[key]
+  if x <= now then
+    if e ~= nil then e.s, e.b, e.ttl = nil, nil, 0 else call('DEL', key) end
+    return
+  end
+  local ms = ceil(x - now)
+  if ms < MIN_TTL then ms = MIN_TTL end
+  if e ~= nil then e.s, e.b, e.ttl = s, b, ms; return end
+  -- encode (common.ts), inlined for up to 31 fields.
+  local v
+  if m == 0 then v = pack('<d', b)
+  elseif m <= 31 then
+    local f = FMT[m + 1]
+    if f == nil then f = fmt_of(m + 1) end
+    v = pack(f, b, unpack(s))
+  else v = encode(s, b) end
+  if x == x0 then call('SET', key, v, 'KEEPTTL'); return end
   local t = TTL_TEXT[ms]
   if t == nil then
     -- Whole numbers of ms below 1e14 print exactly with tostring's '%.14g'.
     if ms < 1e14 then t = tostring(ms) else t = ms end
     TTL_TEXT[ms] = t
   end
-  return t
-end
-
-local function write(key, s, b, r, now)
-  local x = expires_at(s, b, r)
-  local e = CACHE[key]
-  if e ~= nil then
-    if x <= now then e.s, e.b, e.ttl = nil, nil, 0
-    else e.s, e.b, e.ttl = s, b, max(ceil(x - now), MIN_TTL) end
-  elseif x <= now then redis.call('DEL', key)
-  else redis.call('SET', key, encode(s, b), 'PX', ttl_text(max(ceil(x - now), MIN_TTL))) end
+  call('SET', key, v, 'PX', t)
 end
 
 -- Writes the hot keys' final entries.
 local function flush()
   for key, e in pairs(CACHE) do
-    if e.ttl == 0 then redis.call('DEL', key)
-    elseif e.ttl ~= nil then redis.call('SET', key, encode(e.s, e.b), 'PX', ttl_text(e.ttl)) end
+    if e.ttl == 0 then call('DEL', key)
+    elseif e.ttl ~= nil then
+      local t = e.ttl
+      if t < 1e14 then t = tostring(t) end
+      call('SET', key, encode(e.s, e.b), 'PX', t)
+    end
   end
 end
 
--- The outcome as values (allowed, remaining, resetMs, retryAfterMs, delayMs, reason), then
--- whether to write and what (state, block deadline) if committed.
+-- The full check of one rule: cost above maxCost, a block, a refusal that is written
+-- (countRejected) or starts a block. Returns the outcome as values (allowed, remaining,
+-- resetMs, retryAfterMs, delayMs, reason), then whether to write and what (state, block
+-- deadline) if committed. The main loop handles the admitted, unblocked case itself.
 local function check_rule(s, b, now, r, cost)
   if cost > r.maxCost then return false, 0, 0, 0, 0, 'c', false end
-  local ok, remaining, reset, retry, delay, nx = ALG[r.algo].check(s, now, r, cost)
+  local ok, remaining, reset, retry, delay, nx = r.alg.check(s, now, r, cost)
   local blockedUntil = b or 0
   if blockedUntil > now then
     local wait = blockedUntil - now
@@ -180,7 +241,7 @@ local function check_rule(s, b, now, r, cost)
   local ws, wb = nx, 0
   if has then
     -- countRejected: the refusal is written, so the figures describe the state it leaves.
-    local _, aRemaining, aReset, aRetry = ALG[r.algo].check(nx, now, r, cost)
+    local _, aRemaining, aReset, aRetry = r.alg.check(nx, now, r, cost)
     remaining = max(0, min(remaining, aRemaining))
     reset = max(reset, aReset)
     retry = aRetry
@@ -196,98 +257,119 @@ local function check_rule(s, b, now, r, cost)
   return false, remaining, reset, retry, delay, 'l', has, ws, wb
 end
 
--- A stack's time: supplied (TTLs of at least MIN_TTL_SUPPLIED) or Redis TIME (exact TTLs).
+-- A run's time: supplied (TTLs of at least MIN_TTL_SUPPLIED) or Redis TIME (exact TTLs).
 local function stack_now(given)
   if given ~= nil and given ~= '' then
     MIN_TTL = MIN_TTL_SUPPLIED
-    return tonumber(given)
+    return tonumber(given), true
   end
   MIN_TTL = 0
-  return time_now()
+  return time_now(), false
 end
 
 if mode == 'r' then
-  local now = stack_now(ARGV[ARG + 1])
+  local now, drop = stack_now(ARGV[ARG + 1])
   local at = tonumber(ARGV[ARG + 2])
   local sh = shape_of(ARGV[ARG + 3])
   for i = 1, sh.n do
     local r = sh.rules[i]
-    local s, b = read(KEYS[i], r, now)
+    local s, b = read(KEYS[i], r, now, drop)
     if s ~= nil then
-      local nx = ALG[r.algo].refund(s, now, r, sh.costs[i], at)
-      if nx == nil and b == 0 then redis.call('DEL', KEYS[i]) else write(KEYS[i], nx, b, r, now) end
+      local nx = r.alg.refund(s, now, r, sh.costs[i], at)
+      if nx == nil and b == 0 then call('DEL', KEYS[i]) else write(KEYS[i], nx, b, r, now) end
     end
   end
   return out(now)
 end
 
-local reply = {}
--- Per-op outcomes of the stack being decided, in arrays reused by every stack of the call.
-local OK, REM, RESET, RETRY, DELAY, REASON, HAS, WS, WB = {}, {}, {}, {}, {}, {}, {}, {}, {}
+-- The reply: numbers, packed as little-endian doubles at the end (see OUT_FIELDS).
+local R = {}
 local k = 0
+-- Per-op outcomes of the stack being decided, in arrays reused by every stack of the call.
+local OK, REM, RESET, RETRY, DELAY, REASON, HAS, WS, WB, X0 = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+local CODE = { l = 2, b = 3, c = 4 }
 -- The ops' keys; the last new key used.
 local KEY = {}
 local nextKey = 0
 while ARG < NARGV do
-  ARG = ARG + 1
-  local str = ARGV[ARG]
+  -- A run: count, shape, and (upper-case command) its time.
+  local count = tonumber(ARGV[ARG + 1])
+  local str = ARGV[ARG + 2]
+  ARG = ARG + 2
   local c = byte(str, 1)
-  -- 'C' / 'P': the stack's own time follows.
   local given = nil
   if c == 67 or c == 80 then
     ARG = ARG + 1
     given = ARGV[ARG]
   end
-  local now = stack_now(given)
+  local now, drop = stack_now(given)
+  local consume = c == 99 or c == 67
   local sh = shape_of(str)
   local rules, costs, refs, n = sh.rules, sh.costs, sh.refs, sh.n
-  for i = 1, n do
-    local ref = refs[i]
-    if ref == 0 then
-      nextKey = nextKey + 1
-      ref = nextKey
+  for _ = 1, count do
+    for i = 1, n do
+      local ref = refs[i]
+      if ref == 0 then
+        nextKey = nextKey + 1
+        ref = nextKey
+      end
+      KEY[i] = KEYS[ref]
     end
-    KEY[i] = KEYS[ref]
-  end
-  local allowed = true
-  for i = 1, n do
-    local r = rules[i]
-    local s, b = read(KEY[i], r, now)
-    local ok
-    ok, REM[i], RESET[i], RETRY[i], DELAY[i], REASON[i], HAS[i], WS[i], WB[i] = check_rule(s, b, now, r, costs[i])
-    OK[i] = ok
-    if not ok and not r.dry then allowed = false end
-  end
-  reply[k + 1] = allowed and 1 or 0
-  reply[k + 2] = out(now)
-  k = k + 2
-  local consume = c == 99 or c == 67
-  for i = 1, n do
-    local ok = OK[i]
-    -- An admitting rule consumes only when the whole stack is admitted; a rejecting rule
-    -- writes its block or penalty either way.
-    if consume and HAS[i] and not (ok and not allowed) then write(KEY[i], WS[i], WB[i], rules[i], now) end
-    local delay = DELAY[i]
-    local remaining = REM[i]
-    if not allowed then
-      delay = 0
-      -- An admitting rule of a refused stack consumed nothing: report it untouched.
-      if ok then remaining = remaining + costs[i] end
+    local allowed = true
+    for i = 1, n do
+      local r = rules[i]
+      local cost = costs[i]
+      local s, b, x0 = read(KEY[i], r, now, drop)
+      X0[i] = x0
+      local ok, nx
+      if cost <= r.maxCost and (b == nil or b <= now) then
+        ok, REM[i], RESET[i], RETRY[i], DELAY[i], nx = r.alg.check(s, now, r, cost)
+        if ok then
+          HAS[i], WS[i], WB[i] = nx ~= nil, nx, 0
+        end
+      end
+      if not ok then
+        ok, REM[i], RESET[i], RETRY[i], DELAY[i], REASON[i], HAS[i], WS[i], WB[i] = check_rule(s, b, now, r, cost)
+        if not ok and not r.dry then allowed = false end
+      end
+      OK[i] = ok
     end
-    -- An admitting rule's retryAfterMs is 0 and a refusing rule's delayMs is 0: the first
-    -- field is 1 or the refusal's reason, the last the delay or the retry time.
-    reply[k + 2] = out(remaining)
-    reply[k + 3] = out(RESET[i])
-    if ok then
-      reply[k + 1] = 1
-      reply[k + 4] = out(delay)
-    else
-      reply[k + 1] = REASON[i]
-      reply[k + 4] = out(RETRY[i])
+    R[k + 1] = allowed and 1 or 0
+    R[k + 2] = now
+    k = k + 2
+    for i = 1, n do
+      local ok = OK[i]
+      -- An admitting rule consumes only when the whole stack is admitted; a rejecting rule
+      -- writes its block or penalty either way.
+      if consume and HAS[i] and (allowed or not ok) then write(KEY[i], WS[i], WB[i], rules[i], now, X0[i]) end
+      -- An admitting rule's retryAfterMs is 0 and a refusing rule's delayMs is 0: the first
+      -- field is 1 or the refusal's reason code, the last the delay or the retry time.
+      if ok then
+        R[k + 1] = 1
+        if allowed then
+          R[k + 2] = REM[i]
+          R[k + 4] = DELAY[i]
+        else
+          -- An admitting rule of a refused stack consumed nothing: report it untouched.
+          R[k + 2] = REM[i] + costs[i]
+          R[k + 4] = 0
+        end
+      else
+        R[k + 1] = CODE[REASON[i]]
+        R[k + 2] = REM[i]
+        R[k + 4] = RETRY[i]
+      end
+      R[k + 3] = RESET[i]
+      k = k + 4
     end
-    k = k + 4
   end
 end
 flush()
-return reply
+-- Packed in chunks: unpack() puts every value on the Lua stack.
+local parts = {}
+for i = 1, k, 128 do
+  local j = min(k, i + 127)
+  parts[#parts + 1] = pack(fmt_of(j - i + 1), unpack(R, i, j))
+end
+return table.concat(parts)
 `;

@@ -22,11 +22,11 @@ ALG['t'] = {
     local cap = r.B * W
     if scaled >= need then
       local left = scaled - need
-      return admitted(floor(left / W), ceil((cap - left) / r.L) + (now - at), 0, { now, left })
+      return true, floor(left / W), ceil((cap - left) / r.L) + (now - at), 0, 0, { now, left }
     end
     local nx = nil
     if r.cr then nx = { now, scaled - need } end
-    return refused(floor(scaled / W), ceil((cap - scaled) / r.L) + (now - at), ceil((need - scaled) / r.L) + (now - at), nx)
+    return false, floor(scaled / W), ceil((cap - scaled) / r.L) + (now - at), ceil((need - scaled) / r.L) + (now - at), 0, nx
   end,
   refund = function(state, now, r, cost)
     local t, scaled = tb_level(state, now, r)
