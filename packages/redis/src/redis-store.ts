@@ -8,10 +8,11 @@
  * decided in parallel and, if any rejects, the groups that admitted are refunded
  * (reserve-then-refund; the bound is in docs/distributed.md).
  *
- * Failure policy: every call races a `timeoutMs` deadline; failures feed a breaker; while
- * Redis cannot answer, `onStoreError` decides (`'local'` by default). Failures and breaker
- * changes are events (`'error'` only when someone listens, so nothing is ever thrown at
- * the app) and diagnostics-channel messages.
+ * Failure policy: every call races a `timeoutMs` deadline (batched stacks share their
+ * tick's, armed when the first was asked); failures feed a breaker; while Redis cannot
+ * answer, `onStoreError` decides (`'local'` by default). Failures and breaker changes are
+ * events (`'error'` only when someone listens, so nothing is ever thrown at the app) and
+ * diagnostics-channel messages.
  */
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
@@ -138,11 +139,23 @@ function ruleIdOf(r: RuleSpec): number {
 /** Most ops decided by one batched script run. */
 const BATCH_MAX_OPS = 256;
 
-interface PendingStack {
-  call: StackCall;
-  keys: readonly string[];
-  resolve: (d: StoreDecision) => void;
-  reject: (err: unknown) => void;
+/** A stack waiting for its batch's script run (it is the batch's `StackCall` itself). */
+interface PendingStack extends StackCall {
+  readonly keys: readonly string[];
+  /** Settles the decision: Redis' answer, or the failure policy's. */
+  readonly resolve: (d: StoreDecision | Promise<StoreDecision>) => void;
+  /** Whether it was answered (by Redis, or by the policy after a failure or the deadline). */
+  done: boolean;
+}
+
+/**
+ * The deny cache's signature of a stack: its keys, rules and costs. A cached rejection
+ * answers only the same rules (not just the same keys) at the same costs.
+ */
+function signature(ops: readonly StoreOp[], keys: readonly string[]): string {
+  let sig = keys.join('\n');
+  for (const op of ops) sig += ` ${ruleIdOf(op.rule)}:${op.cost}`;
+  return sig;
 }
 
 function validate(o: RedisStoreOptions): void {
@@ -251,8 +264,11 @@ export class RedisStore extends EventEmitter implements Store {
   /** `${at}|${redis key}` → the time the op's slot decided at (multi-slot, Redis time). */
   readonly #groupTimes = new Map<string, number>();
   readonly #minTtl: string;
-  readonly #batch: boolean;
+  /** Standalone Redis with `batch`: stacks asked in the same tick share one script run. */
+  readonly #batching: boolean;
   #pending: PendingStack[] = [];
+  /** The deadline of the stacks in `#pending`, armed when the first of them was asked. */
+  #pendingTimer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
 
   constructor(options: RedisStoreOptions) {
@@ -266,7 +282,7 @@ export class RedisStore extends EventEmitter implements Store {
     this.#clock = options.clock === undefined || options.clock === 'redis' ? undefined : options.clock;
     this.#hashTag = options.hashTag;
     this.#minTtl = String(options.minTtlMs ?? 1000);
-    this.#batch = options.batch ?? true;
+    this.#batching = (options.batch ?? true) && !this.#cluster;
     const localNow = () => performance.now();
     this.#breaker = new Breaker(
       { failures: options.breaker?.failures ?? 3, cooldownMs: options.breaker?.cooldownMs ?? 1000 },
@@ -346,29 +362,52 @@ export class RedisStore extends EventEmitter implements Store {
     await this.#local.store.close();
   }
 
-  async #decide(cmd: 'c' | 'p', ops: readonly StoreOp[], now: number | undefined): Promise<StoreDecision> {
-    if (this.#closed) throw closedError();
-    const t = now ?? this.#clock?.now();
-    if (ops.length === 0) return { allowed: true, now: t ?? Date.now(), outcomes: [] };
-    const keys = ops.map((op) => this.keyOf(op.rule, op.key));
-    let sig: string | undefined;
-    if (cmd === 'c' && this.#deny !== undefined) {
-      // A cached rejection answers only the same rules (not just the same keys) at the same costs.
-      sig = keys.join('\n');
-      for (const op of ops) sig += ` ${ruleIdOf(op.rule)}:${op.cost}`;
-      const hit = this.#deny.get(sig, t);
-      if (hit !== undefined) return hit;
+  /**
+   * Not async: on the batched path a decision is one promise, settled from its batch's
+   * reply (see `#flush`). Anything thrown before Redis is asked rejects it, as before.
+   */
+  #decide(cmd: 'c' | 'p', ops: readonly StoreOp[], now: number | undefined): Promise<StoreDecision> {
+    try {
+      if (this.#closed) throw closedError();
+      const t = now ?? this.#clock?.now();
+      if (ops.length === 0) return Promise.resolve({ allowed: true, now: t ?? Date.now(), outcomes: [] });
+      const n = ops.length;
+      const keys: string[] = new Array(n);
+      for (let i = 0; i < n; i++) {
+        const op = ops[i] as StoreOp;
+        keys[i] = this.keyOf(op.rule, op.key);
+      }
+      // The signature is built only when the cache could answer: an empty cache has no hit.
+      if (cmd === 'c' && this.#deny !== undefined && this.#deny.size > 0) {
+        const hit = this.#deny.get(signature(ops, keys), t);
+        if (hit !== undefined) return Promise.resolve(hit);
+      }
+      if (!this.#breaker.tryCall()) return this.#degraded(cmd, ops, t);
+      if (!this.#batching) return this.#decideRemote(cmd, ops, keys, t);
+      return new Promise<StoreDecision>((resolve) => {
+        this.#enqueue({ cmd, ops, now: t, keys, resolve, done: false });
+      });
+    } catch (err) {
+      return Promise.reject(err);
     }
-    if (!this.#breaker.tryCall()) return this.#degraded(cmd, ops, t);
+  }
+
+  /** One stack's script run (Cluster, or `batch: false`) under its own deadline. */
+  async #decideRemote(cmd: 'c' | 'p', ops: readonly StoreOp[], keys: string[], t: number | undefined): Promise<StoreDecision> {
     try {
       const d = await this.#deadline(this.#remote(cmd, ops, keys, t));
-      this.#breaker.success();
-      if (sig !== undefined) this.#deny?.remember(sig, ops, d, t !== undefined);
+      this.#answered(cmd, ops, keys, t, d);
       return d;
     } catch (err) {
       this.#failed(err, OP_NAMES[cmd], this.onStoreError);
       return this.#degraded(cmd, ops, t);
     }
+  }
+
+  /** Bookkeeping of a decision Redis made: the breaker, and the deny cache for a refusal. */
+  #answered(cmd: 'c' | 'p', ops: readonly StoreOp[], keys: readonly string[], t: number | undefined, d: StoreDecision): void {
+    this.#breaker.success();
+    if (cmd === 'c' && !d.allowed && this.#deny !== undefined) this.#deny.remember(signature(ops, keys), ops, d, t !== undefined);
   }
 
   /** Decides `ops` in Redis: one script per slot group. */
@@ -444,58 +483,92 @@ export class RedisStore extends EventEmitter implements Store {
   }
 
   /**
-   * Decides one stack whose keys share a slot. Stacks requested in the same tick are sent
-   * together, as one script run that decides them one after the other (each still
-   * all-or-nothing): the per-call cost of a script run is paid once per batch, which is
-   * what many requests in flight need. A Cluster batches nothing: its stacks would span
-   * slots.
+   * Decides one stack whose keys share a slot, in its own script run: on a Cluster (its
+   * stacks would span slots) or with `batch: false`. Batched stacks go through `#enqueue`.
    */
   #batched(call: StackCall, keys: readonly string[]): Promise<StoreDecision> {
-    if (this.#cluster || !this.#batch) {
-      return runScript(this.client, decideArgs([call], keys, this.#minTtl)).then(
-        (r) => parseDecisions(r, [call.ops.length])[0] as StoreDecision,
-      );
+    return runScript(this.client, decideArgs([call], keys, this.#minTtl)).then(
+      (r) => parseDecisions(r, [call.ops.length])[0] as StoreDecision,
+    );
+  }
+
+  /**
+   * Queues a stack for the batch of this tick. Stacks requested in the same tick are sent
+   * together, as one script run that decides them one after the other (each still
+   * all-or-nothing): the per-call cost of a script run is paid once per batch, which is
+   * what many requests in flight need. One deadline covers the tick's stacks: armed when
+   * the first is asked, so none waits longer than `timeoutMs` after it was asked.
+   */
+  #enqueue(p: PendingStack): void {
+    const pending = this.#pending;
+    pending.push(p);
+    if (pending.length === 1) {
+      process.nextTick(this.#flush);
+      this.#pendingTimer = setTimeout(this.#expire, this.timeoutMs, pending);
     }
-    return new Promise<StoreDecision>((resolve, reject) => {
-      this.#pending.push({ call, keys, resolve, reject });
-      if (this.#pending.length === 1) process.nextTick(this.#flush);
-    });
+  }
+
+  /** The deadline of a tick's stacks: every one not yet answered fails with a timeout. */
+  readonly #expire = (stacks: readonly PendingStack[]): void => {
+    const err = timeoutError(this.timeoutMs);
+    for (const p of stacks) if (!p.done) this.#fail(p, err);
+  };
+
+  #fail(p: PendingStack, err: unknown): void {
+    p.done = true;
+    this.#failed(err, OP_NAMES[p.cmd], this.onStoreError);
+    p.resolve(this.#degraded(p.cmd, p.ops, p.now));
   }
 
   readonly #flush = (): void => {
     const all = this.#pending;
+    const timer = this.#pendingTimer;
     this.#pending = [];
+    this.#pendingTimer = undefined;
+    // Script runs of this tick still unanswered; the deadline is cleared when none is left.
+    let open = 0;
+    const settled = (): void => {
+      if (--open === 0) clearTimeout(timer);
+    };
     for (let from = 0; from < all.length; ) {
       // Bounded batches keep one script run short (Redis runs scripts one at a time).
       let to = from;
       let ops = 0;
-      while (to < all.length && (to === from || ops + (all[to] as PendingStack).call.ops.length <= BATCH_MAX_OPS)) {
-        ops += (all[to] as PendingStack).call.ops.length;
+      const sizes: number[] = [];
+      const keys: string[] = [];
+      while (to < all.length && (to === from || ops + (all[to] as PendingStack).ops.length <= BATCH_MAX_OPS)) {
+        const p = all[to] as PendingStack;
+        ops += p.ops.length;
+        sizes.push(p.ops.length);
+        for (const k of p.keys) keys.push(k);
         to++;
       }
-      const batch = all.slice(from, to);
+      const batch = from === 0 && to === all.length ? all : all.slice(from, to);
       from = to;
-      const keys: string[] = [];
-      for (const p of batch) for (const k of p.keys) keys.push(k);
-      runScript(
-        this.client,
-        decideArgs(
-          batch.map((p) => p.call),
-          keys,
-          this.#minTtl,
-        ),
-      ).then(
+      open++;
+      runScript(this.client, decideArgs(batch, keys, this.#minTtl)).then(
         (reply) => {
-          const ds = parseDecisions(
-            reply,
-            batch.map((p) => p.call.ops.length),
-          );
-          batch.forEach((p, j) => {
-            p.resolve(ds[j] as StoreDecision);
-          });
+          let ds: StoreDecision[];
+          try {
+            ds = parseDecisions(reply, sizes);
+          } catch (err) {
+            for (const p of batch) if (!p.done) this.#fail(p, err);
+            settled();
+            return;
+          }
+          for (let j = 0; j < batch.length; j++) {
+            const p = batch[j] as PendingStack;
+            if (p.done) continue; // past the deadline: the policy answered
+            p.done = true;
+            const d = ds[j] as StoreDecision;
+            this.#answered(p.cmd, p.ops, p.keys, p.now, d);
+            p.resolve(d);
+          }
+          settled();
         },
         (err: unknown) => {
-          for (const p of batch) p.reject(err);
+          for (const p of batch) if (!p.done) this.#fail(p, err);
+          settled();
         },
       );
     }

@@ -1,0 +1,108 @@
+/**
+ * The deadline of batched decisions (standalone Redis, `batch: true`): one timer covers the
+ * stacks asked in the same tick, armed when the first of them is asked, so none waits longer
+ * than `timeoutMs`; every one that times out or fails is a failure of its own (breaker and
+ * `'error'` event per decision, as on the unbatched path). A client that never answers (or
+ * answers late) stands in for Redis; fake timers stand in for time.
+ */
+import { createLimiter, type StoreDecision } from '@tollgate/core';
+import { RedisStore, type StoreErrorEvent } from '@tollgate/redis';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+
+interface Call {
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+}
+
+/** A client whose script runs settle only when the test says so. */
+function heldClient(): { client: ConstructorParameters<typeof RedisStore>[0]['client']; calls: Call[] } {
+  const calls: Call[] = [];
+  const run = (): Promise<unknown> =>
+    new Promise((resolve, reject) => {
+      calls.push({ resolve, reject });
+    });
+  const client = { evalsha: run, eval: run, callBuffer: run, del: async () => 0 };
+  return { client, calls };
+}
+
+function limiterOn(store: RedisStore) {
+  return createLimiter<{ ip: string }>({ rules: [{ name: 'ip', key: (r) => r.ip, limit: 10, window: '1m' }], store });
+}
+
+describe('RedisStore batched deadline', () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('one timer for a tick: all of its decisions time out together, each a failure of its own; a late reply changes nothing', async () => {
+    const { client, calls } = heldClient();
+    const store = new RedisStore({ client, timeoutMs: 50, onStoreError: 'allow', breaker: { failures: 10, cooldownMs: 1000 } });
+    const errors: StoreErrorEvent[] = [];
+    store.on('error', (e: StoreErrorEvent) => errors.push(e));
+    const l = limiterOn(store);
+    const timers = vi.getTimerCount(); // the store's own (its local fallback's sweep)
+    const settled: StoreDecision[] = [];
+    const asked = ['a', 'b', 'c'].map((ip) => store.consume(l.resolve({ ip })).then((d) => settled.push(d)));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(calls).toHaveLength(1); // one script run for the three
+    expect(vi.getTimerCount()).toBe(timers + 1); // one deadline for the three
+    await vi.advanceTimersByTimeAsync(49);
+    expect(settled).toHaveLength(0);
+    await vi.advanceTimersByTimeAsync(1);
+    await Promise.all(asked);
+    expect(settled.map((d) => d.degraded)).toEqual(['allow', 'allow', 'allow']);
+    expect(errors.map((e) => [e.operation, (e.error as { code?: string }).code])).toEqual([
+      ['consume', 'TG_STORE_TIMEOUT'],
+      ['consume', 'TG_STORE_TIMEOUT'],
+      ['consume', 'TG_STORE_TIMEOUT'],
+    ]);
+    (calls[0] as Call).reject(new Error('late'));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(errors).toHaveLength(3);
+    expect(store.breakerState).toBe('closed');
+  });
+
+  it('a decision asked in a later tick gets its own deadline', async () => {
+    const { client } = heldClient();
+    const store = new RedisStore({ client, timeoutMs: 50, onStoreError: 'deny', breaker: { failures: 10, cooldownMs: 1000 } });
+    const l = limiterOn(store);
+    const at: Record<string, number> = {};
+    const t0 = Date.now();
+    const first = store.consume(l.resolve({ ip: 'a' })).then(() => {
+      at.a = Date.now() - t0;
+    });
+    await vi.advanceTimersByTimeAsync(30);
+    const second = store.consume(l.resolve({ ip: 'b' })).then(() => {
+      at.b = Date.now() - t0;
+    });
+    await vi.advanceTimersByTimeAsync(20);
+    await first;
+    expect(at).toEqual({ a: 50 });
+    await vi.advanceTimersByTimeAsync(30);
+    await second;
+    expect(at).toEqual({ a: 50, b: 80 });
+  });
+
+  it('a failed script run fails each of its decisions at once and clears the deadline', async () => {
+    const { client, calls } = heldClient();
+    const store = new RedisStore({ client, timeoutMs: 50, onStoreError: 'deny' });
+    const errors: unknown[] = [];
+    store.on('error', (e: StoreErrorEvent) => errors.push(e.error));
+    const l = limiterOn(store);
+    const timers = vi.getTimerCount();
+    const asked = Promise.all(['a', 'b'].map((ip) => store.consume(l.resolve({ ip }))));
+    await vi.advanceTimersByTimeAsync(0);
+    const boom = new Error('boom');
+    (calls[0] as Call).reject(boom);
+    const ds = await asked;
+    expect(ds.map((d) => [d.allowed, d.degraded])).toEqual([
+      [false, 'deny'],
+      [false, 'deny'],
+    ]);
+    expect(errors).toEqual([boom, boom]);
+    expect(vi.getTimerCount()).toBe(timers);
+  });
+});
