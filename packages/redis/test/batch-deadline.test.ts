@@ -21,7 +21,7 @@ function heldClient(): { client: ConstructorParameters<typeof RedisStore>[0]['cl
     new Promise((resolve, reject) => {
       calls.push({ resolve, reject });
     });
-  const client = { evalsha: run, eval: run, callBuffer: run, del: async () => 0 };
+  const client = { evalsha: run, eval: run, evalshaBuffer: run, evalBuffer: run, del: async () => 0 };
   return { client, calls };
 }
 
