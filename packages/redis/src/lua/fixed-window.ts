@@ -6,30 +6,34 @@
 export const FIXED_WINDOW_LUA = `
 local DAY = 86400000
 
--- The UTC year and month (1..12) of the instant t.
-local function civil(t)
-  local z = floor(t / DAY) + 719468
-  local era = floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
-  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
-  local mp = floor((5 * doy + 2) / 153)
-  local m = mp < 10 and mp + 3 or mp - 9
-  local y = yoe + era * 400
-  if m <= 2 then y = y + 1 end
-  return y, m
-end
+-- Calendar months: defined only for a call with a monthly rule.
+local civil, month_start
+if NEED_MONTH then
+  -- The UTC year and month (1..12) of the instant t.
+  civil = function(t)
+    local z = floor(t / DAY) + 719468
+    local era = floor(z / 146097)
+    local doe = z - era * 146097
+    local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+    local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+    local mp = floor((5 * doy + 2) / 153)
+    local m = mp < 10 and mp + 3 or mp - 9
+    local y = yoe + era * 400
+    if m <= 2 then y = y + 1 end
+    return y, m
+  end
 
--- Date.UTC(y, m - 1, 1): the first instant of month m of year y.
-local function month_start(y, m)
-  if m > 12 then y = y + 1; m = m - 12 end
-  if m <= 2 then y = y - 1 end
-  local era = floor(y / 400)
-  local yoe = y - era * 400
-  local mp = m > 2 and m - 3 or m + 9
-  local doy = floor((153 * mp + 2) / 5)
-  local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + doy
-  return (era * 146097 + doe - 719468) * DAY
+  -- Date.UTC(y, m - 1, 1): the first instant of month m of year y.
+  month_start = function(y, m)
+    if m > 12 then y = y + 1; m = m - 12 end
+    if m <= 2 then y = y - 1 end
+    local era = floor(y / 400)
+    local yoe = y - era * 400
+    local mp = m > 2 and m - 3 or m + 9
+    local doy = floor((153 * mp + 2) / 5)
+    local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + doy
+    return (era * 146097 + doe - 719468) * DAY
+  end
 end
 
 local function fw_start(t, r)

@@ -32,8 +32,10 @@ local mode = ARGV[1]
 -- keys written on supplied time live at least ARGV[2] ms (read as absent once expired).
 local MIN_TTL_SUPPLIED = tonumber(ARGV[2])
 local MIN_TTL = 0
--- The algorithms this call needs: only their sections are instantiated (see index.ts).
+-- The algorithms this call needs: only their sections are instantiated (see index.ts); and
+-- whether a rule counts calendar months.
 local NEED = {}
+local NEED_MONTH = false
 
 local redis_now = nil
 local function time_now()
@@ -68,6 +70,7 @@ for i = 1, NRULES do
     L = L, W = tonumber(ARGV[a + 3]), B = B, Q = Q, block = block, maxCost = maxCost,
   }
   NEED[algo] = true
+  if cal == 109 then NEED_MONTH = true end
 end
 -- The last field read so far.
 local ARG = 3 + 7 * NRULES
@@ -83,8 +86,10 @@ local function shape_of(str)
     local rules, costs, refs, n = {}, {}, {}, 0
     for ri, c, ref in gmatch(str, '(%d+):([^,@]+)@?(%d*)') do
       n = n + 1
-      rules[n] = RULE[tonumber(ri)]
-      costs[n] = tonumber(c)
+      -- Most rule numbers are one digit and most costs 1: byte() and a comparison are
+      -- cheaper than tonumber's strtod.
+      if #ri == 1 then rules[n] = RULE[byte(ri) - 48] else rules[n] = RULE[tonumber(ri)] end
+      if c == '1' then costs[n] = 1 else costs[n] = tonumber(c) end
       if ref == '' then refs[n] = 0
       else
         refs[n] = tonumber(ref)
@@ -132,12 +137,16 @@ local CACHE = {}
 -- so that a clock stepping back later does not bring it back. On Redis time the key's
 -- own TTL, set on the same clock, has removed it (within the millisecond the script
 -- started in, where every algorithm decides an expired entry exactly as an absent one).
-local function read(key, r, now, drop)
+-- VALS: the values of every key of a decide call, read with one MGET at its start (idx:
+-- the key's index); refunds read with GET.
+local VALS = nil
+local function read(key, r, now, drop, idx)
   local s, b
   local e = CACHE[key]
   if e ~= nil then s, b = e.s, e.b
   else
-    local v = call('GET', key)
+    local v
+    if idx ~= nil then v = VALS[idx] else v = call('GET', key) end
     if v then
       -- decode (common.ts), inlined: the block deadline, then the state's fields.
       local m = #v / 8
@@ -282,14 +291,27 @@ if mode == 'r' then
   return out(now)
 end
 
+-- Every shape first: a key that a later stack names again is hot (kept in CACHE) from its
+-- first read on. So each key of the call is read from Redis once, before anything is
+-- written, and one MGET reads them all.
+do
+  local a = ARG
+  while a < NARGV do
+    local str = ARGV[a + 2]
+    shape_of(str)
+    a = a + 2
+    local c = byte(str, 1)
+    if c == 67 or c == 80 then a = a + 1 end
+  end
+end
+VALS = call('MGET', unpack(KEYS))
 -- The reply: numbers, packed as little-endian doubles at the end (see OUT_FIELDS).
 local R = {}
 local k = 0
 -- Per-op outcomes of the stack being decided, in arrays reused by every stack of the call.
 local OK, REM, RESET, RETRY, DELAY, REASON, HAS, WS, WB, X0 = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
-local CODE = { l = 2, b = 3, c = 4 }
--- The ops' keys; the last new key used.
-local KEY = {}
+-- The ops' keys and their indexes in KEYS; the last new key used.
+local KEY, KIDX = {}, {}
 local nextKey = 0
 while ARG < NARGV do
   -- A run: count, shape, and (upper-case command) its time.
@@ -314,12 +336,13 @@ while ARG < NARGV do
         ref = nextKey
       end
       KEY[i] = KEYS[ref]
+      KIDX[i] = ref
     end
     local allowed = true
     for i = 1, n do
       local r = rules[i]
       local cost = costs[i]
-      local s, b, x0 = read(KEY[i], r, now, drop)
+      local s, b, x0 = read(KEY[i], r, now, drop, KIDX[i])
       X0[i] = x0
       local ok, nx
       if cost <= r.maxCost and (b == nil or b <= now) then
@@ -355,7 +378,8 @@ while ARG < NARGV do
           R[k + 4] = 0
         end
       else
-        R[k + 1] = CODE[REASON[i]]
+        local reason = REASON[i]
+        if reason == 'l' then R[k + 1] = 2 elseif reason == 'b' then R[k + 1] = 3 else R[k + 1] = 4 end
         R[k + 2] = REM[i]
         R[k + 4] = RETRY[i]
       end
