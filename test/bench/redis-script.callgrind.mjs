@@ -1,0 +1,143 @@
+// Instructions redis-server executes per decision (docs/benchmarks.md, "Redis store"),
+// counted by valgrind's callgrind inside redis-server: tollgate's RedisStore with one rule
+// and with the three-rule stack of redis.bench.mjs (client, tenant, global), 64 decisions
+// in flight (one batched script run) and one at a time (one run each), beside
+// rate-limiter-flexible's RateLimiterRedis.consume and a bare EVALSHA of `return 1`.
+// Instruction counts do not depend on what else runs on the machine, so this is the figure
+// to compare when throughput is noise.
+//
+//   pnpm build && node test/bench/redis-script.callgrind.mjs [--decisions 6400]
+//
+// Starts its own redis-server under valgrind on a free loopback port (needs valgrind and
+// callgrind_annotate), warms every workload's 10,000 keys up, then for each workload dumps
+// the counts before and after `--decisions` decisions and reads the inclusive count of
+// Redis' `processCommand` (every command the workload sent, scripts included).
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { freePort } from './util.mjs';
+
+const { values } = parseArgs({ options: { decisions: { type: 'string', default: '6400' } } });
+const DECISIONS = Number(values.decisions);
+const KEYS = 10_000;
+const HIGH = 1_000_000_000;
+const keyOf = (i) => `10.${(i >> 8) & 255}.${i & 255}.1`;
+
+const { Redis } = await import('ioredis');
+const core = await import(new URL('../../packages/core/dist/esm/index.js', import.meta.url).href);
+const { RedisStore } = await import(new URL('../../packages/redis/dist/esm/index.js', import.meta.url).href);
+const { RateLimiterRedis } = await import('rate-limiter-flexible');
+
+const dir = mkdtempSync(join(tmpdir(), 'tollgate-callgrind-redis-'));
+const port = await freePort();
+const proc = spawn(
+  'valgrind',
+  [
+    '--tool=callgrind',
+    `--callgrind-out-file=${join(dir, 'cg.out')}`,
+    'redis-server',
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    dir,
+  ],
+  { stdio: 'ignore' },
+);
+let client;
+const deadline = Date.now() + 60_000;
+for (;;) {
+  await new Promise((r) => setTimeout(r, 300));
+  const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+  c.on('error', () => {});
+  const ok = await c.connect().then(
+    () => c.ping(),
+    () => undefined,
+  );
+  if (ok === 'PONG') {
+    client = c;
+    break;
+  }
+  c.disconnect();
+  if (Date.now() > deadline) throw new Error('redis-server under valgrind did not start within 60 s');
+}
+
+/**
+ * Inclusive instructions of processCommand since the previous call: callgrind_control
+ * dumps the counts and zeroes them; the dump is then annotated.
+ */
+let dumps = 0;
+function counted() {
+  execFileSync('callgrind_control', ['-d', String(proc.pid)], { stdio: 'ignore' });
+  dumps++;
+  const file = join(dir, `cg.out.${dumps}`);
+  const text = execFileSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], { maxBuffer: 64 << 20 }).toString();
+  const m = /([\d,]+) \([ \d.]+%\)\s+\S*:processCommand /.exec(text);
+  return m ? Number(m[1].replace(/,/g, '')) : 0;
+}
+
+const store = new RedisStore({ client, timeoutMs: 60_000 });
+const one = core.createLimiter({ rules: [{ name: 'ip', key: (r) => r.ip, limit: HIGH, window: '1m' }], store, prefix: 'c1' });
+const three = core.createLimiter({
+  rules: [
+    { name: 'ip', key: (r) => r.ip, limit: HIGH, window: '1m' },
+    { name: 'tenant', key: () => 'tenant', limit: HIGH, window: '1m' },
+    { name: 'global', key: () => 'all', algorithm: 'token-bucket', limit: HIGH, window: '1s' },
+  ],
+  store,
+  prefix: 'c3',
+});
+const rlf = new RateLimiterRedis({ storeClient: client, points: HIGH, duration: 60, keyPrefix: 'rlf' });
+const sha = await client.script('LOAD', 'return 1');
+
+let wrong = 0;
+const check = (d) => {
+  if (d.degraded !== undefined || !d.allowed) wrong++;
+};
+/** `n` decisions, `inflight` at a time (all of a round requested in one tick). */
+async function drive(op, n, inflight) {
+  for (let i = 0; i < n; i += inflight) {
+    const round = [];
+    for (let j = i; j < Math.min(n, i + inflight); j++) round.push(op(j % KEYS));
+    await Promise.all(round);
+  }
+}
+const workloads = [
+  ['tollgate RedisStore, 1 rule, 64 in flight', (i) => one.consume({ ip: keyOf(i) }).then(check), 64],
+  ['tollgate RedisStore, 3-rule stack, 64 in flight', (i) => three.consume({ ip: keyOf(i) }).then(check), 64],
+  ['tollgate RedisStore, 1 rule, 1 in flight', (i) => one.consume({ ip: keyOf(i) }).then(check), 1],
+  ['tollgate RedisStore, 3-rule stack, 1 in flight', (i) => three.consume({ ip: keyOf(i) }).then(check), 1],
+  ['rate-limiter-flexible RateLimiterRedis.consume', (i) => rlf.consume(keyOf(i)), 1],
+  ['bare EVALSHA of return 1', (i) => client.evalsha(sha, 1, keyOf(i)), 1],
+];
+const rows = [];
+try {
+  // Every key written once, so that the measured decisions update existing entries.
+  for (const [, op, inflight] of workloads) await drive(op, KEYS, Math.max(inflight, 64));
+  for (const [name, op, inflight] of workloads) {
+    counted();
+    await drive(op, DECISIONS, inflight);
+    const n = counted();
+    if (n === 0) throw new Error(`${name}: no processCommand counted`);
+    rows.push({ name, perDecision: n / DECISIONS });
+  }
+} finally {
+  client.disconnect();
+  proc.kill('SIGTERM');
+  await new Promise((r) => proc.once('exit', r));
+  rmSync(dir, { recursive: true, force: true });
+}
+if (wrong > 0) throw new Error(`${wrong} tollgate decisions were degraded or refused; the counts are void`);
+const bare = rows.at(-1).perDecision;
+console.log('| workload | redis-server instructions per decision | × bare EVALSHA |');
+console.log('| --- | ---: | ---: |');
+for (const r of rows)
+  console.log(`| ${r.name} | ${Math.round(r.perDecision).toLocaleString('en-US')} | ${(r.perDecision / bare).toFixed(1)} |`);
+console.error(`(${dumps} dumps, ${DECISIONS} decisions per workload)`);
