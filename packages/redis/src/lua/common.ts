@@ -24,8 +24,9 @@ local function fmt(x) return format('%.17g', x) end
 -- No state fields means no state (an empty sliding log decides like none).
 local pack, unpack_bin, rep = struct.pack, struct.unpack, string.rep
 
--- '<' followed by k 'd's, built once per k and call.
-local FMT = {}
+-- '<' followed by k 'd's: constants up to 8 (an entry's fields, a one-op stack's reply),
+-- built once per call above that.
+local FMT = { '<d', '<dd', '<ddd', '<dddd', '<ddddd', '<dddddd', '<ddddddd', '<dddddddd' }
 local function fmt_of(k)
   local f = FMT[k]
   if f == nil then f = '<' .. rep('d', k); FMT[k] = f end
