@@ -69,7 +69,8 @@ ALG['f'] = {
     if used <= r.L then
       local reset = 0
       if used > 0 then reset = e - now end
-      return true, r.L - used, reset, 0, 0, { start, used }
+      -- The 7th value: the new state's expiry (its window's end), which write() needs.
+      return true, r.L - used, reset, 0, 0, { start, used }, e
     end
     local nx = nil
     if r.cr then nx = { start, used } end

@@ -38,7 +38,10 @@ ALG['w'] = {
       local after = cur + cost
       local reset = 0
       if after > 0 then reset = start + 2 * W - at elseif prev > 0 then reset = start + W - at end
-      return true, max(0, r.L - floorEstimate - cost), reset, 0, 0, { start, prev, after }
+      -- The 7th value: the new state's expiry (see expires), which write() needs.
+      local xn = start + W
+      if after > 0 then xn = start + 2 * W end
+      return true, max(0, r.L - floorEstimate - cost), reset, 0, 0, { start, prev, after }, xn
     end
     local reset = start + W - at
     if cur > 0 then reset = start + 2 * W - at end

@@ -167,12 +167,17 @@ local function read(key, r, now, drop, idx)
   if b == nil then return nil, nil end
   if drop then
     if expires_at(s, b, r) <= now then
-      if e ~= nil then e.s, e.b, e.ttl = nil, nil, 0 else call('DEL', key) end
+      if e ~= nil then e.s, e.b, e.dirty, e.gone = nil, nil, false, true else call('DEL', key) end
       return nil, nil
     end
   elseif e == nil and r.keep then
     -- On Redis time, the expiry the key's TTL was last set for (see write).
-    return s, b, expires_at(s, b, r)
+    local x = b
+    if s ~= nil then
+      x = r.alg.expires(s, r)
+      if b > x then x = b end
+    end
+    return s, b, x
   end
   return s, b
 end
@@ -185,22 +190,24 @@ local TTL_TEXT = {}
 -- read (see read), if known; a write that keeps it keeps the TTL. That TTL ran from an
 -- earlier time to at least x0 (ceil), and Redis expires keys on the script's start time,
 -- so the key read is still there and keeps an expiry no earlier than the entry's.
-local function write(key, s, b, r, now, x0)
+local function write(key, s, b, r, now, x0, xs)
+  local e = CACHE[key]
+  if e ~= nil then
+    -- A hot key: kept here; its TTL is worked out once, at flush.
+    e.s, e.b, e.r, e.now, e.min, e.dirty = s, b, r, now, MIN_TTL, true
+    return
+  end
   local x = b
   local m = 0
   if s ~= nil then
-    x = r.alg.expires(s, r)
+    -- xs: the state's expiry when its check returned it (fixed and sliding windows).
+    x = xs or r.alg.expires(s, r)
     if b > x then x = b end
     m = #s
   end
-  local e = CACHE[key]
-  if x <= now then
-    if e ~= nil then e.s, e.b, e.ttl = nil, nil, 0 else call('DEL', key) end
-    return
-  end
+  if x <= now then call('DEL', key); return end
   local ms = ceil(x - now)
   if ms < MIN_TTL then ms = MIN_TTL end
-  if e ~= nil then e.s, e.b, e.ttl = s, b, ms; return end
   -- encode (common.ts), inlined for up to 31 fields.
   local v
   if m == 0 then v = pack('<d', b)
@@ -219,15 +226,26 @@ local function write(key, s, b, r, now, x0)
   call('SET', key, v, 'PX', t)
 end
 
--- Writes the hot keys' final entries.
+-- Writes the hot keys' final entries: each as its last write left it, with the TTL that
+-- write gives it (deleted when already expired then). A hot key whose entry was read as
+-- expired and not written again is deleted.
 local function flush()
   for key, e in pairs(CACHE) do
-    if e.ttl == 0 then call('DEL', key)
-    elseif e.ttl ~= nil then
-      local t = e.ttl
-      if t < 1e14 then t = tostring(t) end
-      call('SET', key, encode(e.s, e.b), 'PX', t)
-    end
+    if e.dirty then
+      local s, b, r, now = e.s, e.b, e.r, e.now
+      local x = b
+      if s ~= nil then
+        x = r.alg.expires(s, r)
+        if b > x then x = b end
+      end
+      if x <= now then call('DEL', key)
+      else
+        local ms = ceil(x - now)
+        if ms < e.min then ms = e.min end
+        if ms < 1e14 then ms = tostring(ms) end
+        call('SET', key, encode(s, b), 'PX', ms)
+      end
+    elseif e.gone then call('DEL', key) end
   end
 end
 
@@ -308,14 +326,17 @@ VALS = call('MGET', unpack(KEYS))
 -- The reply: numbers, packed as little-endian doubles at the end (see OUT_FIELDS).
 local R = {}
 local k = 0
--- Per-op outcomes of the stack being decided, in arrays reused by every stack of the call.
-local OK, REM, RESET, RETRY, DELAY, REASON, HAS, WS, WB, X0 = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+-- Per op of the stack being decided (arrays reused by every stack of the call): whether
+-- its rule admitted, and what it would write: state, block deadline (false: nothing),
+-- and the expiry its key's TTL was set for (see read).
+local OK, WS, WB, X0, XS = {}, {}, {}, {}, {}
 -- The ops' keys and their indexes in KEYS; the last new key used.
 local KEY, KIDX = {}, {}
 local nextKey = 0
 while ARG < NARGV do
   -- A run: count, shape, and (upper-case command) its time.
-  local count = tonumber(ARGV[ARG + 1])
+  local count = ARGV[ARG + 1]
+  if count == '1' then count = 1 else count = tonumber(count) end
   local str = ARGV[ARG + 2]
   ARG = ARG + 2
   local c = byte(str, 1)
@@ -339,52 +360,69 @@ while ARG < NARGV do
       KIDX[i] = ref
     end
     local allowed = true
-    for i = 1, n do
-      local r = rules[i]
-      local cost = costs[i]
-      local s, b, x0 = read(KEY[i], r, now, drop, KIDX[i])
-      X0[i] = x0
-      local ok, nx
-      if cost <= r.maxCost and (b == nil or b <= now) then
-        ok, REM[i], RESET[i], RETRY[i], DELAY[i], nx = r.alg.check(s, now, r, cost)
-        if ok then
-          HAS[i], WS[i], WB[i] = nx ~= nil, nx, 0
-        end
-      end
-      if not ok then
-        ok, REM[i], RESET[i], RETRY[i], DELAY[i], REASON[i], HAS[i], WS[i], WB[i] = check_rule(s, b, now, r, cost)
-        if not ok and not r.dry then allowed = false end
-      end
-      OK[i] = ok
-    end
-    R[k + 1] = allowed and 1 or 0
+    -- The stack's reply fields are written as its rules are checked, and corrected below
+    -- when the stack is refused.
+    local base = k
     R[k + 2] = now
     k = k + 2
     for i = 1, n do
-      local ok = OK[i]
-      -- An admitting rule consumes only when the whole stack is admitted; a rejecting rule
-      -- writes its block or penalty either way.
-      if consume and HAS[i] and (allowed or not ok) then write(KEY[i], WS[i], WB[i], rules[i], now, X0[i]) end
+      local r = rules[i]
+      local cost = costs[i]
+      local key = KEY[i]
+      local s, b, x0
+      -- A hot key's entry is read from CACHE here (read() also drops it when expired).
+      local e = CACHE[key]
+      if e ~= nil and not drop then s, b = e.s, e.b
+      else s, b, x0 = read(key, r, now, drop, KIDX[i]) end
+      local ok, rem, reset, retry, delay, nx, reason, wb, xs
+      if cost <= r.maxCost and (b == nil or b <= now) then
+        ok, rem, reset, retry, delay, nx, xs = r.alg.check(s, now, r, cost)
+        if ok then
+          wb = false
+          if nx ~= nil then wb = 0 end
+        end
+      end
+      if not ok then
+        local has
+        ok, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, b, now, r, cost)
+        xs = nil
+        if not has then wb = false end
+        if not ok and not r.dry then allowed = false end
+      end
+      OK[i], WS[i], WB[i], X0[i], XS[i] = ok, nx, wb, x0, xs or false
       -- An admitting rule's retryAfterMs is 0 and a refusing rule's delayMs is 0: the first
       -- field is 1 or the refusal's reason code, the last the delay or the retry time.
+      R[k + 2] = rem
+      R[k + 3] = reset
       if ok then
         R[k + 1] = 1
-        if allowed then
-          R[k + 2] = REM[i]
-          R[k + 4] = DELAY[i]
-        else
-          -- An admitting rule of a refused stack consumed nothing: report it untouched.
-          R[k + 2] = REM[i] + costs[i]
-          R[k + 4] = 0
-        end
+        R[k + 4] = delay
       else
-        local reason = REASON[i]
         if reason == 'l' then R[k + 1] = 2 elseif reason == 'b' then R[k + 1] = 3 else R[k + 1] = 4 end
-        R[k + 2] = REM[i]
-        R[k + 4] = RETRY[i]
+        R[k + 4] = retry
       end
-      R[k + 3] = RESET[i]
       k = k + 4
+    end
+    if allowed then R[base + 1] = 1
+    else
+      R[base + 1] = 0
+      -- An admitting rule of a refused stack consumed nothing: report it untouched, with no
+      -- delay.
+      for i = 1, n do
+        if OK[i] then
+          local p = base + 4 * i - 2
+          R[p + 2] = R[p + 2] + costs[i]
+          R[p + 4] = 0
+        end
+      end
+    end
+    if consume then
+      for i = 1, n do
+        local wb = WB[i]
+        -- An admitting rule consumes only when the whole stack is admitted; a rejecting
+        -- rule writes its block or penalty either way.
+        if wb ~= false and (allowed or not OK[i]) then write(KEY[i], WS[i], wb, rules[i], now, X0[i], XS[i]) end
+      end
     end
   end
 end

@@ -16,10 +16,20 @@ end
 
 ALG['t'] = {
   check = function(state, at, r, cost)
-    local now, scaled = tb_level(state, at, r)
+    -- tb_level, inlined (this is the hot path).
     local W = r.W
-    local need = cost * W
     local cap = r.B * W
+    local now, scaled = at, cap
+    if state ~= nil then
+      local last = state[1]
+      if at <= last then now, scaled = last, state[2]
+      else
+        local gained = r.L * (at - last)
+        scaled = state[2]
+        if gained >= cap - scaled then scaled = cap else scaled = scaled + gained end
+      end
+    end
+    local need = cost * W
     if scaled >= need then
       local left = scaled - need
       return true, floor(left / W), ceil((cap - left) / r.L) + (now - at), 0, 0, { now, left }
