@@ -75,23 +75,42 @@ class CallBuilder {
    * it when `dedupe`; a key already listed is named by its index (`@i`).
    */
   shape(cmd: string, ops: readonly StoreOp[], keys: readonly string[], from: number, dedupe: boolean): string {
-    let shape = cmd;
+    const refs: number[] = [];
+    this.list(ops, keys, from, dedupe, refs);
+    return this.text(cmd, ops, refs);
+  }
+
+  /**
+   * Lists the rules of `ops` new to the call, and their keys new to it (all when not
+   * `dedupe`); `refs[i]` gets the index of op i's key when it was listed before, else 0.
+   */
+  list(ops: readonly StoreOp[], keys: readonly string[], from: number, dedupe: boolean, refs: number[]): void {
     for (let i = 0; i < ops.length; i++) {
-      const op = ops[i] as StoreOp;
-      const w = wireOf(op.rule);
+      const w = wireOf((ops[i] as StoreOp).rule);
       if (w.call !== this.call) {
         w.call = this.call;
         w.n = ++this.#rules;
         for (const f of w.fields) this.args.push(f);
       }
-      shape += `${i === 0 ? '' : ','}${w.n}:${num(op.cost)}`;
       const key = keys[from + i] as string;
       const at = dedupe ? this.#seen.get(key) : undefined;
-      if (at !== undefined) shape += `@${at}`;
+      if (at !== undefined) refs[i] = at;
       else {
+        refs[i] = 0;
         this.keys.push(key);
         if (dedupe) this.#seen.set(key, this.keys.length);
       }
+    }
+  }
+
+  /** The shape text of `ops` with the key references `refs` (see list). */
+  text(cmd: string, ops: readonly StoreOp[], refs: readonly number[]): string {
+    let shape = cmd;
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as StoreOp;
+      shape += `${i === 0 ? '' : ','}${wireOf(op.rule).n}:${num(op.cost)}`;
+      const at = refs[i] as number;
+      if (at !== 0) shape += `@${at}`;
     }
     return shape;
   }
@@ -120,24 +139,44 @@ export function decideArgs(stacks: readonly StackCall[], keys: readonly string[]
   const b = new CallBuilder('d', minTtl);
   const tail: string[] = [];
   let from = 0;
-  // The run being built: its count's index in tail, its shape and its time.
+  // The run being built: its count's index in tail, its first stack and key references.
+  // A stack joins it when it has the same command, time, rules, costs and references; its
+  // shape text is built only when it starts a run.
   let countAt = -1;
-  let last = '';
-  let lastNow: number | undefined;
+  let count = 0;
+  let last: StackCall | undefined;
+  let lastRefs: number[] = [];
+  let refs: number[] = [];
   for (const st of stacks) {
-    const shape = b.shape(st.now === undefined ? st.cmd : st.cmd === 'c' ? 'C' : 'P', st.ops, keys, from, true);
-    from += st.ops.length;
-    if (countAt >= 0 && shape === last && (st.now === lastNow || Object.is(st.now, lastNow))) {
-      tail[countAt] = String(Number(tail[countAt]) + 1);
+    const ops = st.ops;
+    b.list(ops, keys, from, true, refs);
+    from += ops.length;
+    if (last !== undefined && sameRun(last, lastRefs, st, refs)) {
+      count++;
       continue;
     }
+    if (countAt >= 0) tail[countAt] = String(count);
     countAt = tail.length;
-    last = shape;
-    lastNow = st.now;
-    tail.push('1', shape);
+    count = 1;
+    tail.push('1', b.text(st.now === undefined ? st.cmd : st.cmd === 'c' ? 'C' : 'P', ops, refs));
     if (st.now !== undefined) tail.push(num(st.now));
+    last = st;
+    // The run keeps its references; the next stack's are listed into the other array.
+    [lastRefs, refs] = [refs, lastRefs];
   }
+  if (countAt >= 0) tail[countAt] = String(count);
   return b.finish(tail);
+}
+
+/** Whether stack `b` (key references `br`) has the shape of stack `a` (references `ar`). */
+function sameRun(a: StackCall, ar: readonly number[], b: StackCall, br: readonly number[]): boolean {
+  if (a.cmd !== b.cmd || !Object.is(a.now, b.now) || a.ops.length !== b.ops.length) return false;
+  for (let i = 0; i < a.ops.length; i++) {
+    const x = a.ops[i] as StoreOp;
+    const y = b.ops[i] as StoreOp;
+    if (x.rule !== y.rule || !Object.is(x.cost, y.cost) || ar[i] !== br[i]) return false;
+  }
+  return true;
 }
 
 /** The call giving back what `ops` (under `keys`) consumed at `at` (mode `r`). */
