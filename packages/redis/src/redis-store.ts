@@ -24,7 +24,7 @@ import { DenyCache } from './deny-cache.js';
 import { closedError, optionError, timeoutError } from './errors.js';
 import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
 import { redisKey, slotOf } from './keys.js';
-import { type RedisClientLike, runScript } from './script.js';
+import { hasBufferScripts, type RedisClientLike, runScript } from './script.js';
 
 export interface RedisStoreOptions {
   /** An ioredis `Redis` or `Cluster` you built (ioredis is a peer dependency). */
@@ -166,7 +166,7 @@ function validate(o: RedisStoreOptions): void {
       throw optionError(`RedisStore.${k}`, [...KNOWN].join(', '), k, 'Remove the option or check its spelling.', 'TG_UNKNOWN_OPTION');
   }
   const c = o.client as Partial<RedisClientLike> | undefined;
-  if (typeof c?.evalsha !== 'function' || typeof c.eval !== 'function' || typeof c.del !== 'function') {
+  if (typeof c?.evalsha !== 'function' || typeof c.eval !== 'function' || typeof c.del !== 'function' || !hasBufferScripts(c)) {
     throw optionError(
       'RedisStore.client',
       'an ioredis Redis or Cluster instance',

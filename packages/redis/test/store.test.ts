@@ -52,6 +52,10 @@ describe('options', () => {
   it('rejects unknown and malformed options at construction with stable codes', () => {
     expect(codeOf(() => new RedisStore({ client, timeout: 5 } as never))).toBe('TG_UNKNOWN_OPTION');
     expect(codeOf(() => new RedisStore({ client: {} as never }))).toBe('TG_INVALID_OPTION');
+    // A look-alike without ioredis' Buffer-reply script commands (the decide reply is binary).
+    const { evalsha, eval: evalScript, del } = client;
+    const lookAlike = { evalsha: evalsha.bind(client), eval: evalScript.bind(client), del: del.bind(client) };
+    expect(codeOf(() => new RedisStore({ client: lookAlike as never }))).toBe('TG_INVALID_OPTION');
     expect(codeOf(() => new RedisStore({ client, timeoutMs: SLOW, prefix: 'a{b}' }))).toBe('TG_INVALID_OPTION');
     expect(codeOf(() => new RedisStore({ client, timeoutMs: 0 }))).toBe('TG_INVALID_OPTION');
     expect(codeOf(() => new RedisStore({ client, onStoreError: 'throw' as never }))).toBe('TG_INVALID_OPTION');
