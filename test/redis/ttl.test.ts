@@ -33,11 +33,11 @@ async function expiryOf(key: string): Promise<{ now: number; pttl: number }> {
 
 const W = 400;
 
-/** Waits (Redis time runs on its own) until `ms` after the start of a W-aligned window. */
-async function intoWindow(ms: number): Promise<void> {
+/** Waits (Redis time runs on its own) until `ms` after the start of a `w`-aligned window. */
+async function intoWindow(ms: number, w = W): Promise<void> {
   const { now } = await expiryOf('none');
-  const into = now % W;
-  const wait = into <= ms ? ms - into : W - into + ms;
+  const into = now % w;
+  const wait = into <= ms ? ms - into : w - into + ms;
   await new Promise((r) => setTimeout(r, wait));
 }
 
@@ -79,4 +79,38 @@ describe('TTLs on Redis time', () => {
       await store.close();
     });
   }
+
+  it('rules of one group with different windows share a key: the TTL covers the longer entry', async () => {
+    // A 400 ms and an 800 ms window counting under one group (one Redis key). In the first
+    // half of an 800 ms window both start at the same instant; the short rule writes first
+    // (TTL to its end), then the long one: its write must move the TTL to its own end,
+    // whatever the expiry it would have worked out for the entry it read.
+    const store = new RedisStore({ client, prefix: 'ttl:', timeoutMs: 5_000, denyCache: false });
+    const prefix = `g${n++}`;
+    const short = createLimiter({
+      rules: [{ name: 'a', group: 'shared', key: () => 'k', algorithm: 'fixed-window', limit: 1000, window: W }],
+      store,
+      prefix,
+    });
+    const long = createLimiter({
+      rules: [{ name: 'b', group: 'shared', key: () => 'k', algorithm: 'fixed-window', limit: 1000, window: 2 * W }],
+      store,
+      prefix,
+    });
+    const [op] = long.resolve({});
+    if (op === undefined) throw new Error('no op');
+    const key = store.keyOf(op.rule, op.key);
+    const [shortOp] = short.resolve({});
+    expect(shortOp && store.keyOf(shortOp.rule, shortOp.key)).toBe(key);
+    await intoWindow(20, 2 * W);
+    expect((await short.consume({})).allowed).toBe(true);
+    const d = await long.consume({});
+    expect(d.allowed).toBe(true);
+    const end = d.at - (d.at % (2 * W)) + 2 * W;
+    const { now, pttl } = await expiryOf(key);
+    if (now >= d.at - (d.at % (2 * W)) + W)
+      throw new Error('the two writes missed the first half of the window; the machine is too slow for this test');
+    expect(now + pttl).toBeGreaterThanOrEqual(end - 1);
+    await store.close();
+  });
 });

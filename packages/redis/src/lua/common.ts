@@ -20,9 +20,11 @@ local function fmt(x) return format('%.17g', x) end
 -- dozen arithmetic operations in Redis' interpreter, so the hot path makes few.
 
 -- An entry is stored as packed little-endian doubles (Redis' struct library): the block
--- deadline, then the algorithm's state. Exact, compact, and no number formatting.
--- No state fields means no state (an empty sliding log decides like none).
+-- deadline, the expiry the key's TTL was last set for (on Redis time; -inf when written
+-- on supplied time), then the algorithm's state. Exact, compact, and no number
+-- formatting. No state fields means no state (an empty sliding log decides like none).
 local pack, unpack_bin, rep = struct.pack, struct.unpack, string.rep
+local NO_EXPIRY = -1 / 0
 
 -- '<' followed by k 'd's: constants up to 8 (an entry's fields, a one-op stack's reply),
 -- built once per call above that.
@@ -33,29 +35,29 @@ local function fmt_of(k)
   return f
 end
 
--- The state (nil for none) and block deadline of a stored value.
+-- The state (nil for none), block deadline and TTL expiry of a stored value (see above).
 local function decode(v)
   local n = #v / 8
-  local b = (unpack_bin('<d', v))
-  if n == 1 then return nil, b end
+  local b, x = unpack_bin('<dd', v)
+  if n == 2 then return nil, b, x end
   local s
-  if n <= 32 then
-    -- unpack returns the n - 1 state fields and then the next position: drop the latter.
-    s = { unpack_bin(fmt_of(n - 1), v, 9) }
-    s[n] = nil
+  if n <= 34 then
+    -- unpack returns the n - 2 state fields and then the next position: drop the latter.
+    s = { unpack_bin(fmt_of(n - 2), v, 17) }
+    s[n - 1] = nil
   else
     s = {}
-    for i = 2, n do s[i - 1] = (unpack_bin('<d', v, (i - 1) * 8 + 1)) end
+    for i = 3, n do s[i - 2] = (unpack_bin('<d', v, (i - 1) * 8 + 1)) end
   end
-  return s, b
+  return s, b, x
 end
 
-local function encode(s, b)
+local function encode(s, b, x)
   local n = 0
   if s ~= nil then n = #s end
-  if n == 0 then return pack('<d', b) end
-  if n <= 31 then return pack(fmt_of(n + 1), b, unpack(s)) end
-  local parts = { pack('<d', b) }
+  if n == 0 then return pack('<dd', b, x) end
+  if n <= 30 then return pack(fmt_of(n + 2), b, x, unpack(s)) end
+  local parts = { pack('<dd', b, x) }
   for i = 1, n do parts[i + 1] = pack('<d', s[i]) end
   return table.concat(parts)
 end

@@ -32,6 +32,8 @@ local mode = ARGV[1]
 -- keys written on supplied time live at least ARGV[2] ms (read as absent once expired).
 local MIN_TTL_SUPPLIED = tonumber(ARGV[2])
 local MIN_TTL = 0
+-- Whether the run being decided is on Redis' TIME (else on supplied time).
+local REDIS_TIME = true
 -- The algorithms this call needs: only their sections are instantiated (see index.ts); and
 -- whether a rule counts calendar months.
 local NEED = {}
@@ -109,9 +111,6 @@ export const STACK_LUA = `
 for i = 1, NRULES do
   local r = RULE[i]
   if r.algo == 'k' and r.queue then r.alg = ALG['kq'] else r.alg = ALG[r.algo] end
-  -- Fixed and sliding windows keep one expiry for a whole window: a write that leaves it
-  -- unchanged keeps the key's TTL (SET KEEPTTL costs Redis less than SET PX).
-  r.keep = r.algo == 'f' or r.algo == 'w'
 end
 
 local call = redis.call
@@ -141,22 +140,22 @@ local CACHE = {}
 -- the key's index); refunds read with GET.
 local VALS = nil
 local function read(key, r, now, drop, idx)
-  local s, b
+  local s, b, x0
   local e = CACHE[key]
   if e ~= nil then s, b = e.s, e.b
   else
     local v
     if idx ~= nil then v = VALS[idx] else v = call('GET', key) end
     if v then
-      -- decode (common.ts), inlined: the block deadline, then the state's fields.
+      -- decode (common.ts), inlined.
       local m = #v / 8
-      b = (unpack_bin('<d', v))
-      if m > 32 then s = decode(v)
-      elseif m > 1 then
-        local f = FMT[m - 1]
-        if f == nil then f = fmt_of(m - 1) end
-        s = { unpack_bin(f, v, 9) }
-        s[m] = nil
+      b, x0 = unpack_bin('<dd', v)
+      if m > 34 then s = decode(v)
+      elseif m > 2 then
+        local f = FMT[m - 2]
+        if f == nil then f = fmt_of(m - 2) end
+        s = { unpack_bin(f, v, 17) }
+        s[m - 1] = nil
       end
     end
     if HOT[key] then
@@ -170,15 +169,11 @@ local function read(key, r, now, drop, idx)
       if e ~= nil then e.s, e.b, e.dirty, e.gone = nil, nil, false, true else call('DEL', key) end
       return nil, nil
     end
-  elseif e == nil and r.keep then
-    -- On Redis time, the expiry the key's TTL was last set for (see write).
-    local x = b
-    if s ~= nil then
-      x = r.alg.expires(s, r)
-      if b > x then x = b end
-    end
-    return s, b, x
+    return s, b
   end
+  -- On Redis time, the expiry the key's TTL was last set for (see write); not for a hot
+  -- key, which is written at flush.
+  if e == nil then return s, b, x0 end
   return s, b
 end
 
@@ -186,15 +181,17 @@ end
 -- call, while the stacks of a batch mostly share one TTL (one now, one window end).
 local TTL_TEXT = {}
 
--- Writes the entry, with its TTL. x0: the expiry its key's TTL was set for when it was
--- read (see read), if known; a write that keeps it keeps the TTL. That TTL ran from an
--- earlier time to at least x0 (ceil), and Redis expires keys on the script's start time,
--- so the key read is still there and keeps an expiry no earlier than the entry's.
+-- Writes the entry, with its TTL. x0: the expiry the key's TTL was set for, as stored
+-- with the entry read (see read): a write on Redis time that leaves it unchanged keeps the
+-- TTL (SET KEEPTTL costs Redis less than SET PX). That TTL runs to at least x0 on Redis'
+-- clock, and Redis expires keys inside a script on the script's start time, so the key
+-- read is still there. Whichever rule wrote it (rules sharing a group share a key), the
+-- stored x0 is what its TTL was set for.
 local function write(key, s, b, r, now, x0, xs)
   local e = CACHE[key]
   if e ~= nil then
     -- A hot key: kept here; its TTL is worked out once, at flush.
-    e.s, e.b, e.r, e.now, e.min, e.dirty = s, b, r, now, MIN_TTL, true
+    e.s, e.b, e.r, e.now, e.min, e.redis, e.dirty = s, b, r, now, MIN_TTL, REDIS_TIME, true
     return
   end
   local x = b
@@ -208,15 +205,19 @@ local function write(key, s, b, r, now, x0, xs)
   if x <= now then call('DEL', key); return end
   local ms = ceil(x - now)
   if ms < MIN_TTL then ms = MIN_TTL end
-  -- encode (common.ts), inlined for up to 31 fields.
+  -- On supplied time the TTL is not on Redis' clock: no expiry is recorded for a later
+  -- KEEPTTL.
+  local xk = x
+  if not REDIS_TIME then xk = NO_EXPIRY end
+  -- encode (common.ts), inlined for up to 30 fields.
   local v
-  if m == 0 then v = pack('<d', b)
-  elseif m <= 31 then
-    local f = FMT[m + 1]
-    if f == nil then f = fmt_of(m + 1) end
-    v = pack(f, b, unpack(s))
-  else v = encode(s, b) end
-  if x == x0 then call('SET', key, v, 'KEEPTTL'); return end
+  if m == 0 then v = pack('<dd', b, xk)
+  elseif m <= 30 then
+    local f = FMT[m + 2]
+    if f == nil then f = fmt_of(m + 2) end
+    v = pack(f, b, xk, unpack(s))
+  else v = encode(s, b, xk) end
+  if x == x0 and REDIS_TIME then call('SET', key, v, 'KEEPTTL'); return end
   local t = TTL_TEXT[ms]
   if t == nil then
     -- Whole numbers of ms below 1e14 print exactly with tostring's '%.14g'.
@@ -242,8 +243,10 @@ local function flush()
       else
         local ms = ceil(x - now)
         if ms < e.min then ms = e.min end
+        local xk = x
+        if not e.redis then xk = NO_EXPIRY end
         if ms < 1e14 then ms = tostring(ms) end
-        call('SET', key, encode(s, b), 'PX', ms)
+        call('SET', key, encode(s, b, xk), 'PX', ms)
       end
     elseif e.gone then call('DEL', key) end
   end
@@ -288,9 +291,11 @@ end
 local function stack_now(given)
   if given ~= nil and given ~= '' then
     MIN_TTL = MIN_TTL_SUPPLIED
+    REDIS_TIME = false
     return tonumber(given), true
   end
   MIN_TTL = 0
+  REDIS_TIME = true
   return time_now(), false
 end
 
