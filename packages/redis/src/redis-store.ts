@@ -514,9 +514,19 @@ export class RedisStore extends EventEmitter implements Store {
     for (const p of stacks) if (!p.done) this.#fail(p, err);
   };
 
+  /**
+   * A stack failed (its run, or its deadline): the failure is published and the policy
+   * answers. An `'error'` or `'breaker'` listener that throws rejects this decision with
+   * its error, as an unbatched call does, and leaves the rest of the batch to be answered.
+   */
   #fail(p: PendingStack, err: unknown): void {
     p.done = true;
-    this.#failed(err, OP_NAMES[p.cmd], this.onStoreError);
+    try {
+      this.#failed(err, OP_NAMES[p.cmd], this.onStoreError);
+    } catch (listenerError) {
+      p.resolve(Promise.reject(listenerError));
+      return;
+    }
     p.resolve(this.#degraded(p.cmd, p.ops, p.now));
   }
 
@@ -561,7 +571,13 @@ export class RedisStore extends EventEmitter implements Store {
             if (p.done) continue; // past the deadline: the policy answered
             p.done = true;
             const d = ds[j] as StoreDecision;
-            this.#answered(p.cmd, p.ops, p.keys, p.now, d);
+            try {
+              this.#answered(p.cmd, p.ops, p.keys, p.now, d);
+            } catch (listenerError) {
+              // A 'breaker' listener threw: this decision rejects with its error.
+              p.resolve(Promise.reject(listenerError));
+              continue;
+            }
             p.resolve(d);
           }
           settled();

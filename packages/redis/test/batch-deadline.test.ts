@@ -105,4 +105,24 @@ describe('RedisStore batched deadline', () => {
     expect(errors).toEqual([boom, boom]);
     expect(vi.getTimerCount()).toBe(timers);
   });
+
+  it("a throwing 'error' listener rejects each decision with its error, none hangs", async () => {
+    const { client } = heldClient();
+    const store = new RedisStore({ client, timeoutMs: 20, onStoreError: 'allow', denyCache: false });
+    const bug = new Error('listener bug');
+    let calls = 0;
+    store.on('error', () => {
+      calls++;
+      throw bug;
+    });
+    const l = limiterOn(store);
+    const asked = Promise.allSettled(['x', 'y'].map((ip) => store.consume(l.resolve({ ip }))));
+    await vi.advanceTimersByTimeAsync(20);
+    const settled = await asked;
+    expect(settled).toEqual([
+      { status: 'rejected', reason: bug },
+      { status: 'rejected', reason: bug },
+    ]);
+    expect(calls).toBe(2);
+  });
 });
