@@ -38,6 +38,7 @@ end
 -- The state (nil for none), block deadline and TTL expiry of a stored value (see above).
 local function decode(v)
   local n = #v / 8
+  if n == 1 then return nil, (unpack_bin('<d', v)), NO_EXPIRY end
   local b, x = unpack_bin('<dd', v)
   if n == 2 then return nil, b, x end
   local s

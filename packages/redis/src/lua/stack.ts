@@ -149,7 +149,10 @@ local function read(key, r, now, drop, idx)
     if v then
       -- decode (common.ts), inlined.
       local m = #v / 8
-      b, x0 = unpack_bin('<dd', v)
+      -- (A value of one field, a block alone as builds before the TTL expiry wrote it,
+      -- reads without one.)
+      if m == 1 then b, x0 = (unpack_bin('<d', v)), NO_EXPIRY
+      else b, x0 = unpack_bin('<dd', v) end
       if m > 34 then s = decode(v)
       elseif m > 2 then
         local f = FMT[m - 2]
