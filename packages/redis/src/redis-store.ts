@@ -555,8 +555,17 @@ export class RedisStore extends EventEmitter implements Store {
       }
       const batch = from === 0 && to === all.length ? all : all.slice(from, to);
       from = to;
+      let run: Promise<unknown>;
+      try {
+        run = runScript(this.client, decideArgs(batch, keys, this.#minTtl));
+      } catch (err) {
+        // Thrown before Redis was asked (a client that throws instead of rejecting): this
+        // run's stacks fail now; the tick's other runs go on.
+        for (const p of batch) if (!p.done) this.#fail(p, err);
+        continue;
+      }
       open++;
-      runScript(this.client, decideArgs(batch, keys, this.#minTtl)).then(
+      run.then(
         (reply) => {
           let ds: StoreDecision[];
           try {
@@ -588,6 +597,7 @@ export class RedisStore extends EventEmitter implements Store {
         },
       );
     }
+    if (open === 0) clearTimeout(timer);
   };
 
   async #refundRemote(ops: readonly StoreOp[], keys: string[], at: number, now: number | undefined): Promise<void> {

@@ -125,4 +125,23 @@ describe('RedisStore batched deadline', () => {
     ]);
     expect(calls).toBe(2);
   });
+
+  it('a client that throws instead of rejecting fails that run at once, without a deadline left behind', async () => {
+    const boom = new Error('sync boom');
+    const thrower = () => {
+      throw boom;
+    };
+    const client = { evalsha: thrower, eval: thrower, evalshaBuffer: thrower, evalBuffer: thrower, del: async () => 0 };
+    const store = new RedisStore({ client, timeoutMs: 50, onStoreError: 'deny', denyCache: false });
+    const errors: unknown[] = [];
+    store.on('error', (e: StoreErrorEvent) => errors.push(e.error));
+    const l = limiterOn(store);
+    const timers = vi.getTimerCount();
+    const asked = Promise.all(['a', 'b'].map((ip) => store.consume(l.resolve({ ip }))));
+    await vi.advanceTimersByTimeAsync(0);
+    const ds = await asked;
+    expect(ds.map((d) => d.degraded)).toEqual(['deny', 'deny']);
+    expect(errors).toEqual([boom, boom]);
+    expect(vi.getTimerCount()).toBe(timers);
+  });
 });
