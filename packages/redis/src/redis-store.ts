@@ -266,6 +266,8 @@ export class RedisStore extends EventEmitter implements Store {
   readonly #minTtl: string;
   /** Standalone Redis with `batch`: stacks asked in the same tick share one script run. */
   readonly #batching: boolean;
+  /** Per rule, its last key and that key's Redis key (see keyOf). */
+  readonly #lastKeys = new WeakMap<RuleSpec, { key: string; redisKey: string }>();
   #pending: PendingStack[] = [];
   /** The deadline of the stacks in `#pending`, armed when the first of them was asked. */
   #pendingTimer: ReturnType<typeof setTimeout> | undefined;
@@ -301,7 +303,21 @@ export class RedisStore extends EventEmitter implements Store {
 
   /** The Redis key of a (rule, key): for tools and tests that inspect Redis. */
   keyOf(rule: RuleSpec, key: string): string {
-    if (this.#hashTag === undefined) return redisKey(this.prefix, rule.id, key, undefined);
+    if (this.#hashTag === undefined) {
+      // The last key of each rule and its Redis key: a constant key (a tenant's, a route's,
+      // a global rule's) gets the same string every time, built and hashed once.
+      const last = this.#lastKeys.get(rule);
+      if (last === undefined) {
+        const k = redisKey(this.prefix, rule.id, key, undefined);
+        this.#lastKeys.set(rule, { key, redisKey: k });
+        return k;
+      }
+      if (last.key !== key) {
+        last.key = key;
+        last.redisKey = redisKey(this.prefix, rule.id, key, undefined);
+      }
+      return last.redisKey;
+    }
     // The app's function, run per request: a number (a numeric tenant id) is its text, as
     // for rule keys; undefined or null falls back to the default layout.
     const tag: unknown = this.#hashTag(rule.name, key);
