@@ -29,6 +29,20 @@ function limiterOn(store: RedisStore) {
   return createLimiter<{ ip: string }>({ rules: [{ name: 'ip', key: (r) => r.ip, limit: 10, window: '1m' }], store });
 }
 
+/**
+ * Two decisions asked in one tick of a store on `client` with `onStoreError: 'deny'`: the
+ * errors it publishes, the timers running before them, and their decisions.
+ */
+function twoDenied(client: ConstructorParameters<typeof RedisStore>[0]['client']) {
+  const store = new RedisStore({ client, timeoutMs: 50, onStoreError: 'deny', denyCache: false });
+  const errors: unknown[] = [];
+  store.on('error', (e: StoreErrorEvent) => errors.push(e.error));
+  const l = limiterOn(store);
+  const timers = vi.getTimerCount();
+  const asked = Promise.all(['a', 'b'].map((ip) => store.consume(l.resolve({ ip }))));
+  return { errors, timers, asked };
+}
+
 describe('RedisStore batched deadline', () => {
   beforeEach(() => {
     vi.useFakeTimers();
@@ -88,12 +102,7 @@ describe('RedisStore batched deadline', () => {
 
   it('a failed script run fails each of its decisions at once and clears the deadline', async () => {
     const { client, calls } = heldClient();
-    const store = new RedisStore({ client, timeoutMs: 50, onStoreError: 'deny' });
-    const errors: unknown[] = [];
-    store.on('error', (e: StoreErrorEvent) => errors.push(e.error));
-    const l = limiterOn(store);
-    const timers = vi.getTimerCount();
-    const asked = Promise.all(['a', 'b'].map((ip) => store.consume(l.resolve({ ip }))));
+    const { errors, timers, asked } = twoDenied(client);
     await vi.advanceTimersByTimeAsync(0);
     const boom = new Error('boom');
     (calls[0] as Call).reject(boom);
@@ -132,12 +141,7 @@ describe('RedisStore batched deadline', () => {
       throw boom;
     };
     const client = { evalsha: thrower, eval: thrower, evalshaBuffer: thrower, evalBuffer: thrower, del: async () => 0 };
-    const store = new RedisStore({ client, timeoutMs: 50, onStoreError: 'deny', denyCache: false });
-    const errors: unknown[] = [];
-    store.on('error', (e: StoreErrorEvent) => errors.push(e.error));
-    const l = limiterOn(store);
-    const timers = vi.getTimerCount();
-    const asked = Promise.all(['a', 'b'].map((ip) => store.consume(l.resolve({ ip }))));
+    const { errors, timers, asked } = twoDenied(client);
     await vi.advanceTimersByTimeAsync(0);
     const ds = await asked;
     expect(ds.map((d) => d.degraded)).toEqual(['deny', 'deny']);

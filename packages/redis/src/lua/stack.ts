@@ -236,12 +236,8 @@ end
 local function flush()
   for key, e in pairs(CACHE) do
     if e.dirty then
-      local s, b, r, now = e.s, e.b, e.r, e.now
-      local x = b
-      if s ~= nil then
-        x = r.alg.expires(s, r)
-        if b > x then x = b end
-      end
+      local s, b, now = e.s, e.b, e.now
+      local x = expires_at(s, b, e.r)
       if x <= now then call('DEL', key)
       else
         local ms = ceil(x - now)
