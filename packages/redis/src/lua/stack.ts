@@ -123,19 +123,20 @@ local function expires_at(s, b, r)
 end
 
 -- Keys that several stacks of this call count under (a tenant's, a route's, a global
--- rule's; HOT, from the shapes): from their second use on, their entries are kept here
--- while the call decides and written once at its end with the TTL the last write gave
--- them (the first use read and wrote Redis, so the entry kept starts from that). The
--- script runs atomically, so nothing else can observe the difference; every other key is
--- read and written in place.
--- A hot key's entry: s, b (b nil: absent), and when written in this call: ttl (0: delete).
+-- rule's; HOT, from the shapes, all parsed before the first read): their entries are kept
+-- here from their first read while the call decides, and written once at its end (flush)
+-- with the TTL the last write gives them. The script runs atomically, so nothing else can
+-- observe the difference; every other key is read and written in place.
+-- A hot key's entry: s, b (b nil: absent); once written in this call, dirty and the rule,
+-- time, least TTL and clock of that write (r, now, min, redis); gone when it was read as
+-- expired and not written again (flush deletes it).
 local CACHE = {}
 
 -- The entry under key; b is nil when there is none. With supplied time (drop true) an
 -- entry whose expiry has passed is read as absent and deleted, as MemoryStore drops it,
 -- so that a clock stepping back later does not bring it back. On Redis time the key's
--- own TTL, set on the same clock, has removed it (within the millisecond the script
--- started in, where every algorithm decides an expired entry exactly as an absent one).
+-- own TTL, set on the same clock, removes it; one read just before Redis expired it is
+-- decided by every algorithm exactly as an absent one.
 -- VALS: the values of every key of a decide call, read with one MGET at its start (idx:
 -- the key's index); refunds read with GET.
 local VALS = nil
