@@ -429,7 +429,7 @@ export class RedisStore extends EventEmitter implements Store {
   /** Decides `ops` in Redis: one script per slot group. */
   async #remote(cmd: 'c' | 'p', ops: readonly StoreOp[], keys: string[], now: number | undefined): Promise<StoreDecision> {
     const groups = this.#groups(keys);
-    if (groups === undefined) return this.#batched({ cmd, ops, now }, keys);
+    if (groups === undefined) return this.#oneRun({ cmd, ops, now }, keys);
     const parts = await Promise.all(
       groups.map(async (idx) => {
         const gops = idx.map((i) => ops[i] as StoreOp);
@@ -502,7 +502,7 @@ export class RedisStore extends EventEmitter implements Store {
    * Decides one stack whose keys share a slot, in its own script run: on a Cluster (its
    * stacks would span slots) or with `batch: false`. Batched stacks go through `#enqueue`.
    */
-  #batched(call: StackCall, keys: readonly string[]): Promise<StoreDecision> {
+  #oneRun(call: StackCall, keys: readonly string[]): Promise<StoreDecision> {
     return runScript(this.client, decideArgs([call], keys, this.#minTtl)).then(
       (r) => parseDecisions(r, [call.ops.length])[0] as StoreDecision,
     );
