@@ -1,5 +1,5 @@
 /**
- * Observability through `node:diagnostics_channel` (SPEC 9): metrics and tracing attach
+ * Observability through `node:diagnostics_channel`: metrics and tracing attach
  * by subscribing, without patching tollgate. Every publisher checks `hasSubscribers`
  * first, so with nobody listening the hot path builds no message objects at all.
  *
@@ -9,6 +9,11 @@
  * - `tollgate:delayed`     admitted but delayed (leaky queue, throttle): same shape
  * - `tollgate:dry-run`     a dry-run rule (or a dry-run limiter) would have refused: same shape
  * - `tollgate:store-error` a store call failed: `{ error, request, limiter, action }`
+ * - `tollgate:in-flight`   a concurrency limit's or a shedder's in-flight count changed:
+ *   `{ limiter, control, inFlight, limit }`
+ *
+ * A decision made by a limiter's engine carries how long it took (`durationMs` on the
+ * message), measured only while `tollgate:decision` has a subscriber.
  *
  * See docs/diagnostics.md.
  */
@@ -21,6 +26,7 @@ export const CHANNEL_NAMES = {
   delayed: 'tollgate:delayed',
   dryRun: 'tollgate:dry-run',
   storeError: 'tollgate:store-error',
+  inFlight: 'tollgate:in-flight',
 } as const;
 
 /** The channels themselves, for `subscribe` or for publishers in other packages. */
@@ -30,7 +36,11 @@ export const channels = {
   delayed: diagnosticsChannel.channel(CHANNEL_NAMES.delayed),
   dryRun: diagnosticsChannel.channel(CHANNEL_NAMES.dryRun),
   storeError: diagnosticsChannel.channel(CHANNEL_NAMES.storeError),
+  inFlight: diagnosticsChannel.channel(CHANNEL_NAMES.inFlight),
 } as const;
+
+/** Where the engine leaves a decision's duration (ms) for `publishDecision`; never enumerable or serialised. */
+export const DURATION: unique symbol = Symbol('tollgate.durationMs');
 
 /** Message on `tollgate:decision`, `:rejected`, `:delayed` and `:dry-run`. */
 export interface DecisionMessage<R = unknown> {
@@ -41,6 +51,12 @@ export interface DecisionMessage<R = unknown> {
   limiter: string;
   /** The whole limiter is in dry-run mode: a refusal here was not enforced. */
   dryRun: boolean;
+  /**
+   * How long the engine took to decide (keys, costs and the store's round trip), in ms;
+   * present for a limiter's decisions made while `tollgate:decision` had a subscriber,
+   * absent for the controls' (throttle, concurrency, shed).
+   */
+  durationMs?: number;
 }
 
 /** What happened to the request after a store failure. */
@@ -72,6 +88,8 @@ export function publishDecision<R>(decision: Decision, request: R, limiter: stri
   const wantDryRun = (decision.dryRunRejectedBy.length > 0 || (limiterDryRun && !decision.allowed)) && dryRun.hasSubscribers;
   if (!(wantAll || wantRejected || wantDelayed || wantDryRun)) return;
   const message: DecisionMessage<R> = { decision, request, limiter, dryRun: limiterDryRun };
+  const took = (decision as Decision & { [DURATION]?: number })[DURATION];
+  if (took !== undefined) message.durationMs = took;
   if (wantAll) all.publish(message);
   if (wantRejected) rejected.publish(message);
   if (wantDelayed) delayed.publish(message);
@@ -83,4 +101,22 @@ export function publishStoreError<R>(error: unknown, request: R | undefined, lim
   if (!channels.storeError.hasSubscribers) return;
   const message: StoreErrorMessage<R> = { error, request, limiter, action };
   channels.storeError.publish(message);
+}
+
+/** Message on `tollgate:in-flight`. */
+export interface InFlightMessage {
+  /** The control's name (a concurrency limit's `name`; `'shed'` for a shedder). */
+  limiter: string;
+  control: 'concurrency' | 'shed';
+  /** Requests this process holds now: admitted and not yet released. */
+  inFlight: number;
+  /** The most it admits at once (a concurrency limit's `global`, a shedder's `maxInFlight`), if it has one. */
+  limit: number | undefined;
+}
+
+/** Publishes a control's new in-flight count on `tollgate:in-flight`. */
+export function publishInFlight(limiter: string, control: InFlightMessage['control'], inFlight: number, limit: number | undefined): void {
+  if (!channels.inFlight.hasSubscribers) return;
+  const message: InFlightMessage = { limiter, control, inFlight, limit };
+  channels.inFlight.publish(message);
 }

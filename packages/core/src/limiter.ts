@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Clock } from './clock.js';
+import { channels, DURATION } from './diagnostics.js';
 import { configError, describe } from './errors.js';
 import { ip } from './keys.js';
 import { MemoryStore } from './memory-store.js';
@@ -106,10 +107,16 @@ function resolveCost<R>(rule: CompiledRule<R>, req: R, override: number | undefi
 
 const NONE: string[] = Object.freeze([]) as unknown as string[];
 
-function finish(ops: StoreOp[], d: StoreDecision): Decision {
+function finish(ops: StoreOp[], d: StoreDecision, startedAt: number): Decision {
   const decision = toResults(ops, d);
   if (decision.allowed) (decision as WithReceipt)[RECEIPT] = ops;
+  if (startedAt >= 0) (decision as Decision & { [DURATION]?: number })[DURATION] = performance.now() - startedAt;
   return decision;
+}
+
+/** When a decision starts, for its duration on `tollgate:decision`; -1 (no clock read) when nobody listens. */
+function started(): number {
+  return channels.decision.hasSubscribers ? performance.now() : -1;
 }
 
 function toResults(ops: readonly StoreOp[], d: StoreDecision): Decision {
@@ -259,20 +266,22 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
     prefix,
     resolve,
     consume(req, o) {
+      const t0 = started();
       let ops: StoreOp[];
       try {
         ops = resolve(req, o?.cost);
         // In-process stores decide synchronously: one promise per decision, not two.
-        if (consumeSync !== undefined) return Promise.resolve(finish(ops, consumeSync.call(store, ops, now())));
+        if (consumeSync !== undefined) return Promise.resolve(finish(ops, consumeSync.call(store, ops, now()), t0));
       } catch (err) {
         return Promise.reject(err);
       }
-      return store.consume(ops, now()).then((d) => finish(ops, d));
+      return store.consume(ops, now()).then((d) => finish(ops, d, t0));
     },
     consumeSync(req, o) {
       if (consumeSync === undefined) return undefined;
+      const t0 = started();
       const ops = resolve(req, o?.cost);
-      return finish(ops, consumeSync.call(store, ops, now()));
+      return finish(ops, consumeSync.call(store, ops, now()), t0);
     },
     async peek(req, o) {
       const ops = resolve(req, o?.cost);

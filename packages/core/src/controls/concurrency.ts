@@ -13,7 +13,7 @@
  * since a slot freed by another instance sends no signal.
  */
 import { randomUUID } from 'node:crypto';
-import { publishStoreError } from '../diagnostics.js';
+import { publishInFlight, publishStoreError } from '../diagnostics.js';
 import type { Duration } from '../duration.js';
 import { configError } from '../errors.js';
 import type { HeaderField } from '../headers.js';
@@ -275,6 +275,7 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
 
   function admit(id: string, key: string | undefined, a: Attempt & { ok: true }, waitedMs: number): ConcurrencyOutcome {
     held.set(id, a.taken);
+    publishInFlight(name, 'concurrency', held.size, global);
     scheduleRenewal();
     let released = false;
     return {
@@ -286,6 +287,7 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
         released = true;
         const slots = held.get(id);
         held.delete(id);
+        publishInFlight(name, 'concurrency', held.size, global);
         if (slots === undefined || slots.length === 0) return;
         Promise.all(slots.map((slot) => store.release(slot, id)))
           .catch(() => {

@@ -24,6 +24,7 @@
  * the small tenants however hard one tenant floods.
  */
 import { type Clock, systemClock } from '../clock.js';
+import { publishInFlight } from '../diagnostics.js';
 import type { Duration } from '../duration.js';
 import { configError, describe } from '../errors.js';
 import { sanitizeKey } from '../limiter.js';
@@ -212,6 +213,7 @@ export function createShedder<R = unknown>(options: ShedOptions<R>): Shedder<R> 
         return { shed: true, pressure, reason: byCount >= byLag ? 'in-flight' : 'event-loop-delay', retryAfterMs };
       }
       inFlight++;
+      publishInFlight('shed', 'shed', inFlight, maxInFlight);
       if (tenant !== undefined) tenantInFlight.set(tenant, (tenantInFlight.get(tenant) ?? 0) + 1);
       let released = false;
       const t = tenant;
@@ -222,6 +224,7 @@ export function createShedder<R = unknown>(options: ShedOptions<R>): Shedder<R> 
           if (released) return;
           released = true;
           inFlight--;
+          publishInFlight('shed', 'shed', inFlight, maxInFlight);
           if (t !== undefined) {
             const n = (tenantInFlight.get(t) ?? 1) - 1;
             if (n > 0) tenantInFlight.set(t, n);
