@@ -10,6 +10,7 @@ const alias = {
   '@tollgate/fastify': pkg('fastify'),
   '@tollgate/client': pkg('client'),
   '@tollgate/cli': pkg('cli'),
+  '@tollgate/otel': pkg('otel'),
 };
 
 const shared = {
