@@ -26,6 +26,19 @@ function run(n) {
   return ((used.user + used.system) * 1000) / n; // ns per decision
 }
 
+// MODE=bare or MODE=otel: only that path, N decisions after as many for warm-up, and exit;
+// for callgrind, whose instruction counts the machine's load does not move. Two runs per
+// mode with different N give instructions per decision as (I(N2) - I(N1)) / (N2 - N1):
+//   for m in bare otel; do for n in 20000 60000; do MODE=$m N=$n valgrind --tool=callgrind \
+//     --callgrind-out-file=/tmp/cg.$m.$n node --single-threaded packages/otel/bench/overhead.mjs; done; done
+if (process.env.MODE !== undefined) {
+  const rec = process.env.MODE === 'otel' ? tollgateMetrics() : undefined;
+  run(N);
+  run(N);
+  rec?.stop();
+  process.exit(0);
+}
+
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 run(N); // warm up both paths
 const recorder = tollgateMetrics();
