@@ -37,44 +37,45 @@ export interface Instruments {
 }
 
 export function createInstruments(meter: Meter): Instruments {
+  const counter = (name: string, description: string, unit: string) => meter.createCounter(name, { description, unit });
+  const gauge = (name: string, description: string, unit: string) => meter.createObservableGauge(name, { description, unit });
   return {
-    requests: meter.createCounter(METRIC_NAMES.requests, {
-      description:
-        'Requests decided by a tollgate limiter or control, by the request outcome (admitted, delayed, refused, dry_run_refused).',
-      unit: '{request}',
-    }),
-    decisions: meter.createCounter(METRIC_NAMES.decisions, {
-      description: "Each applied policy's own verdict on a request (admitted, delayed, refused, dry_run_refused).",
-      unit: '{decision}',
-    }),
-    degraded: meter.createCounter(METRIC_NAMES.degraded, {
-      description: "Decisions the store's failure policy made instead of the store (cause: allow, deny, local).",
-      unit: '{decision}',
-    }),
-    storeErrors: meter.createCounter(METRIC_NAMES.storeErrors, {
-      description: 'Store calls that failed and what the limiter did with the request (action), by error type.',
-      unit: '{error}',
-    }),
-    redisErrors: meter.createCounter(METRIC_NAMES.redisErrors, {
-      description: 'Redis calls of a RedisStore that failed or timed out, by operation, fallback and error type.',
-      unit: '{error}',
-    }),
+    requests: counter(
+      METRIC_NAMES.requests,
+      'Requests decided by a tollgate limiter or control, by the request outcome (admitted, delayed, refused, dry_run_refused).',
+      '{request}',
+    ),
+    decisions: counter(
+      METRIC_NAMES.decisions,
+      "Each applied policy's own verdict on a request (admitted, delayed, refused, dry_run_refused).",
+      '{decision}',
+    ),
+    degraded: counter(
+      METRIC_NAMES.degraded,
+      "Decisions the store's failure policy made instead of the store (cause: allow, deny, local).",
+      '{decision}',
+    ),
+    storeErrors: counter(
+      METRIC_NAMES.storeErrors,
+      'Store calls that failed and what the limiter did with the request (action), by error type.',
+      '{error}',
+    ),
+    redisErrors: counter(
+      METRIC_NAMES.redisErrors,
+      'Redis calls of a RedisStore that failed or timed out, by operation, fallback and error type.',
+      '{error}',
+    ),
     duration: meter.createHistogram(METRIC_NAMES.duration, {
       description: "Time a limiter took to decide a request: keys, costs and the store's round trip.",
       unit: 's',
       advice: { explicitBucketBoundaries: DURATION_BUCKETS },
     }),
-    breakerState: meter.createObservableGauge(METRIC_NAMES.breakerState, {
-      description: "A RedisStore breaker's state: 1 for the state it is in (closed, half-open, open), 0 for the others.",
-      unit: '1',
-    }),
-    concurrencySlots: meter.createObservableGauge(METRIC_NAMES.concurrencySlots, {
-      description: 'Requests holding a slot of a concurrency limit in this process.',
-      unit: '{request}',
-    }),
-    shedInFlight: meter.createObservableGauge(METRIC_NAMES.shedInFlight, {
-      description: 'Requests in flight as a load shedder counts them in this process.',
-      unit: '{request}',
-    }),
+    breakerState: gauge(
+      METRIC_NAMES.breakerState,
+      "A RedisStore breaker's state: 1 for the state it is in (closed, half-open, open), 0 for the others.",
+      '1',
+    ),
+    concurrencySlots: gauge(METRIC_NAMES.concurrencySlots, 'Requests holding a slot of a concurrency limit in this process.', '{request}'),
+    shedInFlight: gauge(METRIC_NAMES.shedInFlight, 'Requests in flight as a load shedder counts them in this process.', '{request}'),
   };
 }
