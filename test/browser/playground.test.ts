@@ -151,7 +151,7 @@ describe('playground in headless Chromium', () => {
     await page.route('**/fire', (route) => route.abort('connectionreset'));
     await page.click('#fire');
     await page.waitForSelector('#results[data-state="failed"]');
-    expect(await page.textContent('#status')).toMatch(/^The run failed: /);
+    expect(await page.textContent('#status')).toMatch(/^The run failed: the server could not be reached or dropped the connection\./);
     expect(await page.locator('#observed [data-decision], #prediction [data-decision]').count()).toBe(0);
     expect(await page.isVisible('#summary')).toBe(false);
     expect(await page.getAttribute('#pattern', 'aria-invalid')).toBeNull();

@@ -81,8 +81,12 @@ function byOutcome(base: Attributes): ByOutcome {
 export function errorType(error: unknown): string {
   let t: unknown;
   if (typeof error === 'object' && error !== null) {
-    const code = (error as { code?: unknown }).code;
-    t = typeof code === 'string' && code !== '' ? code : (error as { name?: unknown }).name;
+    try {
+      const code = (error as { code?: unknown }).code;
+      t = typeof code === 'string' && code !== '' ? code : (error as { name?: unknown }).name;
+    } catch {
+      // A getter that throws (a proxy, say) leaves the generic type.
+    }
   }
   if (typeof t !== 'string' || t === '') return typeof error === 'object' && error !== null ? 'Error' : typeof error;
   return t.replace(/[^A-Za-z0-9_.:-]/g, '_').slice(0, ERROR_TYPE_MAX);
@@ -214,11 +218,14 @@ export function tollgateMetrics(options?: TollgateMetricsOptions): TollgateMetri
     try {
       v = (key as KeyAttribute).get(msg.request, msg.decision);
     } catch {
-      // A throwing label function must not break the request: the metric goes without the label.
+      // A subscriber that throws is an uncaught exception in Node: a throwing label
+      // function must not take the process down. The metric goes without the label.
       return undefined;
     }
-    if (v === undefined || v === null) return undefined;
-    const s = String(v).slice(0, 128);
+    // Anything but a string or a number (undefined, a promise, an object) records no label.
+    if (typeof v === 'number') v = String(v);
+    if (typeof v !== 'string') return undefined;
+    const s = v.slice(0, 128);
     if (keysSeen.has(s)) return s;
     if (keysSeen.size < keyLimit) {
       keysSeen.add(s);

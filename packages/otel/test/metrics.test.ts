@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { CHANNEL_NAMES, ManualClock, type Store, TollgateError } from '@tollgate/core';
 import { concurrency, rateLimit, shed } from '@tollgate/express';
 import tollgate from '@tollgate/fastify';
-import { METRIC_NAMES, REDIS_CHANNELS, type TollgateMetrics, tollgateMetrics } from '@tollgate/otel';
+import { errorType, METRIC_NAMES, REDIS_CHANNELS, type TollgateMetrics, tollgateMetrics } from '@tollgate/otel';
 import { REDIS_CHANNEL_NAMES, RedisStore } from '@tollgate/redis';
 import express from 'express';
 import Fastify from 'fastify';
@@ -128,6 +128,42 @@ describe('tollgate.requests and tollgate.decisions', () => {
     expect(c.value(D, { tenant: 'other', 'tollgate.policy': 'ip' })).toBe(2);
   });
 
+  it('a label function that throws or returns anything but a string records no label and never fails the request', async () => {
+    const answers: unknown[] = [
+      () => {
+        throw new Error('label bug');
+      },
+      () => Promise.resolve('acme'),
+      () => ({
+        toString() {
+          throw new Error('hostile');
+        },
+      }),
+      () => 42,
+      () => 'x'.repeat(500),
+    ];
+    let k = 0;
+    const m = record({ key: { name: 'tenant', get: () => (answers[k++] as () => unknown)() as string } });
+    const uncaught: unknown[] = [];
+    const onUncaught = (err: unknown) => uncaught.push(err);
+    process.on('uncaughtException', onUncaught);
+    try {
+      const app = express();
+      app.use(rateLimit({ rules: [{ name: 'ip', limit: 100, window: '1m' }], name: 'labels' }));
+      app.get('/', (_req, res) => res.send('ok'));
+      for (let i = 0; i < answers.length; i++) expect((await request(app).get('/')).status).toBe(200);
+      await new Promise((r) => setImmediate(r));
+    } finally {
+      process.off('uncaughtException', onUncaught);
+    }
+    expect(uncaught).toEqual([]);
+    const c = await m.collect();
+    expect(c.value(R, { 'tollgate.limiter': 'labels' })).toBe(5);
+    const labels = c.points(R).map((p) => p.attributes.tenant);
+    expect(labels.sort()).toEqual(['42', 'x'.repeat(128), undefined].sort());
+    expect(c.value(R, { 'tollgate.limiter': 'labels', tenant: '42' })).toBe(1);
+  });
+
   it('stop() unsubscribes: later decisions are not recorded', async () => {
     const m = record();
     const app = express();
@@ -245,6 +281,23 @@ describe('store failures', () => {
 });
 
 describe('setup', () => {
+  it('errorType is bounded: a code, else a class name, never message text, and never throws', () => {
+    expect(errorType(new TollgateError('TG_STORE_TIMEOUT', 'Redis did not answer'))).toBe('TG_STORE_TIMEOUT');
+    expect(errorType(new TypeError('bad key 10.0.0.1'))).toBe('TypeError');
+    expect(errorType(Object.assign(new Error('x'), { code: 'a b{c}'.repeat(20) }))).toMatch(/^[A-Za-z0-9_.:-]{64}$/);
+    const hostile = new Proxy(
+      {},
+      {
+        get() {
+          throw new Error('trap');
+        },
+      },
+    );
+    expect(errorType(hostile)).toBe('Error');
+    expect(errorType('a string')).toBe('string');
+    expect(errorType(undefined)).toBe('undefined');
+  });
+
   it('the Redis channel names are the Redis store’s', () => {
     expect(REDIS_CHANNELS).toEqual(REDIS_CHANNEL_NAMES);
     expect(CHANNEL_NAMES.inFlight).toBe('tollgate:in-flight');
