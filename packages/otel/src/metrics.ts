@@ -65,6 +65,8 @@ export interface TollgateMetrics {
 
 const OUTCOMES: readonly Outcome[] = ['admitted', 'delayed', 'refused', 'dry_run_refused'];
 const BREAKER_STATES = ['closed', 'half-open', 'open'] as const;
+/** The attributes the decision metrics carry already: a label of the app's may not take their place. */
+const RESERVED = ['tollgate.limiter', 'tollgate.policy', 'tollgate.outcome'];
 /** The longest error type recorded; anything longer is cut. */
 const ERROR_TYPE_MAX = 64;
 
@@ -139,10 +141,13 @@ function checkOptions(options: unknown): TollgateMetricsOptions {
         fix: 'Pass e.g. { name: "tenant", get: (req) => req.user?.org }, or leave it out.',
       });
     }
-    if (k.name !== undefined && (typeof k.name !== 'string' || !/^[A-Za-z][A-Za-z0-9_.]{0,62}$/.test(k.name))) {
+    if (
+      k.name !== undefined &&
+      (typeof k.name !== 'string' || !/^[A-Za-z][A-Za-z0-9_.]{0,62}$/.test(k.name) || RESERVED.includes(k.name))
+    ) {
       throw configError('TG_INVALID_OPTION', {
         path: 'tollgateMetrics.key.name',
-        expected: 'an attribute name: a letter, then up to 62 letters, digits, "_" or "."',
+        expected: `an attribute name: a letter, then up to 62 letters, digits, "_" or ".", other than ${RESERVED.join(', ')}`,
         received: describeValue(k.name),
         fix: 'Use a name such as "tenant".',
       });

@@ -310,6 +310,7 @@ describe('setup', () => {
       { key: (req: unknown) => req },
       { key: { get: () => 'x', limit: 0 } },
       { key: { get: () => 'x', name: 'not a name' } },
+      { key: { get: () => 'x', name: 'tollgate.policy' } },
       { keyAttribute: true },
     ];
     for (const options of bad) {
