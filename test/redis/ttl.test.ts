@@ -80,11 +80,9 @@ describe('TTLs on Redis time', () => {
     });
   }
 
-  it('rules of one group with different windows share a key: the TTL covers the longer entry', async () => {
-    // A 400 ms and an 800 ms window counting under one group (one Redis key). In the first
-    // half of an 800 ms window both start at the same instant; the short rule writes first
-    // (TTL to its end), then the long one: its write must move the TTL to its own end,
-    // whatever the expiry it would have worked out for the entry it read.
+  it('rules of one group with different windows (two limiters) count under keys of their own, each TTL to its own window end', async () => {
+    // A 400 ms and an 800 ms window naming one group: the rule's kind (algorithm and window)
+    // is part of its key, so neither reads or re-times the other's entry.
     const store = new RedisStore({ client, prefix: 'ttl:', timeoutMs: 5_000, denyCache: false });
     const prefix = `g${n++}`;
     const short = createLimiter({
@@ -98,10 +96,11 @@ describe('TTLs on Redis time', () => {
       prefix,
     });
     const [op] = long.resolve({});
-    if (op === undefined) throw new Error('no op');
-    const key = store.keyOf(op.rule, op.key);
     const [shortOp] = short.resolve({});
-    expect(shortOp && store.keyOf(shortOp.rule, shortOp.key)).toBe(key);
+    if (op === undefined || shortOp === undefined) throw new Error('no op');
+    const key = store.keyOf(op.rule, op.key);
+    const shortKey = store.keyOf(shortOp.rule, shortOp.key);
+    expect(shortKey).not.toBe(key);
     await intoWindow(20, 2 * W);
     expect((await short.consume({})).allowed).toBe(true);
     const d = await long.consume({});
@@ -111,6 +110,8 @@ describe('TTLs on Redis time', () => {
     if (now >= d.at - (d.at % (2 * W)) + W)
       throw new Error('the two writes missed the first half of the window; the machine is too slow for this test');
     expect(now + pttl).toBeGreaterThanOrEqual(end - 1);
+    const s = await expiryOf(shortKey);
+    expect(s.now + s.pttl).toBeLessThanOrEqual(d.at - (d.at % W) + W + 1);
     await store.close();
   });
 });

@@ -300,8 +300,8 @@ describe('hostile input through real HTTP, Express and Fastify', () => {
     } while (cursor !== '0');
     expect(keys.length).toBeGreaterThan(10);
 
-    // `hostile:<limiter prefix>:<rule>{<tag>}`: one tag, nothing after it (no hashTag option here).
-    const shape = /^hostile:(ex|fa)-(trust|none):(xff|fwd|real|hk)\{([^{}]+)\}$/;
+    // `hostile:<limiter prefix>:<rule>:<kind>{<tag>}`: one tag, nothing after it (no hashTag option here).
+    const shape = /^hostile:(ex|fa)-(trust|none):(xff|fwd|real|hk):[a-z]+\d+\{([^{}]+)\}$/;
     const isAddressKey = (tag: string) => {
       if (tag.endsWith('/56')) return normalizeAddress(tag.slice(0, -3)) === tag.slice(0, -3);
       return normalizeAddress(tag) === tag;

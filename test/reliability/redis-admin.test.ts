@@ -88,8 +88,8 @@ describe('SCRIPT FLUSH, CLIENT KILL and FLUSHALL mid-load', () => {
         expect(s.max).toBeLessThanOrEqual(TIMEOUT_MS + MAX_MARGIN_MS);
         // FLUSHALL emptied Redis; the app's keys are back, so its decisions reach Redis again.
         expect(await keysOf(redis.port, `admin-${framework}:*`)).toEqual([
-          `admin-${framework}:tg:all{all}`,
-          `admin-${framework}:tg:ip{127.0.0.1}`,
+          `admin-${framework}:tg:all:f3600000{all}`,
+          `admin-${framework}:tg:ip:w60000{127.0.0.1}`,
         ]);
       }
     } finally {

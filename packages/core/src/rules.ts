@@ -322,7 +322,7 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
 
   const spec: RuleSpec = {
     name,
-    id: `${prefix}:${encodeURIComponent(rule.group ?? name)}`,
+    id: `${prefix}:${encodeURIComponent(rule.group ?? name)}:${stateKind(algorithm, windowMs, rule.align ?? 'clock', mode, calendar)}`,
     algorithm,
     limit,
     windowMs,
@@ -339,6 +339,35 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
   return { spec, key: rule.key, cost, costFn, countIf, source: rule };
 }
 
+const KIND_CODE: Record<AlgorithmName, string> = {
+  'fixed-window': 'f',
+  'sliding-log': 's',
+  'sliding-window': 'w',
+  'token-bucket': 't',
+  'leaky-bucket': 'k',
+};
+
+/**
+ * What a rule's stored state means: its algorithm (with the leaky queue, first-request
+ * alignment and calendar quotas, which read the same numbers differently) and its window.
+ * Part of the rule's storage identity, so that two limiters naming a rule alike but
+ * counting differently never read each other's state (`tg:ip:w60000` beside `tg:ip:f60000`).
+ * Limit, burst, queue and cost are not: a change of limit keeps the state.
+ */
+export function stateKind(
+  algorithm: AlgorithmName,
+  windowMs: number,
+  align: 'clock' | 'first-request',
+  mode: 'meter' | 'queue',
+  calendar: 'day' | 'month' | undefined,
+): string {
+  let code = KIND_CODE[algorithm];
+  if (align === 'first-request') code += 'a';
+  if (mode === 'queue') code += 'q';
+  if (calendar !== undefined) code += calendar === 'day' ? 'd' : 'm';
+  return `${code}${windowMs}`;
+}
+
 /** Validates a whole stack: every rule, and names unique across it. */
 export function compileRules<R>(rules: readonly Rule<R>[], prefix: string, path = 'rules'): CompiledRule<R>[] {
   if (!Array.isArray(rules) || rules.length === 0) {
@@ -350,6 +379,7 @@ export function compileRules<R>(rules: readonly Rule<R>[], prefix: string, path 
     });
   }
   const seen = new Set<string>();
+  const groups = new Map<string, string>();
   return rules.map((rule, i) => {
     const compiled = compileRule(rule, prefix, `${path}[${i}]`);
     if (seen.has(compiled.spec.name)) {
@@ -361,6 +391,21 @@ export function compileRules<R>(rules: readonly Rule<R>[], prefix: string, path 
       });
     }
     seen.add(compiled.spec.name);
+    const group = rule.group;
+    if (group !== undefined) {
+      // A group is one budget: its rules must count alike (else each kind is a budget of its own).
+      const kind = groups.get(group);
+      const own = compiled.spec.id.slice(compiled.spec.id.lastIndexOf(':') + 1);
+      if (kind !== undefined && kind !== own) {
+        throw configError('TG_INVALID_OPTION', {
+          path: `${path}[${i}].group`,
+          expected: `the rules of group ${JSON.stringify(group)} to share one algorithm and window`,
+          received: `${own} beside ${kind}`,
+          fix: 'Give the rules of a group the same algorithm and window (limits may differ), or use two groups.',
+        });
+      }
+      groups.set(group, own);
+    }
     return compiled;
   });
 }

@@ -14,7 +14,11 @@ export type RejectReason = 'limit' | 'blocked' | 'cost_exceeds_limit';
 export interface RuleSpec {
   /** The rule's name: unique in a stack; the policy name in headers. */
   readonly name: string;
-  /** Storage identity: `<prefix>:<group ?? name>`, already escaped. */
+  /**
+   * Storage identity: `<prefix>:<group ?? name>:<kind>`, already escaped, where the kind is
+   * the algorithm and window (`stateKind` in rules.ts, e.g. `w60000`): rules that count
+   * differently never share state, while a change of limit keeps it.
+   */
   readonly id: string;
   readonly algorithm: AlgorithmName;
   /** L: units per window (for buckets the refill is L per window). */
@@ -91,6 +95,12 @@ export interface StoreOp {
   readonly rule: RuleSpec;
   /** The sanitised key (never longer than the bound, never with `{` or `}`). */
   readonly key: string;
+  /**
+   * The key as the rule's key function returned it (as text), before sanitising: for a
+   * Redis Cluster `hashTag` function, which must see what the application wrote. Never
+   * stored; absent on ops built by hand, where `key` stands for it.
+   */
+  readonly raw?: string;
   readonly cost: number;
 }
 
@@ -118,8 +128,8 @@ export interface Store {
   peek(ops: readonly StoreOp[], now?: number): Promise<StoreDecision>;
   /** Give back what a decision made at `at` consumed. */
   refund(ops: readonly StoreOp[], at: number, now?: number): Promise<void>;
-  /** Forget a key's state for a rule. */
-  reset(rule: RuleSpec, key: string): Promise<void>;
+  /** Forget a key's state for a rule (`raw`: the key before sanitising, as in `StoreOp`). */
+  reset(rule: RuleSpec, key: string, raw?: string): Promise<void>;
   /** Release timers and connections owned by the store. */
   close(): Promise<void>;
   /**
