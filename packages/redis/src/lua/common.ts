@@ -35,6 +35,11 @@ local function fmt_of(k)
   return f
 end
 
+-- Every number of an entry we write is a time in ms, a count or a level: finite and well
+-- inside this bound. NaN, an infinity or a larger number marks a value we did not write
+-- (its TTL could not even be set).
+local SANE = 9007199254740991
+
 -- The state (nil for none), block deadline and TTL expiry of a stored value (see above).
 local function decode(v)
   local n = #v / 8

@@ -52,6 +52,8 @@ local sub, byte, gmatch = string.sub, string.byte, string.gmatch
 -- The call's rules, by number. Flags are read with one byte() call; the number fields that
 -- usually repeat another (maxCost and burst: the limit) or are 0 are not parsed again.
 local RULE = {}
+-- The fields of a stored value per algorithm: block, TTL expiry and the state (see fits).
+local FIELDS = { f = 4, w = 5, t = 4, k = 3, s = 0 }
 local NRULES = tonumber(ARGV[3])
 for i = 1, NRULES do
   local a = 3 + 7 * (i - 1)
@@ -69,7 +71,7 @@ for i = 1, NRULES do
   -- 49 '1' (countRejected, dryRun).
   RULE[i] = {
     algo = algo, first = align == 102, queue = md == 113, month = cal == 109, cr = cr == 49, dry = dry == 49,
-    L = L, W = tonumber(ARGV[a + 3]), B = B, Q = Q, block = block, maxCost = maxCost,
+    L = L, W = tonumber(ARGV[a + 3]), B = B, Q = Q, block = block, maxCost = maxCost, m = FIELDS[algo],
   }
   NEED[algo] = true
   if cal == 109 then NEED_MONTH = true end
@@ -137,19 +139,26 @@ local CACHE = {}
 -- so that a clock stepping back later does not bring it back. On Redis time the key's
 -- own TTL, set on the same clock, removes it; one read just before Redis expired it is
 -- decided by every algorithm exactly as an absent one.
--- VALS: the values of every key of a decide call, read with one MGET at its start (idx:
--- the key's index); refunds read with GET.
+-- VALS: the values of every key of the call, read with one MGET at its start (idx: the
+-- key's index). MGET, not GET: a key holding another type (a hash, a list) reads as nil.
 local VALS = nil
 local function read(key, r, now, drop, idx)
   local s, b, x0
   local e = CACHE[key]
   if e ~= nil then s, b = e.s, e.b
   else
-    local v
-    if idx ~= nil then v = VALS[idx] else v = call('GET', key) end
-    if v then
-      -- decode (common.ts), inlined.
-      local m = #v / 8
+    local v = VALS[idx]
+    -- decode (common.ts), inlined. Only a value of m fields that an entry of this rule can
+    -- have is decoded: its state's fields with the block and the TTL expiry (r.m), none
+    -- (2), a block alone (1, older builds), or for a sliding log (r.m 0) two per entry.
+    -- Any other value (another application's, a manual SET, an older build's), or one
+    -- holding a number none of our writes could (SANE), is read as absent and overwritten
+    -- by the next write; MGET reads a key of another type (a hash, a list) as absent too.
+    -- The rule's kind is in its key, so every value this build wrote fits.
+    local m = -1
+    if v then m = #v / 8 end
+    local w = r.m
+    if m == w or m == 2 or m == 1 or (w == 0 and m > 2 and m % 2 == 0) then
       -- (A value of one field, a block alone as builds before the TTL expiry wrote it,
       -- reads without one.)
       if m == 1 then b, x0 = (unpack_bin('<d', v)), NO_EXPIRY
@@ -160,6 +169,13 @@ local function read(key, r, now, drop, idx)
         if f == nil then f = fmt_of(m - 2) end
         s = { unpack_bin(f, v, 17) }
         s[m - 1] = nil
+      end
+      if not (b <= SANE and b >= -SANE) then b, s, x0 = nil, nil, nil
+      elseif s ~= nil then
+        for i = 1, m - 2 do
+          local y = s[i]
+          if not (y <= SANE and y >= -SANE) then b, s, x0 = nil, nil, nil; break end
+        end
       end
     end
     if HOT[key] then
@@ -303,9 +319,10 @@ if mode == 'r' then
   local now, drop = stack_now(ARGV[ARG + 1])
   local at = tonumber(ARGV[ARG + 2])
   local sh = shape_of(ARGV[ARG + 3])
+  VALS = call('MGET', unpack(KEYS))
   for i = 1, sh.n do
     local r = sh.rules[i]
-    local s, b = read(KEYS[i], r, now, drop)
+    local s, b = read(KEYS[i], r, now, drop, i)
     if s ~= nil then
       local nx = r.alg.refund(s, now, r, sh.costs[i], at)
       if nx == nil and b == 0 then call('DEL', KEYS[i]) else write(KEYS[i], nx, b, r, now) end
