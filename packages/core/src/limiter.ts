@@ -244,14 +244,16 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
       const k = (keyFns[0] as KeyFn<R>)(req);
       if (k === undefined || k === null) return [];
       const rule = compiled[0] as CompiledRule<R>;
-      return [{ rule: rule.spec, key: sanitizeKey(typeof k === 'string' ? k : String(k)), cost: resolveCost(rule, req, cost) }];
+      const raw = typeof k === 'string' ? k : String(k);
+      return [{ rule: rule.spec, key: sanitizeKey(raw), raw, cost: resolveCost(rule, req, cost) }];
     }
     const ops: StoreOp[] = [];
     for (let i = 0; i < n; i++) {
       const k = (keyFns[i] as KeyFn<R>)(req);
       if (k === undefined || k === null) continue;
       const rule = compiled[i] as CompiledRule<R>;
-      ops.push({ rule: rule.spec, key: sanitizeKey(typeof k === 'string' ? k : String(k)), cost: resolveCost(rule, req, cost) });
+      const raw = typeof k === 'string' ? k : String(k);
+      ops.push({ rule: rule.spec, key: sanitizeKey(raw), raw, cost: resolveCost(rule, req, cost) });
     }
     return ops;
   }
@@ -300,7 +302,7 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
       if (ops.length > 0) await store.refund(ops, decision.at, now());
     },
     async reset(req) {
-      await Promise.all(resolve(req).map((op) => store.reset(op.rule, op.key)));
+      await Promise.all(resolve(req).map((op) => store.reset(op.rule, op.key, op.raw)));
     },
     extend(rules) {
       return build([...compiled, ...extendRules(compiled, rules, prefix)], store, clock, prefix, defaultKey);

@@ -3,19 +3,16 @@
  *
  * A key is `<prefix><rule id>{<tag>}` by default, where the hash tag is the sanitised
  * key itself: the rules of a stack that count under the same key (an IP, a user) share a
- * slot, while different clients spread over the cluster. With `hashTag(rule, key)` the
- * layout is `<prefix><rule id>{<tag>}<key>`, so a tenant's whole stack can share a slot.
- * Rule ids and sanitised keys never contain braces, so the first `{` ends the rule id and
- * no two (rule, key) pairs map to one Redis key.
+ * slot, while different clients spread over the cluster. With `hashTag(rule, key)` (given
+ * the key before sanitising) the layout is `<prefix><rule id>{<tag>}<key>`, so a tenant's
+ * whole stack can share a slot. The rule id holds the rule's kind (algorithm and window,
+ * `<limiter prefix>:<group or name>:<kind>`). Rule ids, sanitised keys and tags never
+ * contain braces, so the first `{` ends the rule id and no two (rule, key) pairs map to
+ * one Redis key.
  */
 
-/** Braces would end or open a hash tag; anything non-printable is hashed away by the caller. */
-export function cleanTag(tag: string): string {
-  return tag.replace(/[{}]/g, '_');
-}
-
 export function redisKey(prefix: string, ruleId: string, key: string, tag: string | undefined): string {
-  return tag === undefined ? `${prefix}${ruleId}{${key}}` : `${prefix}${ruleId}{${cleanTag(tag)}}${key}`;
+  return tag === undefined ? `${prefix}${ruleId}{${key}}` : `${prefix}${ruleId}{${tag}}${key}`;
 }
 
 // CRC16/XMODEM, the checksum Redis Cluster uses: slot = crc16(tag) mod 16384.

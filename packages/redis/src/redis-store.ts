@@ -16,7 +16,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
-import type { Clock, RuleSpec, Store, StoreDecision, StoreOp } from '@tollgate/core';
+import { type Clock, type RuleSpec, type Store, type StoreDecision, type StoreOp, sanitizeKey } from '@tollgate/core';
 import { type Command, decideArgs, parseDecisions, refundArgs, type StackCall } from './args.js';
 import { Breaker, type BreakerOptions, type BreakerState } from './breaker.js';
 import { redisChannels } from './channels.js';
@@ -301,8 +301,11 @@ export class RedisStore extends EventEmitter implements Store {
     return this.#breaker.state;
   }
 
-  /** The Redis key of a (rule, key): for tools and tests that inspect Redis. */
-  keyOf(rule: RuleSpec, key: string): string {
+  /**
+   * The Redis key of a (rule, key): for tools and tests that inspect Redis. `raw` is the key
+   * before sanitising (`StoreOp.raw`), which a `hashTag` function is given; without it, `key`.
+   */
+  keyOf(rule: RuleSpec, key: string, raw?: string): string {
     if (this.#hashTag === undefined) {
       // The last key of each rule and its Redis key: a constant key (a tenant's, a route's,
       // a global rule's) gets the same string every time, built and hashed once.
@@ -318,10 +321,13 @@ export class RedisStore extends EventEmitter implements Store {
       }
       return last.redisKey;
     }
-    // The app's function, run per request: a number (a numeric tenant id) is its text, as
-    // for rule keys; undefined or null falls back to the default layout.
-    const tag: unknown = this.#hashTag(rule.name, key);
-    return redisKey(this.prefix, rule.id, key, tag === undefined || tag === null ? undefined : String(tag));
+    // The app's function, run per request on the key its rule returned (a key with a space,
+    // non-ASCII text or over 128 characters is sanitised to a hash, which no recipe can
+    // split): a number (a numeric tenant id) is its text, as for rule keys; undefined or
+    // null falls back to the default layout. The tag is sanitised like a key: bounded and
+    // brace-free whatever the client sent, and equal tags still give one slot.
+    const tag: unknown = this.#hashTag(rule.name, raw ?? key);
+    return redisKey(this.prefix, rule.id, key, tag === undefined || tag === null ? undefined : sanitizeKey(String(tag)));
   }
 
   consume(ops: readonly StoreOp[], now?: number): Promise<StoreDecision> {
@@ -346,7 +352,7 @@ export class RedisStore extends EventEmitter implements Store {
       await this.#deadline(
         this.#refundRemote(
           ops,
-          ops.map((op) => this.keyOf(op.rule, op.key)),
+          ops.map((op) => this.keyOf(op.rule, op.key, op.raw)),
           at,
           t,
         ),
@@ -357,13 +363,13 @@ export class RedisStore extends EventEmitter implements Store {
     }
   }
 
-  async reset(rule: RuleSpec, key: string): Promise<void> {
+  async reset(rule: RuleSpec, key: string, raw?: string): Promise<void> {
     if (this.#closed) throw closedError();
     this.#deny?.clear();
     await this.#local.store.reset(rule, key);
     if (!this.#breaker.tryCall()) return;
     try {
-      await this.#deadline(this.client.del(this.keyOf(rule, key)));
+      await this.#deadline(this.client.del(this.keyOf(rule, key, raw)));
       this.#breaker.success();
     } catch (err) {
       this.#failed(err, 'reset', 'none');
@@ -391,7 +397,7 @@ export class RedisStore extends EventEmitter implements Store {
       const keys: string[] = new Array(n);
       for (let i = 0; i < n; i++) {
         const op = ops[i] as StoreOp;
-        keys[i] = this.keyOf(op.rule, op.key);
+        keys[i] = this.keyOf(op.rule, op.key, op.raw);
       }
       // The signature is built only when the cache could answer: an empty cache has no hit.
       if (cmd === 'c' && this.#deny !== undefined && this.#deny.size > 0) {
