@@ -11,6 +11,8 @@
  * - `tollgate:store-error` a store call failed: `{ error, request, limiter, action }`
  * - `tollgate:in-flight`   a concurrency limit's or a shedder's in-flight count changed:
  *   `{ limiter, control, inFlight, limit }`
+ * - `tollgate:memory-store:evicted` a MemoryStore at `maxKeys` evicted a refused or blocked
+ *   state, nothing else being left: `{ store, ruleId, key, evictions }`
  *
  * A decision made by a limiter's engine carries how long it took (`durationMs` on the
  * message), measured only while `tollgate:decision` has a subscriber.
@@ -27,6 +29,7 @@ export const CHANNEL_NAMES = {
   dryRun: 'tollgate:dry-run',
   storeError: 'tollgate:store-error',
   inFlight: 'tollgate:in-flight',
+  memoryEvicted: 'tollgate:memory-store:evicted',
 } as const;
 
 /** The channels themselves, for `subscribe` or for publishers in other packages. */
@@ -37,10 +40,27 @@ export const channels = {
   dryRun: diagnosticsChannel.channel(CHANNEL_NAMES.dryRun),
   storeError: diagnosticsChannel.channel(CHANNEL_NAMES.storeError),
   inFlight: diagnosticsChannel.channel(CHANNEL_NAMES.inFlight),
+  memoryEvicted: diagnosticsChannel.channel(CHANNEL_NAMES.memoryEvicted),
 } as const;
 
 /** Where the engine leaves a decision's duration (ms) for `publishDecision`; never enumerable or serialised. */
 export const DURATION: unique symbol = Symbol('tollgate.durationMs');
+
+/**
+ * Message on `tollgate:memory-store:evicted`: a MemoryStore at `maxKeys` had nothing left to
+ * evict but refused or blocked states and evicted the oldest, giving that client a fresh
+ * budget. Any such message means `maxKeys` is too small for the clients being refused.
+ */
+export interface HeldEvictionMessage {
+  /** The MemoryStore. */
+  store: object;
+  /** The id of the rule whose state went (`<limiter prefix>:<group or name>:<kind>`). */
+  ruleId: string;
+  /** The (sanitised) key whose state went. */
+  key: string;
+  /** Such evictions by this store so far, this one included. */
+  evictions: number;
+}
 
 /** Message on `tollgate:decision`, `:rejected`, `:delayed` and `:dry-run`. */
 export interface DecisionMessage<R = unknown> {

@@ -48,6 +48,7 @@ export {
   CHANNEL_NAMES,
   channels,
   type DecisionMessage,
+  type HeldEvictionMessage,
   type InFlightMessage,
   publishDecision,
   publishInFlight,

@@ -3,7 +3,9 @@
  *
  * - O(1) per decision for every algorithm but sliding-log (O(entries in the window)).
  * - Bounded: at most `maxKeys` (rule, key) states. A new key arriving at the bound first
- *   drops expired states at the old end, then the oldest state.
+ *   drops expired states at the old end, then the oldest state that is neither refusing
+ *   nor blocked; a refused or blocked one only when nothing else is left (counted:
+ *   `heldEvictions`, and the `tollgate:memory-store:evicted` channel).
  * - Expired states are dropped lazily on read, and by a sweep on an unref'd interval
  *   (no per-key timers). `close()` clears the interval and all state.
  * - Decisions are synchronous inside, so a stack is atomic within the process.
@@ -12,6 +14,7 @@
  */
 import { algorithms, type Check, type State } from './algorithms/index.js';
 import { type Clock, systemClock } from './clock.js';
+import { channels, type HeldEvictionMessage } from './diagnostics.js';
 import { configError, describe, TollgateError } from './errors.js';
 import { ObjectTable, SlabTable, STATE_WIDTH, type Table } from './memory-table.js';
 import { checkRule, decideStack, type Entry, refundEntry } from './stack.js';
@@ -50,6 +53,7 @@ export class MemoryStore implements Store {
   #external = false;
   #timer: ReturnType<typeof setInterval> | undefined;
   #closed = false;
+  #heldEvictions = 0;
 
   constructor(options: MemoryStoreOptions = {}) {
     const { maxKeys = 1_000_000, clock = systemClock, sweepIntervalMs = 60_000, ...rest } = options;
@@ -146,11 +150,12 @@ export class MemoryStore implements Store {
     return s === undefined && t.block === 0 ? undefined : { s, b: t.block };
   }
 
-  #set(r: RuleSpec, key: string, s: State | undefined, b: number, now: number): void {
-    this.#setIn(this.#table(r), r, key, s, b, now);
+  /** Writes a rule's entry; `hold`: the decision refused (see memory-table.ts). */
+  #set(r: RuleSpec, key: string, s: State | undefined, b: number, now: number, hold: boolean): void {
+    this.#setIn(this.#table(r), r, key, s, b, now, hold);
   }
 
-  #setIn(t: Table, r: RuleSpec, key: string, s: State | undefined, b: number, now: number): void {
+  #setIn(t: Table, r: RuleSpec, key: string, s: State | undefined, b: number, now: number, hold: boolean): void {
     const x = Math.max(s === undefined ? 0 : algorithms[r.algorithm].expiresAt(s, r), b);
     if (x <= now) {
       // Already equivalent to no state. Dropped rather than kept with a past expiry, which
@@ -158,15 +163,55 @@ export class MemoryStore implements Store {
       t.delete(key);
       return;
     }
-    if (t.write(key, s, b, x) && this.size > this.maxKeys) this.#evict(t, now);
+    if (t.write(key, s, b, x, hold) && this.size > this.maxKeys) this.#evict(t, key, now);
   }
 
-  /** Makes room after a new key: expired states at the old end first, else the oldest state. */
-  #evict(preferred: Table, now: number): void {
-    let t = preferred;
-    // The preferred table's only state is the one just written: take room from another.
-    if (t.size <= 1) for (const other of this.#tables.values()) if (other !== preferred && other.size > 0) t = other;
-    if (t.sweep(now, EVICT_SCAN) === 0) t.dropOldest();
+  /**
+   * Makes room after a new key (`key`, in table `written`): expired states at the old end
+   * of every table first; else the oldest state that is neither refusing nor blocked, from
+   * the table written to if it has one besides the new key, else from another; only when
+   * no such state is left, the oldest held one (counted, and published on
+   * `tollgate:memory-store:evicted`). So a flood of new keys never hands a refused or
+   * blocked client a fresh budget while anything else can go.
+   */
+  #evict(written: Table, key: string, now: number): void {
+    if (written.sweep(now, EVICT_SCAN) > 0) return;
+    for (const t of this.#tables.values()) if (t !== written && t.sweep(now, EVICT_SCAN) > 0) return;
+    if (written.evict(false, key) !== undefined) return;
+    for (const t of this.#tables.values()) if (t !== written && t.evict(false, key) !== undefined) return;
+    let gone = written.evict(true, key);
+    let from = written;
+    if (gone === undefined) {
+      for (const t of this.#tables.values()) {
+        if (t === written) continue;
+        gone = t.evict(true, key);
+        if (gone !== undefined) {
+          from = t;
+          break;
+        }
+      }
+    }
+    if (gone === undefined) return;
+    this.#heldEvictions++;
+    if (channels.memoryEvicted.hasSubscribers) {
+      const message: HeldEvictionMessage = { store: this, ruleId: this.#idOf(from), key: gone, evictions: this.#heldEvictions };
+      channels.memoryEvicted.publish(message);
+    }
+  }
+
+  /** The rule id a table is kept under. */
+  #idOf(t: Table): string {
+    for (const [id, table] of this.#tables) if (table === t) return id;
+    return '';
+  }
+
+  /**
+   * How many refused or blocked states were evicted because `maxKeys` was reached with no
+   * other state left to evict (each also published on `tollgate:memory-store:evicted`). Above
+   * 0, `maxKeys` is too small for the clients being refused.
+   */
+  get heldEvictions(): number {
+    return this.#heldEvictions;
   }
 
   consume(ops: readonly StoreOp[], now?: number): Promise<StoreDecision> {
@@ -188,16 +233,23 @@ export class MemoryStore implements Store {
       const s = table.read(op.key, t);
       if (table.block <= t && op.cost <= r.maxCost) {
         // The common cases without the general verdict: an admission writes its new state;
-        // a plain refusal (no penalty, no block) writes nothing. Same figures as checkRule.
+        // a plain refusal (no penalty, no block) writes nothing but holds the key (see
+        // #evict). Same figures as checkRule.
         const c = algorithms[r.algorithm].check(s, t, r, op.cost);
         if (c.allowed) {
-          if (c.next !== undefined) this.#setIn(table, r, op.key, c.next, 0, t);
+          if (c.next !== undefined) this.#setIn(table, r, op.key, c.next, 0, t, false);
           return { allowed: true, now: t, outcomes: [c] };
         }
-        if (c.next === undefined && r.blockForMs === 0) return { allowed: r.dryRun, now: t, outcomes: [c] };
+        if (c.next === undefined && r.blockForMs === 0) {
+          if (!table.held) table.hold(op.key);
+          return { allowed: r.dryRun, now: t, outcomes: [c] };
+        }
       }
+      const held = table.held;
       const v = checkRule(s === undefined && table.block === 0 ? undefined : { s, b: table.block }, t, r, op.cost);
-      if (v.write !== undefined) this.#set(r, op.key, v.write.s, v.write.b, t);
+      const refused = !v.outcome.allowed;
+      if (v.write !== undefined) this.#setIn(table, r, op.key, v.write.s, v.write.b, t, refused);
+      else if (refused && !held) table.hold(op.key);
       return { allowed: v.outcome.allowed || r.dryRun, now: t, outcomes: [v.outcome] };
     }
     const admitted = this.#admitAll(ops, t);
@@ -210,10 +262,10 @@ export class MemoryStore implements Store {
     const d = decideStack(ops, entries, t);
     for (let i = 0; i < ops.length; i++) {
       const w = d.writes[i];
-      if (w !== undefined) {
-        const op = ops[i] as StoreOp;
-        this.#set(op.rule, op.key, w.s, w.b, t);
-      }
+      const op = ops[i] as StoreOp;
+      const refused = !(d.outcomes[i] as Outcome).allowed;
+      if (w !== undefined) this.#set(op.rule, op.key, w.s, w.b, t, refused);
+      else if (refused) this.#table(op.rule).hold(op.key);
     }
     return { allowed: d.allowed, now: t, outcomes: d.outcomes };
   }
@@ -245,7 +297,7 @@ export class MemoryStore implements Store {
     for (let i = 0; i < n; i++) {
       const op = ops[i] as StoreOp;
       const next = (checks[i] as Check).next;
-      if (next !== undefined) this.#setIn(tables[i] as Table, op.rule, op.key, next, 0, t);
+      if (next !== undefined) this.#setIn(tables[i] as Table, op.rule, op.key, next, 0, t, false);
     }
     return checks;
   }
@@ -270,9 +322,11 @@ export class MemoryStore implements Store {
       for (const op of ops) {
         const entry = this.#get(op.rule, op.key, t);
         if (entry === undefined) continue;
+        const table = this.#table(op.rule);
         const e = refundEntry(entry, t, op.rule, op.cost, at);
-        if (e === undefined) this.#table(op.rule).delete(op.key);
-        else this.#set(op.rule, op.key, e.s, e.b, t);
+        // A refund changes the count, not whether the key's last decision refused.
+        if (e === undefined) table.delete(op.key);
+        else this.#setIn(table, op.rule, op.key, e.s, e.b, t, table.held);
       }
       return Promise.resolve();
     } catch (err) {

@@ -10,8 +10,10 @@
  *
  * An `ObjectTable` holds variable-width states (sliding-log) as objects, as before.
  *
- * Both keep the Map's insertion order, which the store's eviction relies on (oldest first),
- * and find their oldest state through an `OldestCursor` in amortised O(1).
+ * Both keep their keys in two Maps (`Keys`): the live ones and the held ones (whose last
+ * decision refused, blocked ones included), each in insertion order, which the store's
+ * eviction relies on (expired first, then the oldest live state, a held one only when no
+ * live state is left), finding the oldest of each through an `OldestCursor` in amortised O(1).
  */
 import type { State } from './algorithms/index.js';
 import type { Entry } from './stack.js';
@@ -30,21 +32,30 @@ export interface Table {
   /** The algorithm whose states the table holds. */
   readonly algorithm: AlgorithmName;
   readonly size: number;
+  /** States that eviction may take: those whose last decision did not refuse. */
+  readonly liveSize: number;
   /** The state for `key`, or undefined; an expired one is dropped. */
   read(key: string, now: number): State | undefined;
   /** The block deadline of the last `read` (0 when none). */
   readonly block: number;
-  /** Stores a state (undefined: none) with its block and expiry. Returns true if the key is new. */
-  write(key: string, s: State | undefined, b: number, x: number): boolean;
+  /** Whether the key of the last `read` is held: its last decision refused (or blocked). */
+  readonly held: boolean;
+  /**
+   * Stores a state (undefined: none) with its block and expiry, held or not (see `held`).
+   * Returns true if the key is new.
+   */
+  write(key: string, s: State | undefined, b: number, x: number, hold: boolean): boolean;
+  /** Marks a key that is present as held: a refusal that writes nothing. */
+  hold(key: string): void;
   delete(key: string): boolean;
   /**
-   * Drops expired states. With `limit`, only at the old end: oldest first, stopping at the
-   * first live state or after `limit` (amortised O(1), for eviction); without, all of them.
-   * Returns the number dropped.
+   * Drops expired states. With `limit`, only at the old end of the live and the held keys:
+   * oldest first, stopping at the first live state or after `limit` each (amortised O(1),
+   * for eviction); without, all of them. Returns the number dropped.
    */
   sweep(now: number, limit?: number): number;
-  /** Drops the oldest state. */
-  dropOldest(): boolean;
+  /** Drops the oldest live (with `held`: held) state other than `except`; returns its key. */
+  evict(held: boolean, except: string): string | undefined;
 }
 
 /**
@@ -82,13 +93,82 @@ class OldestCursor<V> {
   }
 }
 
+/**
+ * A table's keys in two Maps, each in the order its keys entered it: `live`, the states
+ * eviction may take, and `held`, the keys whose last decision refused (blocked ones
+ * included), which eviction takes only when no live state is left. A key is in exactly
+ * one of them, so the two cost no more memory per key than one Map; a lookup is one `get`
+ * until some key is held.
+ */
+class Keys<V> {
+  readonly live = new Map<string, V>();
+  readonly held = new Map<string, V>();
+  readonly #oldestLive = new OldestCursor(this.live);
+  readonly #oldestHeld = new OldestCursor(this.held);
+  /** Whether the key of the last `get` was held. */
+  wasHeld = false;
+
+  get size(): number {
+    return this.live.size + this.held.size;
+  }
+
+  get(key: string): V | undefined {
+    const v = this.live.get(key);
+    if (v !== undefined || this.held.size === 0) {
+      this.wasHeld = false;
+      return v;
+    }
+    const h = this.held.get(key);
+    this.wasHeld = h !== undefined;
+    return h;
+  }
+
+  /** Adds a key (not in either map) as live or held. */
+  add(key: string, v: V, hold: boolean): void {
+    (hold ? this.held : this.live).set(key, v);
+  }
+
+  /** Moves a key found by the last `get` to the other map when `hold` says so. */
+  place(key: string, v: V, hold: boolean): void {
+    if (hold === this.wasHeld) return;
+    if (hold) {
+      this.live.delete(key);
+      this.#oldestLive.dropped(key);
+      this.held.set(key, v);
+    } else {
+      this.held.delete(key);
+      this.#oldestHeld.dropped(key);
+      this.live.set(key, v);
+    }
+    this.wasHeld = hold;
+  }
+
+  delete(key: string): boolean {
+    if (this.live.delete(key)) {
+      this.#oldestLive.dropped(key);
+      return true;
+    }
+    if (this.held.size > 0 && this.held.delete(key)) {
+      this.#oldestHeld.dropped(key);
+      return true;
+    }
+    return false;
+  }
+
+  /** The oldest live (or held) entry, unless it is `except` (the key just written). */
+  oldest(held: boolean, except?: string): [string, V] | undefined {
+    const e = (held ? this.#oldestHeld : this.#oldestLive).first();
+    return e === undefined || e[0] === except ? undefined : e;
+  }
+}
+
 /** Rows per page: a page is allocated whole, so at most one page is ever slack. */
 const PAGE_BITS = 12;
 const PAGE = 1 << PAGE_BITS;
 const MASK = PAGE - 1;
 
 export class SlabTable implements Table {
-  readonly #index = new Map<string, number>();
+  readonly #keys = new Keys<number>();
   readonly algorithm: AlgorithmName;
   readonly #w: number;
   readonly #stride: number;
@@ -96,8 +176,8 @@ export class SlabTable implements Table {
   readonly #free: number[] = [];
   #next = 0;
   #blocks: Map<string, number> | undefined;
-  readonly #oldest = new OldestCursor(this.#index);
   block = 0;
+  held = false;
 
   constructor(algorithm: AlgorithmName) {
     this.algorithm = algorithm;
@@ -106,17 +186,24 @@ export class SlabTable implements Table {
   }
 
   get size(): number {
-    return this.#index.size;
+    return this.#keys.size;
+  }
+
+  get liveSize(): number {
+    return this.#keys.live.size;
   }
 
   read(key: string, now: number): State | undefined {
-    const row = this.#index.get(key);
+    const keys = this.#keys;
+    const row = keys.get(key);
     this.block = 0;
+    this.held = keys.wasHeld;
     if (row === undefined) return undefined;
     const page = this.#pages[row >>> PAGE_BITS] as Float64Array;
     const o = (row & MASK) * this.#stride;
     if ((page[o] as number) <= now) {
       this.#drop(key, row);
+      this.held = false;
       return undefined;
     }
     if (this.#blocks !== undefined) this.block = this.#blocks.get(key) ?? 0;
@@ -133,14 +220,15 @@ export class SlabTable implements Table {
     }
   }
 
-  write(key: string, s: State | undefined, b: number, x: number): boolean {
-    let row = this.#index.get(key);
+  write(key: string, s: State | undefined, b: number, x: number, hold: boolean): boolean {
+    const keys = this.#keys;
+    let row = keys.get(key);
     const fresh = row === undefined;
     if (row === undefined) {
       row = this.#free.pop() ?? this.#next++;
       if (row >>> PAGE_BITS >= this.#pages.length) this.#pages.push(new Float64Array(PAGE * this.#stride));
-      this.#index.set(key, row);
-    }
+      keys.add(key, row, hold);
+    } else keys.place(key, row, hold);
     const page = this.#pages[row >>> PAGE_BITS] as Float64Array;
     const o = (row & MASK) * this.#stride;
     page[o] = x;
@@ -153,15 +241,19 @@ export class SlabTable implements Table {
     return fresh;
   }
 
+  hold(key: string): void {
+    const row = this.#keys.get(key);
+    if (row !== undefined) this.#keys.place(key, row, true);
+  }
+
   #drop(key: string, row: number): void {
-    this.#index.delete(key);
-    this.#oldest.dropped(key);
+    this.#keys.delete(key);
     this.#blocks?.delete(key);
     this.#free.push(row);
   }
 
   delete(key: string): boolean {
-    const row = this.#index.get(key);
+    const row = this.#keys.get(key);
     if (row === undefined) return false;
     this.#drop(key, row);
     return true;
@@ -174,26 +266,32 @@ export class SlabTable implements Table {
   sweep(now: number, limit?: number): number {
     let dropped = 0;
     if (limit !== undefined) {
-      for (let e = this.#oldest.first(); e !== undefined && dropped < limit && this.#expiresAt(e[1]) <= now; e = this.#oldest.first()) {
-        this.#drop(e[0], e[1]);
-        dropped++;
+      for (const held of [false, true]) {
+        let n = 0;
+        for (let e = this.#keys.oldest(held); e !== undefined && n < limit && this.#expiresAt(e[1]) <= now; e = this.#keys.oldest(held)) {
+          this.#drop(e[0], e[1]);
+          n++;
+        }
+        dropped += n;
       }
       return dropped;
     }
-    for (const [key, row] of this.#index) {
-      if (this.#expiresAt(row) <= now) {
-        this.#drop(key, row);
-        dropped++;
+    for (const map of [this.#keys.live, this.#keys.held]) {
+      for (const [key, row] of map) {
+        if (this.#expiresAt(row) <= now) {
+          this.#drop(key, row);
+          dropped++;
+        }
       }
     }
     return dropped;
   }
 
-  dropOldest(): boolean {
-    const first = this.#oldest.first();
-    if (first === undefined) return false;
-    this.#drop(first[0], first[1]);
-    return true;
+  evict(held: boolean, except: string): string | undefined {
+    const e = this.#keys.oldest(held, except);
+    if (e === undefined) return undefined;
+    this.#drop(e[0], e[1]);
+    return e[0];
   }
 }
 
@@ -204,69 +302,87 @@ interface Slot extends Entry {
 
 export class ObjectTable implements Table {
   readonly algorithm: AlgorithmName;
-  readonly #map = new Map<string, Slot>();
-  readonly #oldest = new OldestCursor(this.#map);
+  readonly #keys = new Keys<Slot>();
   block = 0;
+  held = false;
 
   constructor(algorithm: AlgorithmName) {
     this.algorithm = algorithm;
   }
 
   get size(): number {
-    return this.#map.size;
+    return this.#keys.size;
+  }
+
+  get liveSize(): number {
+    return this.#keys.live.size;
   }
 
   read(key: string, now: number): State | undefined {
-    const slot = this.#map.get(key);
+    const slot = this.#keys.get(key);
     this.block = 0;
+    this.held = this.#keys.wasHeld;
     if (slot === undefined) return undefined;
     if (slot.x <= now) {
-      this.delete(key);
+      this.#keys.delete(key);
+      this.held = false;
       return undefined;
     }
     this.block = slot.b;
     return slot.s;
   }
 
-  write(key: string, s: State | undefined, b: number, x: number): boolean {
-    const slot = this.#map.get(key);
+  write(key: string, s: State | undefined, b: number, x: number, hold: boolean): boolean {
+    const keys = this.#keys;
+    const slot = keys.get(key);
     if (slot !== undefined) {
       slot.s = s;
       slot.b = b;
       slot.x = x;
+      keys.place(key, slot, hold);
       return false;
     }
-    this.#map.set(key, { s, b, x });
+    keys.add(key, { s, b, x }, hold);
     return true;
   }
 
+  hold(key: string): void {
+    const slot = this.#keys.get(key);
+    if (slot !== undefined) this.#keys.place(key, slot, true);
+  }
+
   delete(key: string): boolean {
-    this.#oldest.dropped(key);
-    return this.#map.delete(key);
+    return this.#keys.delete(key);
   }
 
   sweep(now: number, limit?: number): number {
     let dropped = 0;
     if (limit !== undefined) {
-      for (let e = this.#oldest.first(); e !== undefined && dropped < limit && e[1].x <= now; e = this.#oldest.first()) {
-        this.delete(e[0]);
-        dropped++;
+      for (const held of [false, true]) {
+        let n = 0;
+        for (let e = this.#keys.oldest(held); e !== undefined && n < limit && e[1].x <= now; e = this.#keys.oldest(held)) {
+          this.#keys.delete(e[0]);
+          n++;
+        }
+        dropped += n;
       }
       return dropped;
     }
-    for (const [k, slot] of this.#map) {
-      if (slot.x <= now) {
-        this.delete(k);
-        dropped++;
+    for (const map of [this.#keys.live, this.#keys.held]) {
+      for (const [k, slot] of map) {
+        if (slot.x <= now) {
+          this.#keys.delete(k);
+          dropped++;
+        }
       }
     }
     return dropped;
   }
 
-  dropOldest(): boolean {
-    const first = this.#oldest.first();
-    if (first === undefined) return false;
-    this.delete(first[0]);
-    return true;
+  evict(held: boolean, except: string): string | undefined {
+    const e = this.#keys.oldest(held, except);
+    if (e === undefined) return undefined;
+    this.#keys.delete(e[0]);
+    return e[0];
   }
 }
