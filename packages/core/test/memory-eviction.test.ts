@@ -5,7 +5,7 @@
  * flood of junk keys never hands a refused client a fresh budget.
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
-import { createLimiter, type HeldEvictionMessage, ManualClock, MemoryStore, type Rule } from '@tollgate/core';
+import { type AlgorithmName, createLimiter, type HeldEvictionMessage, ManualClock, MemoryStore, type Rule } from '@tollgate/core';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 
@@ -131,7 +131,7 @@ describe('MemoryStore eviction at maxKeys', () => {
         async (maxKeys, limit, block, traffic) => {
           const clock = new ManualClock(START);
           const store = new MemoryStore({ maxKeys, sweepIntervalMs: 0 });
-          const rule = (name: string, algorithm: Rule<Req>['algorithm']): Rule<Req> => ({
+          const rule = (name: string, algorithm: AlgorithmName): Rule<Req> => ({
             name,
             key: (r) => r.user,
             algorithm,
