@@ -191,6 +191,7 @@ const POISON: [string, (r: Redis, key: string) => Promise<unknown>][] = [
   ['NaN fields', (r, k) => r.set(k, Buffer.alloc(32, 0xff), 'PX', 60_000)],
   ['an infinite block', (r, k) => r.set(k, f64(Number.POSITIVE_INFINITY, 0, 0, 1), 'PX', 60_000)],
   ['a block past any TTL', (r, k) => r.set(k, f64(1e300, 0, 0, 1), 'PX', 60_000)],
+  ['a window start of 1e17', (r, k) => r.set(k, f64(0, 0, 1e17, 1), 'PX', 60_000)],
   ['another algorithm\u2019s width (a sliding-window counter)', (r, k) => r.set(k, f64(0, 0, 0, 1, 2), 'PX', 60_000)],
   ['an older build\u2019s entry (no TTL expiry)', (r, k) => r.set(k, f64(0, Date.now(), 1), 'PX', 60_000)],
   ['a hash', (r, k) => r.hset(k, 'f', 'v')],

@@ -35,10 +35,12 @@ local function fmt_of(k)
   return f
 end
 
--- Every number of an entry we write is a time in ms, a count or a level: finite and well
--- inside this bound. NaN, an infinity or a larger number marks a value we did not write
--- (its TTL could not even be set).
-local SANE = 9007199254740991
+-- Every number of an entry we write is a time in ms (about 1.8e12 today), a count or a
+-- level. An entry whose numbers' squares sum beyond SANE2 (squares: no cancellation) holds
+-- NaN, an infinity or a number beyond 1e16 in magnitude: a value we did not write, whose
+-- TTL could not even be set. Entries of ours stay far below it (a sliding log would need
+-- tens of millions of entries to reach it).
+local SANE2 = 1e32
 
 -- The state (nil for none), block deadline and TTL expiry of a stored value (see above).
 local function decode(v)

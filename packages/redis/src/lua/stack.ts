@@ -52,8 +52,6 @@ local sub, byte, gmatch = string.sub, string.byte, string.gmatch
 -- The call's rules, by number. Flags are read with one byte() call; the number fields that
 -- usually repeat another (maxCost and burst: the limit) or are 0 are not parsed again.
 local RULE = {}
--- The fields of a stored value per algorithm: block, TTL expiry and the state (see fits).
-local FIELDS = { f = 4, w = 5, t = 4, k = 3, s = 0 }
 local NRULES = tonumber(ARGV[3])
 for i = 1, NRULES do
   local a = 3 + 7 * (i - 1)
@@ -71,8 +69,11 @@ for i = 1, NRULES do
   -- 49 '1' (countRejected, dryRun).
   RULE[i] = {
     algo = algo, first = align == 102, queue = md == 113, month = cal == 109, cr = cr == 49, dry = dry == 49,
-    L = L, W = tonumber(ARGV[a + 3]), B = B, Q = Q, block = block, maxCost = maxCost, m = FIELDS[algo],
+    L = L, W = tonumber(ARGV[a + 3]), B = B, Q = Q, block = block, maxCost = maxCost, m = 4,
   }
+  -- The fields of an entry of this rule (see read): block, TTL expiry, the state (a
+  -- sliding log's varies: 0).
+  if algo == 'w' then RULE[i].m = 5 elseif algo == 'k' then RULE[i].m = 3 elseif algo == 's' then RULE[i].m = 0 end
   NEED[algo] = true
   if cal == 109 then NEED_MONTH = true end
 end
@@ -152,7 +153,7 @@ local function read(key, r, now, drop, idx)
     -- have is decoded: its state's fields with the block and the TTL expiry (r.m), none
     -- (2), a block alone (1, older builds), or for a sliding log (r.m 0) two per entry.
     -- Any other value (another application's, a manual SET, an older build's), or one
-    -- holding a number none of our writes could (SANE), is read as absent and overwritten
+    -- holding a number none of our writes could (SANE2), is read as absent and overwritten
     -- by the next write; MGET reads a key of another type (a hash, a list) as absent too.
     -- The rule's kind is in its key, so every value this build wrote fits.
     local m = -1
@@ -170,13 +171,14 @@ local function read(key, r, now, drop, idx)
         s = { unpack_bin(f, v, 17) }
         s[m - 1] = nil
       end
-      if not (b <= SANE and b >= -SANE) then b, s, x0 = nil, nil, nil
-      elseif s ~= nil then
+      local y = b * b
+      if s ~= nil then
         for i = 1, m - 2 do
-          local y = s[i]
-          if not (y <= SANE and y >= -SANE) then b, s, x0 = nil, nil, nil; break end
+          local z = s[i]
+          y = y + z * z
         end
       end
+      if not (y <= SANE2) then b, s, x0 = nil, nil, nil end
     end
     if HOT[key] then
       e = { s = s, b = b }
