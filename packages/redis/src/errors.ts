@@ -1,8 +1,9 @@
 /**
  * Errors of @tollgate/redis (SPEC 12). The package uses codes from the core catalogue
  * (`TG_INVALID_OPTION`, `TG_UNKNOWN_OPTION`, `TG_STORE_CLOSED`, `TG_STORE_TIMEOUT`,
- * `TG_STORE_ERROR`, documented in docs/errors.md); this module only builds them with
- * the expected / received / fix message shape.
+ * `TG_STORE_ERROR`, documented in docs/errors.md); this module builds them with the
+ * expected / received / fix message shape, and holds the codes of the package's own
+ * process warnings (`REDIS_WARNINGS`, also documented there).
  */
 import { configError, describeValue, TollgateError } from '@tollgate/core';
 
@@ -25,3 +26,11 @@ export function closedError(): TollgateError {
 export function timeoutError(ms: number): TollgateError {
   return new TollgateError('TG_STORE_TIMEOUT', `RedisStore: Redis did not answer within timeoutMs (${ms} ms).`);
 }
+
+/** Codes of the process warnings `RedisStore` emits (checks.ts), and their one-line meaning. */
+export const REDIS_WARNINGS = {
+  TOLLGATE_REDIS_EVICTION_POLICY: 'Redis runs with a maxmemory-policy other than noeviction, so it may evict rate-limit counters.',
+  TOLLGATE_REDIS_CLOCK_SKEW: 'A RedisStore clock differs from Redis TIME by more than a second at connect.',
+} as const;
+
+export type RedisWarningCode = keyof typeof REDIS_WARNINGS;

@@ -20,6 +20,7 @@ import { type Clock, type RuleSpec, type Store, type StoreDecision, type StoreOp
 import { type Command, decideArgs, parseDecisions, refundArgs, type StackCall } from './args.js';
 import { Breaker, type BreakerOptions, type BreakerState } from './breaker.js';
 import { redisChannels } from './channels.js';
+import { checkOnConnect } from './checks.js';
 import { DenyCache } from './deny-cache.js';
 import { closedError, optionError, timeoutError } from './errors.js';
 import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
@@ -272,6 +273,13 @@ export class RedisStore extends EventEmitter implements Store {
   /** The deadline of the stacks in `#pending`, armed when the first of them was asked. */
   #pendingTimer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
+  /**
+   * Settles (never rejects) when the connect-time checks are done: Redis' `maxmemory-policy`
+   * and, with a supplied `clock`, its distance from Redis `TIME` (checks.ts). Each finding
+   * is a coded process warning and a `tollgate:redis:warning` message.
+   */
+  readonly checked: Promise<void>;
+  readonly #cancelChecks: () => void;
 
   constructor(options: RedisStoreOptions) {
     super();
@@ -294,6 +302,9 @@ export class RedisStore extends EventEmitter implements Store {
     const dc = options.denyCache ?? true;
     this.#deny = dc === false ? undefined : new DenyCache(dc === true ? 10_000 : dc, localNow);
     this.#local = new LocalFallback(options.instances ?? 1, this.#clock);
+    const checks = checkOnConnect(this, this.client, this.#clock);
+    this.checked = checks.done;
+    this.#cancelChecks = checks.cancel;
   }
 
   /** The breaker's state: `'closed'` while Redis answers. */
@@ -379,6 +390,7 @@ export class RedisStore extends EventEmitter implements Store {
   /** Releases the store's own resources. The ioredis client is yours: quit it yourself. */
   async close(): Promise<void> {
     this.#closed = true;
+    this.#cancelChecks();
     this.#deny?.clear();
     this.#groupTimes.clear();
     await this.#local.store.close();

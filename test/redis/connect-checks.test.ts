@@ -1,0 +1,147 @@
+/**
+ * What RedisStore checks when it connects (docs/distributed.md, "Settings that keep
+ * counts"): a `maxmemory-policy` under which Redis evicts limiter keys, and a supplied
+ * clock away from Redis `TIME`, each a coded process warning and a `tollgate:redis:warning`
+ * message; a server that refuses `CONFIG` is checked quietly. Real redis-servers, each
+ * started with the setting under test, standalone and Cluster.
+ */
+import diagnosticsChannel from 'node:diagnostics_channel';
+import { ManualClock } from '@tollgate/core';
+import { RedisStore, type RedisWarningMessage } from '@tollgate/redis';
+import { Cluster, Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type RedisCluster, type RedisServer, startCluster, startRedis } from '../setup/redis.js';
+
+const servers: Record<string, RedisServer> = {};
+const clients: Redis[] = [];
+let cluster: RedisCluster;
+let clustered: Cluster;
+
+const warnings: { code: string | undefined; message: string }[] = [];
+const messages: RedisWarningMessage[] = [];
+const onWarning = (w: Error & { code?: string }) => {
+  if (w.name === 'TollgateWarning') warnings.push({ code: w.code, message: w.message });
+};
+const onMessage = (m: unknown) => messages.push(m as RedisWarningMessage);
+
+beforeAll(async () => {
+  const started = await Promise.all([
+    startRedis(['--maxmemory-policy', 'allkeys-lru']),
+    startRedis(['--maxmemory-policy', 'volatile-lru']),
+    startRedis(['--maxmemory-policy', 'noeviction']),
+    startRedis(),
+    startCluster(),
+  ]);
+  for (const [i, name] of ['allkeys', 'volatile', 'noeviction', 'noconfig'].entries()) servers[name] = started[i] as RedisServer;
+  cluster = started[4] as RedisCluster;
+  // As managed services do: the client's user may not run CONFIG.
+  const admin = clientOf('noconfig');
+  await admin.call('ACL', 'SETUSER', 'default', '-config');
+  clustered = new Cluster(cluster.startupNodes);
+  await clustered.ping();
+  process.on('warning', onWarning);
+  diagnosticsChannel.subscribe('tollgate:redis:warning', onMessage);
+});
+
+afterEach(() => {
+  warnings.length = 0;
+  messages.length = 0;
+});
+
+afterAll(async () => {
+  process.off('warning', onWarning);
+  diagnosticsChannel.unsubscribe('tollgate:redis:warning', onMessage);
+  for (const c of clients) c.disconnect();
+  clustered.disconnect();
+  await Promise.all([...Object.values(servers).map((s) => s.destroy()), cluster.destroy()]);
+});
+
+function clientOf(name: string): Redis {
+  const c = new Redis({ port: (servers[name] as RedisServer).port, host: '127.0.0.1' });
+  clients.push(c);
+  return c;
+}
+
+/** Warnings are emitted on the next tick: let them arrive. */
+const settle = () => new Promise((r) => setImmediate(r));
+
+describe('RedisStore: maxmemory-policy at connect', () => {
+  for (const policy of ['allkeys', 'volatile'] as const) {
+    it(`warns TOLLGATE_REDIS_EVICTION_POLICY for ${policy}-lru, which evicts limiter keys (bug: a second instance re-admitted an evicted exhausted key)`, async () => {
+      const store = new RedisStore({ client: clientOf(policy) });
+      await store.checked;
+      await settle();
+      expect(warnings.map((w) => w.code)).toEqual(['TOLLGATE_REDIS_EVICTION_POLICY']);
+      expect(warnings[0]?.message).toContain(`${policy}-lru`);
+      expect(messages).toEqual([expect.objectContaining({ store, code: 'TOLLGATE_REDIS_EVICTION_POLICY', policy: `${policy}-lru` })]);
+      await store.close();
+    });
+  }
+
+  it('says nothing for noeviction', async () => {
+    const store = new RedisStore({ client: clientOf('noeviction') });
+    await store.checked;
+    await settle();
+    expect(warnings).toEqual([]);
+    expect(messages).toEqual([]);
+    await store.close();
+  });
+
+  it('is quiet when CONFIG is refused (NOPERM, as managed services answer)', async () => {
+    const client = clientOf('noconfig');
+    await expect(client.config('GET', 'maxmemory-policy')).rejects.toThrow(/NOPERM/);
+    const store = new RedisStore({ client });
+    const errors: unknown[] = [];
+    store.on('error', (e) => errors.push(e));
+    await store.checked;
+    await settle();
+    expect(warnings).toEqual([]);
+    expect(errors).toEqual([]);
+    await store.close();
+  });
+
+  it('checks every master of a Cluster once it is ready: quiet on the defaults, a warning when one master evicts', async () => {
+    const quiet = new RedisStore({ client: clustered });
+    await quiet.checked;
+    await settle();
+    expect(warnings).toEqual([]);
+    const [one] = clustered.nodes('master');
+    await one?.config('SET', 'maxmemory-policy', 'volatile-ttl');
+    try {
+      // A Cluster client not connected yet: the check waits for 'ready'.
+      const fresh = new Cluster(cluster.startupNodes);
+      const store = new RedisStore({ client: fresh });
+      await store.checked;
+      await settle();
+      expect(messages.map((m) => [m.code, m.policy])).toEqual([['TOLLGATE_REDIS_EVICTION_POLICY', 'volatile-ttl']]);
+      await store.close();
+      fresh.disconnect();
+    } finally {
+      await one?.config('SET', 'maxmemory-policy', 'noeviction');
+    }
+    await quiet.close();
+  });
+});
+
+describe('RedisStore: a supplied clock at connect', () => {
+  it('warns TOLLGATE_REDIS_CLOCK_SKEW for a clock an hour ahead of Redis TIME (bug: it admitted 5 + 5 against 5/min beside Redis-time instances)', async () => {
+    const store = new RedisStore({ client: clientOf('noeviction'), clock: new ManualClock(Date.now() + 3_600_000) });
+    await store.checked;
+    await settle();
+    expect(warnings.map((w) => w.code)).toEqual(['TOLLGATE_REDIS_CLOCK_SKEW']);
+    expect(messages).toHaveLength(1);
+    expect(messages[0]?.skewMs).toBeGreaterThan(3_590_000);
+    expect(messages[0]?.skewMs).toBeLessThan(3_610_000);
+    await store.close();
+  });
+
+  it('says nothing for a clock within a second of Redis TIME, nor without a clock', async () => {
+    const near = new RedisStore({ client: clientOf('noeviction'), clock: { now: () => Date.now() } });
+    const redisTime = new RedisStore({ client: clientOf('noeviction') });
+    await Promise.all([near.checked, redisTime.checked]);
+    await settle();
+    expect(warnings).toEqual([]);
+    await near.close();
+    await redisTime.close();
+  });
+});
