@@ -55,11 +55,16 @@ export interface RedisStoreOptions {
   instances?: number;
   /**
    * Time source when the limiter passes none: `'redis'` (the script's `TIME`) or a Clock.
+   * A Clock is for tests: instances on Redis time and one on its own clock disagree about
+   * every window. More than a second away from Redis `TIME` at connect, it gets a
+   * `TOLLGATE_REDIS_CLOCK_SKEW` warning.
    * @default 'redis'
    */
   clock?: 'redis' | Clock;
   /**
    * Hash tag of a (rule, key), so that a stack shares one Cluster slot (one round trip).
+   * Given the key as the rule's key function returned it (as text, before sanitising); the
+   * tag returned is sanitised like a key.
    * @default the key itself: rules counting under the same key share a slot
    * @example hashTag: (_rule, key) => key.split(':')[0] // by tenant, for keys "tenant:user"
    */
