@@ -10,10 +10,8 @@
 // in a fresh child process (started with --expose-gc), so one algorithm's JIT feedback or
 // garbage never colours another's figures; runs are interleaved and each figure is the
 // median of --runs children with its spread.
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { isMain, median, pm } from './util.mjs';
+import { isMain, median, pm, runChild } from './util.mjs';
 
 const MANY = 100_000;
 const RLF = 'rate-limiter-flexible';
@@ -140,18 +138,7 @@ async function memoryChild(label, keys) {
   return { heap: (after.heap - before.heap) / keys, rss: (after.rss - before.rss) / keys };
 }
 
-function child(args) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    p.stdout.on('data', (d) => {
-      out += d;
-    });
-    p.once('exit', (code) =>
-      code === 0 ? resolve(JSON.parse(out.trim().split('\n').at(-1))) : reject(new Error(`${args.join(' ')}: exit ${code}`)),
-    );
-  });
-}
+const child = (args) => runChild(import.meta.url, args);
 
 const LABELS = [...Object.keys(ALGORITHMS), STACK4, RLF];
 

@@ -7,10 +7,8 @@
 //
 // It imports the BUILT core (packages/core/dist/esm). Each figure comes from a fresh child
 // started with --expose-gc; the figure is the median of --runs children.
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { isMain, median, pm } from './util.mjs';
+import { isMain, median, pm, runChild } from './util.mjs';
 
 // TOLLGATE_CORE=/path/to/dist/esm/index.js measures another build (an A/B against main's).
 const CORE = process.env.TOLLGATE_CORE
@@ -75,18 +73,7 @@ async function childRun(algorithm, keys, time, refusedShare) {
   return { heap, flood, held };
 }
 
-function child(args) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    p.stdout.on('data', (d) => {
-      out += d;
-    });
-    p.once('exit', (code) =>
-      code === 0 ? resolve(JSON.parse(out.trim().split('\n').at(-1))) : reject(new Error(`${args.join(' ')}: exit ${code}`)),
-    );
-  });
-}
+const child = (args) => runChild(import.meta.url, args);
 
 if (isMain(import.meta.url)) {
   const { values } = parseArgs({

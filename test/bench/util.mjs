@@ -6,7 +6,24 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+/**
+ * Runs the bench module at `url` again as a child (with --expose-gc) with `args`, and
+ * resolves with the JSON of the last line it prints: one measurement per fresh process.
+ */
+export function runChild(url, args) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, ['--expose-gc', fileURLToPath(url), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (d) => {
+      out += d;
+    });
+    p.once('exit', (code) =>
+      code === 0 ? resolve(JSON.parse(out.trim().split('\n').at(-1))) : reject(new Error(`${args.join(' ')}: exit ${code}`)),
+    );
+  });
+}
 
 /** Whether the module at `url` is the script Node was started with. */
 export const isMain = (url) => process.argv[1] !== undefined && pathToFileURL(process.argv[1]).href === url;
