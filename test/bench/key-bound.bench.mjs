@@ -1,6 +1,6 @@
 // MemoryStore at its bound (docs/benchmarks.md, "MemoryStore at maxKeys"): heap (+ typed
 // array) bytes per key with 1 000 000 keys held, and decisions per second once the store is
-// full, for a flood of new keys (every decision evicts one state) and for keys already held,
+// full, for a flood of new keys (every decision evicts one state) and for keys in the store,
 // with 0% or 10% of the held keys refused (which eviction must keep). Decisions per second
 // are per second of the child's CPU time, which other load on the machine moves less.
 //
@@ -109,7 +109,7 @@ if (isMain(import.meta.url)) {
   }
   const M = ([x, s]) => `${(x / 1e6).toFixed(2)} M/s ${s}`;
   console.log(
-    `| algorithm | held keys refused | heap + typed-array bytes/key at ${Number(values.keys).toLocaleString('en')} keys | decisions per CPU-second, new keys (each evicts) | decisions per CPU-second, keys already held |`,
+    `| algorithm | held keys refused | heap + typed-array bytes/key at ${Number(values.keys).toLocaleString('en')} keys | decisions per CPU-second, new keys (each evicts) | decisions per CPU-second, keys in the store |`,
   );
   console.log('| --- | ---: | ---: | ---: | ---: |');
   for (const r of rows)
