@@ -78,6 +78,19 @@ describe('RedisStore: maxmemory-policy at connect', () => {
     });
   }
 
+  it('waits for a lazyConnect client to be connected by the application', async () => {
+    const lazy = new Redis({ port: (servers.allkeys as RedisServer).port, host: '127.0.0.1', lazyConnect: true });
+    clients.push(lazy);
+    const store = new RedisStore({ client: lazy });
+    await settle();
+    expect(lazy.status).toBe('wait');
+    await lazy.connect();
+    await store.checked;
+    await settle();
+    expect(warnings.map((w) => w.code)).toEqual(['TOLLGATE_REDIS_EVICTION_POLICY']);
+    await store.close();
+  });
+
   it('says nothing for noeviction', async () => {
     const store = new RedisStore({ client: clientOf('noeviction') });
     await store.checked;

@@ -10,7 +10,8 @@
  *   Redis time and this one disagree about every window.
  *
  * `CONFIG GET` may be refused (managed services, renamed commands, ACLs) and the client may
- * never connect: either is quiet. A Cluster is checked on every master once it is ready.
+ * never connect: either is quiet. The checks run once the client is ready; a Cluster is
+ * checked on every master.
  */
 import type { Clock } from '@tollgate/core';
 import { redisChannels } from './channels.js';
@@ -125,9 +126,9 @@ export function checkOnConnect(store: object, client: object, clock: Clock | und
         resolve();
       }
     };
-    // A standalone client queues commands until it connects; a Cluster knows its masters
-    // only once ready.
-    if (c.isCluster !== true || c.status === 'ready' || typeof c.once !== 'function') {
+    // Once the client is ready: a Cluster knows its masters only then, and a client built
+    // with lazyConnect is not connected by the store's checks.
+    if (c.status === undefined || c.status === 'ready' || typeof c.once !== 'function') {
       run();
       return;
     }

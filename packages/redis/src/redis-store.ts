@@ -279,9 +279,10 @@ export class RedisStore extends EventEmitter implements Store {
   #pendingTimer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
   /**
-   * Settles (never rejects) when the connect-time checks are done: Redis' `maxmemory-policy`
-   * and, with a supplied `clock`, its distance from Redis `TIME` (checks.ts). Each finding
-   * is a coded process warning and a `tollgate:redis:warning` message.
+   * Settles (never rejects) when the connect-time checks are done, or the store is closed
+   * first: Redis' `maxmemory-policy` and, with a supplied `clock`, its distance from Redis
+   * `TIME` (checks.ts), run once the client is ready. Each finding is a coded process
+   * warning and a `tollgate:redis:warning` message.
    */
   readonly checked: Promise<void>;
   readonly #cancelChecks: () => void;
