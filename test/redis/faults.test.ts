@@ -19,7 +19,7 @@ const TIMEOUT = 50;
 /** Slack beyond a plain timer of TIMEOUT ms started at the same moment. */
 const SLACK = 15;
 
-const rules = [{ name: 'r', key: () => 'k', algorithm: 'sliding-window' as const, limit: 10, window: '1m' }];
+const rules = [{ name: 'r', key: () => 'k', algorithm: 'sliding-window' as const, limit: 10, window: '1m' as const }];
 
 /**
  * Runs one decision and measures it against a plain `setTimeout(TIMEOUT)` started at the

@@ -81,7 +81,7 @@ describe('race: two instances, 400 concurrent decisions for one key, limit 50', 
 });
 
 describe('clock skew: instances whose clocks are 20 s apart', () => {
-  const rules = [{ name: 'r', key: () => 'k', algorithm: 'sliding-log' as const, limit: 5, window: '10s' }];
+  const rules = [{ name: 'r', key: () => 'k', algorithm: 'sliding-log' as const, limit: 5, window: '10s' as const }];
 
   it('share one window through Redis time', async () => {
     const prefix = `skew${n++}`;

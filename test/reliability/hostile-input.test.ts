@@ -42,10 +42,10 @@ const ports: Record<string, number> = {};
 function rules(trust: boolean) {
   const t = trust ? { trustProxy: 'loopback' as const } : {};
   return [
-    { name: 'xff', limit: 1_000_000, window: '1m' },
-    { name: 'fwd', key: ip({ ...t, header: 'forwarded' }), limit: 1_000_000, window: '1m' },
-    { name: 'real', key: ip({ ...t, header: 'x-real-ip' }), limit: 1_000_000, window: '1m' },
-    { name: 'hk', key: header('x-key'), limit: 1_000_000, window: '1m' },
+    { name: 'xff', limit: 1_000_000, window: '1m' as const },
+    { name: 'fwd', key: ip({ ...t, header: 'forwarded' }), limit: 1_000_000, window: '1m' as const },
+    { name: 'real', key: ip({ ...t, header: 'x-real-ip' }), limit: 1_000_000, window: '1m' as const },
+    { name: 'hk', key: header('x-key'), limit: 1_000_000, window: '1m' as const },
   ];
 }
 

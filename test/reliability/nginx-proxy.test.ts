@@ -36,7 +36,7 @@ let nginx: Nginx | undefined;
 const front = new Map<string, number>();
 
 async function startApp(framework: (typeof FRAMEWORKS)[number], trust: Trust): Promise<number> {
-  const rules = [{ name: 'ip', limit: LIMIT, window: '1h' }];
+  const rules = [{ name: 'ip', limit: LIMIT, window: '1h' as const }];
   const opts = { rules, store: new MemoryStore(), ...(trust === false ? {} : { trustProxy: trust }) };
   if (framework === 'express') {
     const app = express();

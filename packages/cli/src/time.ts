@@ -2,13 +2,13 @@
  * Points in simulated time and how they are written (SPEC 11).
  *
  * Arrival patterns and traces name instants, not only durations, so unlike core's
- * `parseDuration` these accept 0 and decimals: `0`, `250` (ms), `250ms`, `1.5s`, `2m`.
- * Simulated time is whole milliseconds, like every store's clock.
+ * `parseDuration` these accept 0 and bare numbers (milliseconds): `0`, `250`, `250ms`,
+ * `1.5s`, `2m`, `1 minute`. Everything with a unit is read by core's `readDuration`, so
+ * the CLI and the rules it simulates agree on every unit and refuse the same ambiguous
+ * forms. Simulated time is whole milliseconds, like every store's clock.
  */
+import { readDuration } from '@tollgate/core';
 import { cliError, show } from './errors.js';
-
-const UNIT: Record<string, number> = { ms: 1, s: 1000, sec: 1000, m: 60_000, min: 60_000, h: 3_600_000 };
-const TIME_RE = /^(\d+(?:\.\d+)?)(ms|s|sec|m|min|h)?$/;
 
 /** Longest simulated span accepted anywhere: one day. */
 export const MAX_TIME_MS = 86_400_000;
@@ -16,16 +16,21 @@ export const MAX_TIME_MS = 86_400_000;
 /**
  * Parses a time or duration of simulated time to whole milliseconds (at least `min`).
  * @example parseTime('1.5s') // 1500
+ * @example parseTime('250') // 250
  */
 export function parseTime(text: string, path: string, min = 0): number {
-  const m = TIME_RE.exec(text.trim());
-  const ms = m ? Number(m[1]) * (UNIT[m[2] ?? 'ms'] as number) : Number.NaN;
+  const t = text.trim();
+  // A bare number is milliseconds here (a point on the timeline), as `--at 250`.
+  const reading = readDuration(/^\d+(?:\.\d+)?$/.test(t) ? `${t}ms` : t);
+  const ms = 'ms' in reading ? reading.ms : Number.NaN;
   if (!Number.isInteger(ms) || ms < min || ms > MAX_TIME_MS) {
+    const why =
+      'ms' in reading ? '' : ` (${reading.problem}${reading.suggestion === undefined ? '' : `; did you mean '${reading.suggestion}'?`})`;
     throw cliError('TG_CLI_INVALID_ARGUMENT', {
       path,
-      expected: `a time of at least ${min} ms and at most a day, in whole ms: a number of ms or one with a unit such as "250ms", "1.5s", "2m"`,
-      received: show(text),
-      fix: 'Write the time as milliseconds or with one of the units ms, s, m, h.',
+      expected: `a time of at least ${min} ms and at most a day, in whole ms: a number of ms or one with a unit such as "250ms", "1.5s", "2m", "1 minute"`,
+      received: `${show(text)}${why}`,
+      fix: 'Write the time as milliseconds or with a unit: ms, s (sec, second), m (min, minute), h (hr, hour).',
     });
   }
   return ms;

@@ -201,7 +201,7 @@ describe('errors', () => {
     [['simulate', '-r', '10/s'], 'TG_CLI_INVALID_ARGUMENT', /arrivals: --pattern or --trace/],
     [['simulate', '-p', 'boundary'], 'TG_CLI_INVALID_ARGUMENT', /--rate 10\/s, or --limit 10 --window 1s/],
     [['simulate', '-a', 'magic', '-r', '10/s', '-p', 'boundary'], 'TG_CLI_INVALID_ARGUMENT', /one of fixed-window, sliding-log/],
-    [['simulate', '-r', '10/x', '-p', 'boundary'], 'TG_INVALID_RATE', /"<limit>\/<duration>"/],
+    [['simulate', '-r', '10/x', '-p', 'boundary'], 'TG_INVALID_RATE', /'<count>\/<period>'/],
     [
       ['simulate', '-a', 'sliding-log', '-r', '10/s', '--burst', '3', '-p', 'boundary'],
       'TG_INVALID_OPTION',

@@ -58,7 +58,7 @@ describe('arrival patterns', () => {
     ['poisson 1/s for 1s seed x', /whole number/],
     ['boundary at 10ms span 100ms', /at least one span after 0/],
     ['rate 1000/ms for 1h', /at most 5000000 arrivals/],
-    ['burst 2 at 1d', /a time such as/],
+    ['burst 2 at 25h', /a time such as/],
   ])('refuses %j', (text, message) => {
     let err: unknown;
     try {

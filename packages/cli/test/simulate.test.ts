@@ -99,8 +99,14 @@ describe('simulate: numbers from the real core', () => {
     const policy = {
       name: 'stack',
       rules: [
-        { name: 'client', rate: '5/s', algorithm: 'fixed-window' as const, key: (a: Arrival) => a.key, cost: (a: Arrival) => a.cost },
-        { name: 'all', rate: '8/s', algorithm: 'fixed-window' as const, key: () => 'all', cost: (a: Arrival) => a.cost },
+        {
+          name: 'client',
+          rate: '5/s' as const,
+          algorithm: 'fixed-window' as const,
+          key: (a: Arrival) => a.key,
+          cost: (a: Arrival) => a.cost,
+        },
+        { name: 'all', rate: '8/s' as const, algorithm: 'fixed-window' as const, key: () => 'all', cost: (a: Arrival) => a.cost },
       ],
     };
     const { records } = await simulate(policy, arrivals('burst 12 at 0 keys 2'));

@@ -3,7 +3,7 @@
  * Everything is checked once, at construction; the per-request path only reads the
  * normalised result.
  */
-import { type Clock, describeValue, type Rule, systemClock } from '@tollgate/core';
+import { type Clock, describeValue, type Rate, type Rule, systemClock, unknownOptionFix } from '@tollgate/core';
 import type { Jitter } from './backoff.js';
 import { clientConfigError } from './errors.js';
 import { realSleep, type Sleep } from './sleep.js';
@@ -131,7 +131,7 @@ export interface CreateFetchOptions {
    * @example createFetch({ pace: '50/s' })
    * @example createFetch({ pace: { name: 'api', rate: '100/min', algorithm: 'sliding-log' } })
    */
-  pace?: string | Rule<PaceRequest> | readonly Rule<PaceRequest>[];
+  pace?: Rate | Rule<PaceRequest> | readonly Rule<PaceRequest>[];
   /**
    * What pacing and RateLimit holds are counted under.
    * @default (url) => url.origin
@@ -232,7 +232,7 @@ export function normalizeOptions(options: CreateFetchOptions | undefined): Norma
         path: `createFetch.${k}`,
         expected: `one of ${KNOWN.join(', ')}`,
         received: JSON.stringify(k),
-        fix: 'Remove the option or check its spelling.',
+        fix: unknownOptionFix(k, KNOWN),
       });
     }
   }

@@ -5,7 +5,7 @@
  * real clock for the durations involved: time jumps between timers.
  */
 import { createFetch, type RetryEvent, TollgateClientError } from '@tollgate/client';
-import type { AlgorithmName } from '@tollgate/core';
+import type { AlgorithmName, Rate } from '@tollgate/core';
 import { constant, type Rule } from '@tollgate/express';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Arrival, type LimitedServer, seeded, startLimitedServer } from './helpers/limited-server.js';
@@ -212,7 +212,7 @@ describe('POST after a timeout', () => {
 });
 
 describe('a batch of 500 against a 50/s server, self-paced at 50/s', () => {
-  const batch = async (algorithm: AlgorithmName, pace: string | undefined) => {
+  const batch = async (algorithm: AlgorithmName, pace: Rate | undefined) => {
     const sched = new VirtualScheduler(T0);
     server = await startLimitedServer({ clock: sched.clock, rules: [{ name: 'api', key: constant('batch'), rate: '50/s', algorithm }] });
     const client = createFetch({

@@ -400,6 +400,7 @@ describe('options', () => {
   });
 
   it('a bad pacing rate is refused at construction by the core (TG_INVALID_RATE)', () => {
+    // @ts-expect-error 'fast' is not a rate, and the type says so too
     expect(() => createFetch({ pace: 'fast' })).toThrow(expect.objectContaining({ code: 'TG_INVALID_RATE' }));
   });
 });

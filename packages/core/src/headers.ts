@@ -7,6 +7,8 @@
  * - `'draft-7'`: `RateLimit-Policy: 100;w=60` and `RateLimit: limit=100, remaining=42, reset=18`.
  * - `'draft-6'`: `RateLimit-Policy` plus `RateLimit-Limit`, `-Remaining`, `-Reset`.
  * - `'legacy'`: `X-RateLimit-Limit`, `-Remaining`, `-Reset` (Unix epoch seconds, as GitHub).
+ * - `'draft-8'` and `'draft-9'` (express-rate-limit's name) are read as `'draft-10'`: drafts
+ *   08 to 10 share the two list fields, their items and parameters (`q`, `w`, `r`, `t`, `pk`).
  *
  * draft-10 items are marked `append`: an adapter appends them to what earlier limiters
  * of the same response wrote, so stacked limiters never overwrite each other. The
@@ -15,16 +17,20 @@
  */
 import { createHash } from 'node:crypto';
 import { configError, describe } from './errors.js';
+import { didYouMean } from './suggest.js';
 import type { RuleResult } from './types.js';
 
 export type HeaderMode = 'draft-10' | 'draft-7' | 'draft-6' | 'legacy';
+
+/** Names of drafts whose fields are those of draft-10 (express-rate-limit writes `'draft-8'`). */
+export type HeaderModeAlias = 'draft-8' | 'draft-9';
 
 /**
  * Which headers to send: one mode, several (`['draft-10', 'legacy']`), or `false` for none.
  * `true` means the default, `'draft-10'`.
  * @default 'draft-10'
  */
-export type HeadersOption = HeaderMode | readonly HeaderMode[] | boolean;
+export type HeadersOption = HeaderMode | HeaderModeAlias | readonly (HeaderMode | HeaderModeAlias)[] | boolean;
 
 export interface HeaderOptions {
   /**
@@ -68,6 +74,8 @@ export interface HeaderContext {
 export type HeaderFormatter = (rules: readonly RuleResult[], now: number, context?: HeaderContext) => HeaderField[];
 
 const MODES: readonly HeaderMode[] = ['draft-10', 'draft-7', 'draft-6', 'legacy'];
+const ALIASES: Readonly<Record<HeaderModeAlias, HeaderMode>> = { 'draft-8': 'draft-10', 'draft-9': 'draft-10' };
+const NAMES: readonly string[] = [...MODES, ...Object.keys(ALIASES)];
 /** Distinct rules whose draft-10 policy item a formatter keeps (rule names come from configuration). */
 const POLICY_CACHE_MAX = 1000;
 
@@ -112,17 +120,17 @@ function partitionKey(salt: string, rule: string, key: string): string {
 export function parseHeaderModes(option: HeadersOption | undefined, path = 'headers'): HeaderMode[] {
   if (option === undefined || option === true) return ['draft-10'];
   if (option === false) return [];
-  const list = typeof option === 'string' ? [option] : Array.isArray(option) ? option : undefined;
-  const bad = list === undefined ? option : list.find((m) => !MODES.includes(m as HeaderMode));
+  const list: readonly unknown[] | undefined = typeof option === 'string' ? [option] : Array.isArray(option) ? option : undefined;
+  const bad = list === undefined ? option : list.find((m) => typeof m !== 'string' || !NAMES.includes(m));
   if (list === undefined || bad !== undefined || list.length === 0) {
     throw configError('TG_INVALID_HEADERS', {
       path,
-      expected: `one of ${MODES.map((m) => `'${m}'`).join(', ')}, an array of them, or false`,
+      expected: `one of ${MODES.map((m) => `'${m}'`).join(', ')} ('draft-8' and 'draft-9' mean 'draft-10'), an array of them, or false`,
       received: describe(list?.length === 0 ? list : bad),
-      fix: "Use the default 'draft-10', or e.g. ['draft-10', 'legacy'].",
+      fix: `${didYouMean(bad, NAMES)}Use the default 'draft-10', or e.g. ['draft-10', 'legacy'].`,
     });
   }
-  const modes = [...new Set(list)] as HeaderMode[];
+  const modes = [...new Set(list.map((m) => ALIASES[m as HeaderModeAlias] ?? (m as HeaderMode)))];
   const standard = modes.filter((m) => m !== 'legacy');
   if (standard.length > 1) {
     throw configError('TG_INVALID_HEADERS', {

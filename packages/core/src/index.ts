@@ -56,7 +56,18 @@ export {
   type StoreErrorAction,
   type StoreErrorMessage,
 } from './diagnostics.js';
-export { type Duration, parseDuration, parseRate } from './duration.js';
+export {
+  DURATION_UNITS,
+  type Duration,
+  type DurationReading,
+  type DurationString,
+  type DurationUnit,
+  parseDuration,
+  parseRate,
+  type Rate,
+  type RatePeriod,
+  readDuration,
+} from './duration.js';
 export { configError, describe as describeValue, ERROR_CODES, type ErrorCode, type ErrorDetails, TollgateError } from './errors.js';
 export {
   appendHeaderValue,
@@ -66,6 +77,7 @@ export {
   type HeaderField,
   type HeaderFormatter,
   type HeaderMode,
+  type HeaderModeAlias,
   type HeaderOptions,
   type HeadersOption,
   mostRestrictive,
@@ -124,6 +136,7 @@ export {
 } from './response.js';
 export { type CompiledRule, compileRule, compileRules, type KeyFn, type Rule } from './rules.js';
 export { checkRule, decideStack, type Entry, entryExpiresAt, refundEntry } from './stack.js';
+export { closest, didYouMean, editDistance, unknownOptionFix } from './suggest.js';
 export type {
   AlgorithmName,
   Decision,

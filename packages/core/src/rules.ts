@@ -2,8 +2,9 @@
  * Rules (SPEC 2): the user-facing shape, and `compileRules`, which validates a stack
  * once and turns it into what the engine and stores use on every request.
  */
-import { type Duration, parseDuration, parseRate } from './duration.js';
+import { type Duration, parseDuration, parseRate, type Rate } from './duration.js';
 import { configError, describe, TollgateError } from './errors.js';
+import { closest, didYouMean, unknownOptionFix } from './suggest.js';
 import type { AlgorithmName, RuleSpec } from './types.js';
 
 /** A key function: the string a rule counts under, or `undefined`/`null` to not apply. */
@@ -22,8 +23,8 @@ export interface Rule<R = unknown> {
   /** Units admitted per `window` (with `window`), or use `rate`. */
   limit?: number;
   window?: Duration;
-  /** Shorthand for limit and window: `'100/min'`, `'5/15m'`, `'10/s'`. */
-  rate?: string;
+  /** Shorthand for limit and window: `'100/min'`, `'10/sec'`, `'5/15m'`, `'100/hour'`, `'5 per minute'`. */
+  rate?: Rate;
   /** @default 'sliding-window' */
   algorithm?: AlgorithmName;
   /** fixed-window only. @default 'clock' */
@@ -94,6 +95,21 @@ const KNOWN = new Set([
   'skipFailed',
 ]);
 const ALGORITHMS: readonly AlgorithmName[] = ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket'];
+/**
+ * Names people give an algorithm with its variant folded in, and what tollgate calls it:
+ * the nearest of these and of ALGORITHMS is suggested for an unknown algorithm.
+ */
+const ALGORITHM_SPELLINGS: Readonly<Record<string, string>> = {
+  'leaky-queue': "algorithm: 'leaky-bucket', mode: 'queue'",
+  'leaky-bucket-queue': "algorithm: 'leaky-bucket', mode: 'queue'",
+  'leaky-meter': "algorithm: 'leaky-bucket', mode: 'meter'",
+  'leaky-bucket-meter': "algorithm: 'leaky-bucket', mode: 'meter'",
+  gcra: "algorithm: 'leaky-bucket', mode: 'meter'",
+  'fixed-window-first-request': "algorithm: 'fixed-window', align: 'first-request'",
+  'sliding-window-log': "algorithm: 'sliding-log'",
+  'sliding-window-counter': "algorithm: 'sliding-window'",
+  ...Object.fromEntries(ALGORITHMS.map((a) => [a, `algorithm: '${a}'`])),
+};
 const NAME_RE = /^[\x21\x23-\x5b\x5d-\x7e]{1,64}$/;
 const DAY = 86_400_000;
 
@@ -147,7 +163,7 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
         path: `${path}.${k}`,
         expected: `one of ${[...KNOWN].join(', ')}`,
         received: JSON.stringify(k),
-        fix: 'Remove the option or check its spelling.',
+        fix: unknownOptionFix(k, KNOWN),
       });
     }
   }
@@ -165,11 +181,12 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
   // Only a missing algorithm takes the default: `null` is a mistake to report, not a default.
   const algorithm = rule.algorithm === undefined ? (rule.quota !== undefined ? 'fixed-window' : 'sliding-window') : rule.algorithm;
   if (!ALGORITHMS.includes(algorithm)) {
+    const near = closest(algorithm, Object.keys(ALGORITHM_SPELLINGS));
     throw configError('TG_UNKNOWN_ALGORITHM', {
       path: `${path}.algorithm`,
       expected: `one of ${ALGORITHMS.map((a) => `"${a}"`).join(', ')}`,
       received: describe(algorithm),
-      fix: 'Pick one of the five algorithms (see docs/algorithms.md).',
+      fix: `${near === undefined ? '' : `Did you mean ${ALGORITHM_SPELLINGS[near]}? `}Pick one of the five algorithms (see docs/algorithms.md).`,
     });
   }
 
@@ -192,7 +209,7 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
         path: `${path}.per`,
         expected: '"day" or "month"',
         received: describe(rule.per),
-        fix: 'Quotas follow UTC calendar days or months.',
+        fix: `${didYouMean(rule.per, ['day', 'month'])}Quotas follow UTC calendar days or months.`,
       });
     }
     calendar = rule.per;
@@ -230,7 +247,7 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
         path: `${path}.align`,
         expected: '"clock" or "first-request"',
         received: describe(rule.align),
-        fix: 'Pick one of the two alignments.',
+        fix: `${didYouMean(rule.align, ['clock', 'first-request'])}Pick one of the two alignments.`,
       });
     }
   }
@@ -241,7 +258,7 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
         path: `${path}.mode`,
         expected: '"meter" or "queue"',
         received: describe(rule.mode),
-        fix: 'Pick one of the two modes.',
+        fix: `${didYouMean(rule.mode, ['meter', 'queue'])}Pick one of the two modes.`,
       });
     }
   }

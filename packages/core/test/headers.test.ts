@@ -119,7 +119,7 @@ describe('headers option validation', () => {
     expect(compileHeaders(true)!([rule({ name: 'a' })], 0)[0]?.name).toBe('RateLimit-Policy');
   });
   it('rejects unknown modes, empty lists and clashing drafts', () => {
-    for (const bad of ['draft-8', [], ['draft-10', 'draft-7'], ['draft-6', 'draft-7'], 42]) {
+    for (const bad of ['draft-11', [], ['draft-10', 'draft-7'], ['draft-6', 'draft-7'], 42]) {
       expect(() => compileHeaders(bad as never), JSON.stringify(bad)).toThrow(expect.objectContaining({ code: 'TG_INVALID_HEADERS' }));
     }
   });

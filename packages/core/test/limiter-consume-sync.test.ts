@@ -2,8 +2,8 @@ import { createLimiter, ManualClock, MemoryStore, type Store, type StoreDecision
 import { describe, expect, it } from 'vitest';
 
 const rules = [
-  { name: 'ip', limit: 3, window: '1m', algorithm: 'fixed-window' as const, key: (r: { k: string }) => r.k },
-  { name: 'all', limit: 5, window: '1m', key: () => 'all' },
+  { name: 'ip', limit: 3, window: '1m' as const, algorithm: 'fixed-window' as const, key: (r: { k: string }) => r.k },
+  { name: 'all', limit: 5, window: '1m' as const, key: () => 'all' },
 ];
 
 describe('limiter.consumeSync', () => {

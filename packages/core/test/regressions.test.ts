@@ -3,7 +3,7 @@
  * suite, test/conformance). SPEC 1: retryAfterMs is exact; SPEC 3: time that goes
  * backwards is treated as no time passing.
  */
-import { constant, createLimiter, ManualClock, MemoryStore, type Rule, sanitizeKey } from '@tollgate/core';
+import { constant, createLimiter, ManualClock, MemoryStore, type Rate, type Rule, sanitizeKey } from '@tollgate/core';
 import { describe, expect, it } from 'vitest';
 
 async function exactAfterBackwards(rule: Omit<Rule, 'name' | 'key'>) {
@@ -102,7 +102,7 @@ describe('regressions', () => {
     expect(new Set(keys.map(sanitizeKey)).size).toBe(4);
     const clock = new ManualClock(0);
     const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
-    const l = createLimiter<{ k: string }>({ rules: [{ name: 'r', key: (req) => req.k, limit: 1, window: '1h' }], store, clock });
+    const l = createLimiter<{ k: string }>({ rules: [{ name: 'r', key: (req) => req.k, limit: 1, window: '1h' as const }], store, clock });
     for (const k of keys) expect((await l.consume({ k })).allowed).toBe(true);
     await store.close();
   });
@@ -145,7 +145,9 @@ describe('regressions', () => {
 
   it("rate '5/constructor' was accepted (the unit lookup found Object's constructor) and refused every request with NaN figures", () => {
     for (const rate of ['5/constructor', '5/2constructor']) {
-      expect(() => createLimiter({ rules: [{ name: 'r', rate }] }), rate).toThrow(expect.objectContaining({ code: 'TG_INVALID_RATE' }));
+      expect(() => createLimiter({ rules: [{ name: 'r', rate: rate as Rate }] }), rate).toThrow(
+        expect.objectContaining({ code: 'TG_INVALID_RATE' }),
+      );
     }
   });
 

@@ -13,7 +13,7 @@ const majors = [
   ['Express 4', express4 as unknown as typeof express5],
 ] as const;
 
-const rule = (name: string, limit: number) => ({ name, limit, window: '1m', algorithm: 'fixed-window' as const });
+const rule = (name: string, limit: number) => ({ name, limit, window: '1m' as const, algorithm: 'fixed-window' as const });
 
 for (const [label, express] of majors) {
   describe(label, () => {

@@ -164,7 +164,7 @@ describe('store failures', () => {
 });
 
 describe('refusals', () => {
-  const one = { rules: [{ name: 'ip', limit: 1, window: '1m', algorithm: 'fixed-window' as const }], clock: clock() };
+  const one = { rules: [{ name: 'ip', limit: 1, window: '1m' as const, algorithm: 'fixed-window' as const }], clock: clock() };
   it('statusCode, message (string, object, function) and onRejected', async () => {
     const rejected: Decision[] = [];
     const variants = [

@@ -18,7 +18,7 @@ const clock = () => new ManualClock(0);
 const fixed = (name: string, limit: number, extra: object = {}) => ({
   name,
   limit,
-  window: '1m',
+  window: '1m' as const,
   algorithm: 'fixed-window' as const,
   ...extra,
 });
@@ -674,7 +674,14 @@ describe('store failures', () => {
 });
 
 describe('delays (leaky-bucket queue)', () => {
-  const queue = { name: 'q', key: constant('q'), algorithm: 'leaky-bucket' as const, mode: 'queue' as const, limit: 10, window: '10s' };
+  const queue = {
+    name: 'q',
+    key: constant('q'),
+    algorithm: 'leaky-bucket' as const,
+    mode: 'queue' as const,
+    limit: 10,
+    window: '10s' as const,
+  };
 
   it('holds the request until its departure on the given timers', async () => {
     const c = clock();

@@ -140,7 +140,7 @@ describe('breaker', () => {
 });
 
 describe('local deny cache', () => {
-  const rules = [{ name: 'r', key: () => 'k', algorithm: 'fixed-window' as const, limit: 2, window: '10s' }];
+  const rules = [{ name: 'r', key: () => 'k', algorithm: 'fixed-window' as const, limit: 2, window: '10s' as const }];
 
   it('answers a known rejection locally until its retry time, then asks Redis again', async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
@@ -190,7 +190,7 @@ describe('local deny cache', () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
     const store = new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:', clock });
     const prefix = `dc${n++}`;
-    const rule = { name: 'ip', key: () => 'k', algorithm: 'fixed-window' as const, window: '10s' };
+    const rule = { name: 'ip', key: () => 'k', algorithm: 'fixed-window' as const, window: '10s' as const };
     const strict = createLimiter({ rules: [{ ...rule, limit: 1 }], store, clock, prefix });
     const lenient = createLimiter({ rules: [{ ...rule, limit: 5 }], store, clock, prefix });
     expect((await strict.consume({})).allowed).toBe(true);
@@ -252,8 +252,8 @@ describe('hashTag', () => {
 
 describe('batching', () => {
   const rules = [
-    { name: 'user', key: (r: { u: string }) => r.u, algorithm: 'sliding-log' as const, limit: 3, window: '1m' },
-    { name: 'all', key: () => 'all', algorithm: 'token-bucket' as const, limit: 10, window: '1m' },
+    { name: 'user', key: (r: { u: string }) => r.u, algorithm: 'sliding-log' as const, limit: 3, window: '1m' as const },
+    { name: 'all', key: () => 'all', algorithm: 'token-bucket' as const, limit: 10, window: '1m' as const },
   ];
 
   it('stacks requested in the same tick go as one script run, decided in order, each all-or-nothing', async () => {
