@@ -14,6 +14,7 @@ import { configError, describe } from './errors.js';
 import { compileHeaders, type HeaderFormatter, type HeadersOption } from './headers.js';
 import { ip, type TrustProxy } from './keys.js';
 import type { KeyFn } from './rules.js';
+import { unknownOptionFix } from './suggest.js';
 import type { Decision, Store } from './types.js';
 
 /** How the default key of a limiter or control finds the client address. */
@@ -157,7 +158,7 @@ export function checkOptionNames(options: unknown, path: string, known: Readonly
         path: `${path}.${k}`,
         expected: `one of ${[...known].join(', ')}`,
         received: JSON.stringify(k),
-        fix: fixes.unknown(k),
+        fix: unknownOptionFix(k, known, fixes.unknown(k)),
       });
     }
   }

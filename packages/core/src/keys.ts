@@ -18,6 +18,7 @@ import parseForwarded from 'forwarded-parse';
 import ipaddr from 'ipaddr.js';
 import proxyaddr from 'proxy-addr';
 import { configError, describe } from './errors.js';
+import { unknownOptionFix } from './suggest.js';
 
 /** The parts of an HTTP request that key extraction reads (Node's IncomingMessage fits). */
 export interface RequestLike {
@@ -270,7 +271,7 @@ export function ip(options: IpOptions = {}): (req: RequestLike) => string {
       path: `ip.${unknown}`,
       expected: 'trustProxy, header, ipv6Subnet or maxHops',
       received: JSON.stringify(unknown),
-      fix: 'Remove the option or check its spelling.',
+      fix: unknownOptionFix(unknown, ['trustProxy', 'header', 'ipv6Subnet', 'maxHops']),
     });
   }
   if (ipv6Subnet !== false && (!Number.isInteger(ipv6Subnet) || ipv6Subnet < 1 || ipv6Subnet > 128)) {

@@ -11,6 +11,7 @@ import { configError, describe } from './errors.js';
 import { ip } from './keys.js';
 import { MemoryStore } from './memory-store.js';
 import { type CompiledRule, compileRules, type KeyFn, type Rule } from './rules.js';
+import { unknownOptionFix } from './suggest.js';
 import type { Decision, RuleResult, Store, StoreDecision, StoreOp } from './types.js';
 
 export interface LimiterOptions<R> {
@@ -190,7 +191,7 @@ export function createLimiter<R = unknown>(options: LimiterOptions<R>): Limiter<
       path: `createLimiter.${unknown}`,
       expected: 'rules, store, clock, prefix or defaultKey',
       received: JSON.stringify(unknown),
-      fix: 'Remove the option or check its spelling.',
+      fix: unknownOptionFix(unknown, ['rules', 'store', 'clock', 'prefix', 'defaultKey']),
     });
   }
   if (typeof prefix !== 'string' || !/^[\x21-\x7a|~]{1,32}$/.test(prefix)) {

@@ -18,6 +18,7 @@ import { channels, type HeldEvictionMessage } from './diagnostics.js';
 import { configError, describe, TollgateError } from './errors.js';
 import { ObjectTable, SlabTable, STATE_WIDTH, type Table } from './memory-table.js';
 import { checkRule, decideStack, type Entry, refundEntry } from './stack.js';
+import { unknownOptionFix } from './suggest.js';
 import type { Outcome, RuleSpec, Store, StoreDecision, StoreOp } from './types.js';
 
 export interface MemoryStoreOptions {
@@ -63,7 +64,7 @@ export class MemoryStore implements Store {
         path: `MemoryStore.${unknown}`,
         expected: 'maxKeys, clock or sweepIntervalMs',
         received: JSON.stringify(unknown),
-        fix: 'Remove the option.',
+        fix: unknownOptionFix(unknown, ['maxKeys', 'clock', 'sweepIntervalMs'], 'Remove the option.'),
       });
     }
     if (!Number.isSafeInteger(maxKeys) || maxKeys <= 0) {

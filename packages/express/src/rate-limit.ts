@@ -34,6 +34,7 @@ import {
   refundUncountedOnFinish,
   refusal,
   storeFailureRefusal,
+  unknownOptionFix,
 } from '@tollgate/core';
 import type { NextFunction, Request, Response } from 'express';
 import { type Normalised, normalise, type RateLimitMiddleware, type RateLimitOptions, type RouteOptions } from './options.js';
@@ -110,7 +111,7 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
         path: `route.${extra}`,
         expected: 'rules',
         received: JSON.stringify(extra),
-        fix: 'Route-level options other than rules come from the app-level limiter.',
+        fix: unknownOptionFix(extra, ['rules'], 'Route-level options other than rules come from the app-level limiter.'),
       });
     }
     const routeRules = guardRules(routeOptions.rules, 'route rules');

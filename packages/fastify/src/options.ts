@@ -18,6 +18,7 @@ import {
   type Rule,
   type Store,
   type TrustProxy,
+  unknownOptionFix,
 } from '@tollgate/core';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 
@@ -228,7 +229,7 @@ export function routeOption(value: unknown, where: string): RouteRateLimit {
       received: JSON.stringify(extra),
       fix:
         peer === undefined
-          ? 'Route-level options other than rules and hook come from the plugin registration.'
+          ? unknownOptionFix(extra, ['rules', 'hook'], 'Route-level options other than rules and hook come from the plugin registration.')
           : `That is an @fastify/rate-limit option; use ${peer} in the route's rules (docs/migrating.md).`,
     });
   }

@@ -19,7 +19,7 @@
  * supplied for tests.
  */
 import { createHash } from 'node:crypto';
-import { type Clock, type SlotGrant, type SlotStore, TollgateError } from '@tollgate/core';
+import { type Clock, type SlotGrant, type SlotStore, TollgateError, unknownOptionFix } from '@tollgate/core';
 import { optionError } from './errors.js';
 import { replyCode } from './script.js';
 
@@ -107,7 +107,7 @@ export class RedisSlotStore implements SlotStore {
         `RedisSlotStore.${unknown}`,
         'client, prefix, clock or timeoutMs',
         unknown,
-        'Remove the option.',
+        unknownOptionFix(unknown, ['client', 'prefix', 'clock', 'timeoutMs'], 'Remove the option.'),
         'TG_UNKNOWN_OPTION',
       );
     }

@@ -16,7 +16,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
-import { type Clock, type RuleSpec, type Store, type StoreDecision, type StoreOp, sanitizeKey } from '@tollgate/core';
+import { type Clock, type RuleSpec, type Store, type StoreDecision, type StoreOp, sanitizeKey, unknownOptionFix } from '@tollgate/core';
 import { type Command, decideArgs, parseDecisions, refundArgs, type StackCall } from './args.js';
 import { Breaker, type BreakerOptions, type BreakerState } from './breaker.js';
 import { redisChannels } from './channels.js';
@@ -168,8 +168,7 @@ function validate(o: RedisStoreOptions): void {
   if (typeof o !== 'object' || o === null)
     throw optionError('RedisStore', 'an options object { client, ... }', o, 'Pass { client: new Redis() }.');
   for (const k of Object.keys(o)) {
-    if (!KNOWN.has(k))
-      throw optionError(`RedisStore.${k}`, [...KNOWN].join(', '), k, 'Remove the option or check its spelling.', 'TG_UNKNOWN_OPTION');
+    if (!KNOWN.has(k)) throw optionError(`RedisStore.${k}`, [...KNOWN].join(', '), k, unknownOptionFix(k, KNOWN), 'TG_UNKNOWN_OPTION');
   }
   const c = o.client as Partial<RedisClientLike> | undefined;
   if (typeof c?.evalsha !== 'function' || typeof c.eval !== 'function' || typeof c.del !== 'function' || !hasBufferScripts(c)) {
@@ -243,7 +242,7 @@ function validate(o: RedisStoreOptions): void {
           `RedisStore.breaker.${k}`,
           'failures, cooldownMs',
           k,
-          'Remove the option or check its spelling.',
+          unknownOptionFix(k, ['failures', 'cooldownMs']),
           'TG_UNKNOWN_OPTION',
         );
     }

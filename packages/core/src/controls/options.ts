@@ -4,6 +4,7 @@
  */
 import { type Duration, parseDuration } from '../duration.js';
 import { configError, describe } from '../errors.js';
+import { unknownOptionFix } from '../suggest.js';
 
 /** Throws TG_INVALID_OPTION unless `options` is a plain object; TG_UNKNOWN_OPTION for a key outside `known`. */
 export function checkOptions(options: unknown, known: readonly string[], path: string): asserts options is Record<string, unknown> {
@@ -21,7 +22,7 @@ export function checkOptions(options: unknown, known: readonly string[], path: s
         path: `${path}.${k}`,
         expected: `one of ${known.join(', ')}`,
         received: JSON.stringify(k),
-        fix: 'Remove the option or check its spelling.',
+        fix: unknownOptionFix(k, known),
       });
     }
   }
