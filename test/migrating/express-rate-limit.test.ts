@@ -7,7 +7,7 @@
 import { constant, header } from '@tollgate/core';
 import { rateLimit } from '@tollgate/express';
 import express, { type RequestHandler } from 'express';
-import { rateLimit as ercRateLimit, type Store as ErlStore } from 'express-rate-limit';
+import { type Store as ErlStore, rateLimit as ercRateLimit } from 'express-rate-limit';
 import request from 'supertest';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { at, brokenStore, items, pick } from './helpers.js';
@@ -53,7 +53,9 @@ async function drive(apps: express.Express[], steps: Step[], read: (res: request
 const status = (res: request.Response) => res.status;
 
 /** T0 is 5 s into a minute: a window opened by the first request ends at 60 s, the clock's window at 55 s. */
-const windowSequence: Step[] = [0, 1000, 2000, 3000, 30_000, 54_999, 55_000, 59_999, 60_000, 60_001, 61_000, 62_000, 125_000].map((t) => ({ t }));
+const windowSequence: Step[] = [0, 1000, 2000, 3000, 30_000, 54_999, 55_000, 59_999, 60_000, 60_001, 61_000, 62_000, 125_000].map((t) => ({
+  t,
+}));
 
 describe('express-rate-limit → @tollgate/express', () => {
   it("the typical limiter: fixed-window with align 'first-request' gives the same statuses, Retry-After and draft-8 fields", async () => {
@@ -94,7 +96,11 @@ describe('express-rate-limit → @tollgate/express', () => {
       }),
     );
     const ours = app(rateLimit({ rules: [{ name: 'ip', limit: 2, window: '1m', algorithm: 'fixed-window', align: 'first-request' }] }));
-    const [a, b] = await drive([peer, ours], [0, 1, 2, 3, 60_000].map((t) => ({ t })), (res) => [res.status, res.headers['retry-after']]);
+    const [a, b] = await drive(
+      [peer, ours],
+      [0, 1, 2, 3, 60_000].map((t) => ({ t })),
+      (res) => [res.status, res.headers['retry-after']],
+    );
     expect(b).toEqual(a);
     // The peer's hit count went past the limit with each refusal; tollgate's stayed at the limit.
     expect(used).toEqual([3, 4]);
@@ -102,19 +108,30 @@ describe('express-rate-limit → @tollgate/express', () => {
 
   it('standardHeaders draft-6 / draft-7 / true and legacyHeaders give the same header values', async () => {
     const cases: [Parameters<typeof ercRateLimit>[0], Parameters<typeof rateLimit>[0]['headers'], string[]][] = [
-      [{ standardHeaders: 'draft-6', legacyHeaders: false }, 'draft-6', ['ratelimit-policy', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset']],
-      [{ standardHeaders: true, legacyHeaders: false }, 'draft-6', ['ratelimit-policy', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset']],
+      [
+        { standardHeaders: 'draft-6', legacyHeaders: false },
+        'draft-6',
+        ['ratelimit-policy', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset'],
+      ],
+      [
+        { standardHeaders: true, legacyHeaders: false },
+        'draft-6',
+        ['ratelimit-policy', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset'],
+      ],
       [{ standardHeaders: 'draft-7', legacyHeaders: false }, 'draft-7', ['ratelimit-policy', 'ratelimit']],
       [{ standardHeaders: false, legacyHeaders: true }, 'legacy', ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset']],
       [{ standardHeaders: 'draft-7', legacyHeaders: true }, ['draft-7', 'legacy'], ['ratelimit', 'x-ratelimit-reset']],
     ];
     for (const [peerOptions, headers, names] of cases) {
       const peer = app(ercRateLimit({ windowMs: 60_000, limit: 2, ...peerOptions }));
-      const ours = app(rateLimit({ rules: [{ name: 'ip', limit: 2, window: '1m', algorithm: 'fixed-window', align: 'first-request' }], headers }));
-      const [a, b] = await drive([peer, ours], [0, 1500, 2000, 59_999, 60_000].map((t) => ({ t: t + 200_000 })), (res) => [
-        res.status,
-        ...names.map((n) => res.headers[n]),
-      ]);
+      const ours = app(
+        rateLimit({ rules: [{ name: 'ip', limit: 2, window: '1m', algorithm: 'fixed-window', align: 'first-request' }], headers }),
+      );
+      const [a, b] = await drive(
+        [peer, ours],
+        [0, 1500, 2000, 59_999, 60_000].map((t) => ({ t: t + 200_000 })),
+        (res) => [res.status, ...names.map((n) => res.headers[n])],
+      );
       expect(b, JSON.stringify(peerOptions)).toEqual(a);
     }
   });
@@ -126,7 +143,9 @@ describe('express-rate-limit → @tollgate/express', () => {
       [{ skipSuccessfulRequests: true }, { skipSuccessful: true }],
     ] as const) {
       const peer = app(ercRateLimit({ windowMs: 60_000, limit: 2, ...peerOpt }));
-      const ours = app(rateLimit({ rules: [{ name: 'ip', limit: 2, window: '1m', algorithm: 'fixed-window', align: 'first-request', ...ruleOpt }] }));
+      const ours = app(
+        rateLimit({ rules: [{ name: 'ip', limit: 2, window: '1m', algorithm: 'fixed-window', align: 'first-request', ...ruleOpt }] }),
+      );
       const [a, b] = await drive([peer, ours], seq, status);
       expect(b, JSON.stringify(peerOpt)).toEqual(a);
     }
@@ -164,7 +183,11 @@ describe('express-rate-limit → @tollgate/express', () => {
   it('message as a string: the same body, sent as text/plain by tollgate where express-rate-limit lets Express pick text/html', async () => {
     const peer = app(ercRateLimit({ windowMs: 60_000, limit: 1, message: 'Too many requests, slow down.' }));
     const ours = app(rateLimit({ rules: [{ name: 'ip', limit: 1, window: '1m' }], message: 'Too many requests, slow down.' }));
-    const [a, b] = await drive([peer, ours], [{ t: 0 }, { t: 1 }], (res) => [res.status, res.text, String(res.headers['content-type']).split(';')[0]]);
+    const [a, b] = await drive([peer, ours], [{ t: 0 }, { t: 1 }], (res) => [
+      res.status,
+      res.text,
+      String(res.headers['content-type']).split(';')[0],
+    ]);
     expect(a[1]).toEqual([429, 'Too many requests, slow down.', 'text/html']);
     expect(b[1]).toEqual([429, 'Too many requests, slow down.', 'text/plain']);
   });

@@ -48,7 +48,11 @@ interface Step {
   headers?: Record<string, string>;
 }
 
-async function drive(apps: readonly FastifyInstance[], steps: Step[], read: (res: Awaited<ReturnType<FastifyInstance['inject']>>) => unknown) {
+async function drive(
+  apps: readonly FastifyInstance[],
+  steps: Step[],
+  read: (res: Awaited<ReturnType<FastifyInstance['inject']>>) => unknown,
+) {
   const out: unknown[][] = apps.map(() => []);
   for (const s of steps) {
     at(s.t);
@@ -100,11 +104,11 @@ describe('@fastify/rate-limit → @tollgate/fastify', () => {
 
   it("headers: x-ratelimit-limit/-remaining agree with headers: 'legacy'; x-ratelimit-reset is seconds from now in the peer, an epoch in tollgate", async () => {
     const [peer, mine] = await pair({ max: 2, timeWindow: 60_000 }, { rules: [fixed('ip', 2, '1m')], headers: 'legacy' });
-    const [a, b] = await drive([peer, mine], [0, 10_000, 20_000].map((t) => ({ t })), (res) => [
-      res.statusCode,
-      res.headers['x-ratelimit-limit'],
-      res.headers['x-ratelimit-remaining'],
-    ]);
+    const [a, b] = await drive(
+      [peer, mine],
+      [0, 10_000, 20_000].map((t) => ({ t })),
+      (res) => [res.statusCode, res.headers['x-ratelimit-limit'], res.headers['x-ratelimit-remaining']],
+    );
     expect(b).toEqual(a);
     at(10_000);
     const [pr, mr] = await Promise.all([peer.inject('/'), mine.inject('/')]);
@@ -113,14 +117,21 @@ describe('@fastify/rate-limit → @tollgate/fastify', () => {
   });
 
   it("enableDraftSpec: true → headers: 'draft-6': the same ratelimit-limit, -remaining, -reset and retry-after", async () => {
-    const [peer, mine] = await pair({ max: 2, timeWindow: 60_000, enableDraftSpec: true }, { rules: [fixed('ip', 2, '1m')], headers: 'draft-6' });
-    const [a, b] = await drive([peer, mine], [0, 10_000, 20_000, 30_500].map((t) => ({ t })), (res) => [
-      res.statusCode,
-      res.headers['ratelimit-limit'],
-      res.headers['ratelimit-remaining'],
-      res.headers['ratelimit-reset'],
-      res.headers['retry-after'],
-    ]);
+    const [peer, mine] = await pair(
+      { max: 2, timeWindow: 60_000, enableDraftSpec: true },
+      { rules: [fixed('ip', 2, '1m')], headers: 'draft-6' },
+    );
+    const [a, b] = await drive(
+      [peer, mine],
+      [0, 10_000, 20_000, 30_500].map((t) => ({ t })),
+      (res) => [
+        res.statusCode,
+        res.headers['ratelimit-limit'],
+        res.headers['ratelimit-remaining'],
+        res.headers['ratelimit-reset'],
+        res.headers['retry-after'],
+      ],
+    );
     expect(b).toEqual(a);
   });
 
@@ -133,7 +144,16 @@ describe('@fastify/rate-limit → @tollgate/fastify', () => {
       (['sliding-log', 'fixed-window'] as const).map(async (algorithm) => {
         const a = Fastify();
         await a.register(tollgate, {
-          rules: [{ name: 'ip', limit: 2, window: '10s', algorithm, countRejected: true, ...(algorithm === 'fixed-window' ? { align: 'first-request' } : {}) }],
+          rules: [
+            {
+              name: 'ip',
+              limit: 2,
+              window: '10s',
+              algorithm,
+              countRejected: true,
+              ...(algorithm === 'fixed-window' ? { align: 'first-request' } : {}),
+            },
+          ],
         });
         a.get('/', async () => 'ok');
         return a;
@@ -187,7 +207,8 @@ describe('@fastify/rate-limit → @tollgate/fastify', () => {
 
   it("skipOnError has no effect with a RedisStore: the store's own onStoreError decides what a Redis outage does", async () => {
     const port = await closedPort();
-    const dead = () => new Redis({ port, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const dead = () =>
+      new Redis({ port, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
     const clients = [dead(), dead(), dead(), dead()];
     try {
       const peerOf = async (skipOnError: boolean) => {
@@ -199,7 +220,11 @@ describe('@fastify/rate-limit → @tollgate/fastify', () => {
       };
       const oursOf = async (storePolicy: 'allow' | 'deny', adapterPolicy: 'allow' | 'error') => {
         const a = Fastify();
-        const store = new RedisStore({ client: clients[storePolicy === 'allow' ? 2 : 3] as Redis, onStoreError: storePolicy, timeoutMs: 200 });
+        const store = new RedisStore({
+          client: clients[storePolicy === 'allow' ? 2 : 3] as Redis,
+          onStoreError: storePolicy,
+          timeoutMs: 200,
+        });
         await a.register(tollgate, { rules: [fixed('ip', 1, '1m')], store, onStoreError: adapterPolicy });
         a.get('/', async () => 'ok');
         apps.push(a);

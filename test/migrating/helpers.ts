@@ -37,7 +37,10 @@ export function items(header: string | string[] | undefined): Item[] {
 
 /** Only the listed parameters of each item (a peer may add others, such as a `pk` of its own). */
 export function pick(list: Item[], keys: string[]): Item[] {
-  return list.map(({ name, params }) => ({ name, params: Object.fromEntries(keys.filter((k) => k in params).map((k) => [k, params[k] as string])) }));
+  return list.map(({ name, params }) => ({
+    name,
+    params: Object.fromEntries(keys.filter((k) => k in params).map((k) => [k, params[k] as string])),
+  }));
 }
 
 /** A tollgate store whose every call fails, as one whose backend is down. */

@@ -66,7 +66,11 @@ describe('rate-limit-redis → RedisStore from @tollgate/redis', () => {
       const out: { status: number; remaining: string; reset: number }[] = [];
       for (let i = 0; i < 6; i++) {
         const res = await request(instances[i % 2] as express.Express).get('/');
-        const figures = Object.fromEntries(String(res.headers.ratelimit).split(/,\s*/).map((kv) => kv.split('=')));
+        const figures = Object.fromEntries(
+          String(res.headers.ratelimit)
+            .split(/,\s*/)
+            .map((kv) => kv.split('=')),
+        );
         out.push({ status: res.status, remaining: figures.remaining, reset: Number(figures.reset) });
       }
       return out;
@@ -81,7 +85,9 @@ describe('rate-limit-redis → RedisStore from @tollgate/redis', () => {
   });
 
   it("prefix → prefix: each library's keys stay under its own namespace", async () => {
-    const ours = app(rateLimit({ rules: [{ name: 'ip', limit: 3, window: '1m' }], store: new RedisStore({ client, prefix: 'mine:' }), prefix: 'api' }));
+    const ours = app(
+      rateLimit({ rules: [{ name: 'ip', limit: 3, window: '1m' }], store: new RedisStore({ client, prefix: 'mine:' }), prefix: 'api' }),
+    );
     const res = await request(ours).get('/');
     expect(res.status).toBe(200);
     expect(pick(items(res.headers['ratelimit-policy']), ['q', 'w'])).toEqual([{ name: 'ip', params: { q: '3', w: '60' } }]);

@@ -15,7 +15,7 @@
  * `K-1`..`K-N`, round robin) and `cost C` (default 1). Several patterns are merged by time.
  */
 import { parseRate } from '@tollgate/core';
-import { cliError, show } from './errors.js';
+import { CliError, cliError, show } from './errors.js';
 import { seededRandom } from './random.js';
 import { MAX_TIME_MS, parseTime } from './time.js';
 
@@ -146,8 +146,9 @@ export function parsePattern(text: string): Pattern {
         {
           path: `${path} ${name}`,
           expected: 'a time such as 0, 250ms, 1.5s or 2m (whole ms, at most a day)',
-          received: show(v),
-          fix: 'Write it in ms or with one of the units ms, s, m, h.',
+          // parseTime's reading says why (a misspelt unit, '1M', a fraction of a ms).
+          received: err instanceof CliError ? err.received : show(v),
+          fix: 'Write it in ms or with a unit: ms, s (sec, second), m (min, minute), h (hr, hour).',
         },
         err,
       );
