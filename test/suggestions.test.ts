@@ -11,7 +11,7 @@ import { RedisStore } from '@tollgate/redis';
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
 
-function thrown(fn: () => unknown): { code: string; message: string; fix?: string } {
+function thrown(fn: () => unknown): { code: string; message: string; fix?: string | undefined } {
   try {
     fn();
   } catch (err) {

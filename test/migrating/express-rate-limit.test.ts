@@ -36,8 +36,8 @@ interface Step {
 }
 
 /** Runs `steps` against both apps; returns what each answered, one line per step. */
-async function drive(apps: express.Express[], steps: Step[], read: (res: request.Response) => unknown): Promise<unknown[][]> {
-  const out: unknown[][] = apps.map(() => []);
+async function drive(apps: express.Express[], steps: Step[], read: (res: request.Response) => unknown): Promise<[unknown[], unknown[]]> {
+  const out = apps.map(() => []) as unknown[][] as [unknown[], unknown[]];
   for (const step of steps) {
     at(step.t);
     for (const [i, a] of apps.entries()) {
@@ -107,7 +107,7 @@ describe('express-rate-limit → @tollgate/express', () => {
   });
 
   it('standardHeaders draft-6 / draft-7 / true and legacyHeaders give the same header values', async () => {
-    const cases: [Parameters<typeof ercRateLimit>[0], Parameters<typeof rateLimit>[0]['headers'], string[]][] = [
+    const cases: [Parameters<typeof ercRateLimit>[0], NonNullable<Parameters<typeof rateLimit>[0]['headers']>, string[]][] = [
       [
         { standardHeaders: 'draft-6', legacyHeaders: false },
         'draft-6',
@@ -214,7 +214,7 @@ describe('express-rate-limit → @tollgate/express', () => {
   it('limiter.resetKey(key) → limiter.reset(req): a reset client passes again', async () => {
     const erl = ercRateLimit({ windowMs: 60_000, limit: 1, keyGenerator: () => 'k' });
     const ours = rateLimit({ rules: [{ name: 'ip', key: constant('k'), limit: 1, window: '1m' }] });
-    const peer = app(erl, (a) => a.post('/reset', (_req, res) => void erl.resetKey('k').then(() => res.send('reset'))));
+    const peer = app(erl, (a) => a.post('/reset', (_req, res) => void Promise.resolve(erl.resetKey('k')).then(() => res.send('reset'))));
     const mine = app(ours, (a) => a.post('/reset', (req, res) => void ours.reset(req).then(() => res.send('reset'))));
     for (const a of [peer, mine]) {
       at(0);

@@ -6,7 +6,7 @@
  */
 import net from 'node:net';
 import peerPlugin from '@fastify/rate-limit';
-import { header, MemoryStore, type Rule } from '@tollgate/core';
+import { type Duration, header, MemoryStore, type Rule } from '@tollgate/core';
 import tollgate, { type TollgateOptions } from '@tollgate/fastify';
 import { RedisStore } from '@tollgate/redis';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
@@ -52,8 +52,8 @@ async function drive(
   apps: readonly FastifyInstance[],
   steps: Step[],
   read: (res: Awaited<ReturnType<FastifyInstance['inject']>>) => unknown,
-) {
-  const out: unknown[][] = apps.map(() => []);
+): Promise<[unknown[], unknown[], ...unknown[][]]> {
+  const out = apps.map(() => []) as unknown[][] as [unknown[], unknown[], ...unknown[][]];
   for (const s of steps) {
     at(s.t);
     for (const [i, a] of apps.entries()) {
@@ -65,7 +65,7 @@ async function drive(
 }
 
 const status = (res: { statusCode: number }) => res.statusCode;
-const fixed = (name: string, limit: number, window: Rule['window']): Rule<FastifyRequest> => ({
+const fixed = (name: string, limit: number, window: Duration): Rule<FastifyRequest> => ({
   name,
   limit,
   window,
