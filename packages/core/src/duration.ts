@@ -127,6 +127,8 @@ export function readDuration(text: string): DurationReading {
 }
 
 function unreadable(text: string): DurationReading {
+  // ms reads at most 100 characters; nothing longer is worth a suggestion.
+  if (text.length > 100) return { problem: 'it is longer than any duration written with a unit' };
   const m = /^(-?\d*\.?\d+)( *)([a-z]+)$/i.exec(text);
   let near = m ? closest(m[3], DURATION_UNITS) : undefined;
   // 'minuts' is as near 'minute' as 'minutes': keep the plural the user was writing.

@@ -97,6 +97,7 @@ describe('durations and rates as people write them', () => {
       ['15 minuts', /Did you mean '15 minutes'\?/],
       ['1e3s', /not a number followed by a unit/],
       ['', /not a number followed by a unit/],
+      [`${'9'.repeat(1_000_000)}s`, /longer than any duration/],
       [1.5, /whole milliseconds/],
       [null, /a number or a string/],
     ];
