@@ -32,7 +32,7 @@ const PATTERNS = `Arrival patterns (--pattern, repeatable; merged by time):
                                       just after (defaults: the first rule's limit,
                                       its window, a tenth of the window)
   Every pattern also takes: key K (default "client"), keys N (N clients), cost C.
-  Times: 0, 250 (ms), 250ms, 1.5s, 2m.
+  Times: 0, 250 (ms), 250ms, 1.5s, 2m, 1minute.
   Or replay a CSV trace with --trace file.csv: lines of time,key,cost
   (time in ms or with a unit; key and cost optional; a header line is skipped).`;
 

@@ -65,7 +65,7 @@ export interface HttpLimiterOptions extends ClientAddressOptions {
   /** Namespace of the store keys. @default 'tg' */
   prefix?: string;
   /**
-   * Rate-limit headers: `'draft-10'`, `'draft-7'`, `'draft-6'`, `'legacy'`, an array, or false.
+   * Rate-limit headers: `'draft-10'` (or `'draft-8'`, the same fields), `'draft-7'`, `'draft-6'`, `'legacy'`, an array, or false.
    * @default 'draft-10'
    * @example headers: ['draft-10', 'legacy']
    */
