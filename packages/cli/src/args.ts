@@ -3,6 +3,7 @@
  * `--help` text of each. Usage errors become `TG_CLI_INVALID_ARGUMENT` with the fix.
  */
 import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { unknownOptionFix } from '@tollgate/core';
 import { CliError, cliError } from './errors.js';
 
 const POLICY_OPTIONS = {
@@ -122,13 +123,16 @@ export function parse(
   } catch (err) {
     if (err instanceof CliError) throw err;
     const message = (err as Error).message.split('\n')[0] ?? '';
+    // Node names the unknown flag in quotes: "Unknown option '--rat'".
+    const flag = /^Unknown option '(--?[^']+)'/.exec(message)?.[1];
+    const flags = Object.entries(options).flatMap(([name, o]) => [`--${name}`, ...(o.short ? [`-${o.short}`] : [])]);
     throw cliError(
       'TG_CLI_INVALID_ARGUMENT',
       {
         path: `tollgate ${command}`,
         expected: 'the options listed by --help',
         received: message.replace(/\.$/, ''),
-        fix: `Run "tollgate ${command} --help".`,
+        fix: flag === undefined ? `Run "tollgate ${command} --help".` : unknownOptionFix(flag, flags, `Run "tollgate ${command} --help".`),
       },
       err,
     );

@@ -6,7 +6,7 @@
  * Exit codes: 0 done, 1 unexpected failure, 2 bad usage or configuration.
  */
 import { readFile, writeFile } from 'node:fs/promises';
-import { compileRules, TollgateError } from '@tollgate/core';
+import { compileRules, TollgateError, unknownOptionFix } from '@tollgate/core';
 import { COMPARE_OPTIONS, HELP, parse, SIMULATE_OPTIONS } from './args.js';
 import { type Arrival, generateArrivals, parsePattern } from './arrivals.js';
 import { parseConfig } from './config.js';
@@ -316,7 +316,7 @@ export async function run(argv: readonly string[], io: Io = defaultIo): Promise<
           path: 'tollgate',
           expected: 'a command: simulate, compare or help',
           received: show(command),
-          fix: 'Run "tollgate --help".',
+          fix: unknownOptionFix(command, ['simulate', 'compare', 'help'], 'Run "tollgate --help".'),
         });
     }
   } catch (err) {

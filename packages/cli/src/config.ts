@@ -15,6 +15,8 @@
  * throttle in front of the rules. In `policies`, a policy is a list of rules or a
  * mapping `{ rules?, throttle? }`.
  */
+
+import { unknownOptionFix } from '@tollgate/core';
 import { parse as parseYaml } from 'yaml';
 import { cliError, show } from './errors.js';
 import { type Policy, toRules, toThrottle } from './policy.js';
@@ -80,7 +82,7 @@ export function parseConfig(text: string, name: string): Config {
         path: `${name} ${k}`,
         expected: 'rules, throttle, policies, patterns or interval',
         received: show(k),
-        fix: 'Remove the section or check its spelling.',
+        fix: unknownOptionFix(k, TOP, 'Remove the section or check its spelling.'),
       });
     }
   }
@@ -119,7 +121,7 @@ export function parseConfig(text: string, name: string): Config {
           path: `${path}.${extra}`,
           expected: 'a list of rules, or { rules, throttle }',
           received: show(extra),
-          fix: 'Remove the key or check its spelling.',
+          fix: unknownOptionFix(extra, ['rules', 'throttle'], 'Remove the key or check its spelling.'),
         });
       }
       policies.push(policyOf(policy, rules, throttle, path));

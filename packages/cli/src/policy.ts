@@ -8,7 +8,16 @@
  * a function: `"client"` (the default) counts per arrival key, `"global"` counts every
  * arrival together. A rule without `cost` charges each arrival its own cost.
  */
-import { type AlgorithmName, compileRules, constant, createThrottle, MemoryStore, type Rule, type ThrottleOptions } from '@tollgate/core';
+import {
+  type AlgorithmName,
+  compileRules,
+  constant,
+  createThrottle,
+  MemoryStore,
+  type Rule,
+  type ThrottleOptions,
+  unknownOptionFix,
+} from '@tollgate/core';
 import type { Arrival } from './arrivals.js';
 import { cliError, show } from './errors.js';
 
@@ -160,7 +169,11 @@ export function policyFromFlags(choice: string, flags: RuleFlags, lenient = fals
       path: '--algorithm',
       expected: `one of ${ALGORITHM_CHOICES.join(', ')}`,
       received: show(choice),
-      fix: 'Pick an algorithm; leaky-queue is the leaky bucket as a queue (shaper), leaky-meter as a meter.',
+      fix: unknownOptionFix(
+        choice,
+        ALGORITHM_CHOICES,
+        'Pick an algorithm; leaky-queue is the leaky bucket as a queue (shaper), leaky-meter as a meter.',
+      ),
     });
   }
   const algorithm: AlgorithmName = choice.startsWith('leaky') ? 'leaky-bucket' : (choice as AlgorithmName);

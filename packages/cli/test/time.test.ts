@@ -39,3 +39,29 @@ describe('CLI times', () => {
     }
   });
 });
+
+describe('CLI errors suggest the nearest spelling', () => {
+  it('an unknown command, flag, algorithm or config section names the nearest known one', async () => {
+    const { run } = await import('@tollgate/cli');
+    const cases: [string[], string][] = [
+      [['simulat'], "Did you mean 'simulate'?"],
+      [['simulate', '--rat', '10/s'], "Did you mean '--rate'?"],
+      [['simulate', '-a', 'token_bucket', '-r', '10/s', '-p', 'burst 1'], "Did you mean 'token-bucket'?"],
+    ];
+    for (const [args, hint] of cases) {
+      let err = '';
+      const code = await run(args, {
+        stdout: () => undefined,
+        stderr: (s: string) => {
+          err += s;
+        },
+        readFile: () => Promise.reject(new Error('no files here')),
+        writeFile: () => Promise.resolve(),
+        now: () => 0,
+        isTTY: false,
+      });
+      expect(code, args.join(' ')).not.toBe(0);
+      expect(err, args.join(' ')).toContain(hint);
+    }
+  });
+});
