@@ -18,6 +18,13 @@ import { items, pick } from './helpers.js';
 
 let server: RedisServer;
 let client: Redis;
+const stores: RedisStore[] = [];
+/** A tollgate RedisStore on the shared client, closed after the suite. */
+const storeOf = (prefix: string) => {
+  const store = new RedisStore({ client, prefix });
+  stores.push(store);
+  return store;
+};
 
 beforeAll(async () => {
   server = await startRedis();
@@ -26,6 +33,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await Promise.all(stores.map((s) => s.close()));
   client.disconnect();
   await server.stop();
 });
@@ -58,7 +66,7 @@ describe('rate-limit-redis → RedisStore from @tollgate/redis', () => {
       app(
         rateLimit({
           rules: [{ name: 'ip', limit: 3, window: '1m', algorithm: 'fixed-window', align: 'first-request' }],
-          store: new RedisStore({ client, prefix: 'ours:' }),
+          store: storeOf('ours:'),
           headers: 'draft-7',
         }),
       );
@@ -85,9 +93,7 @@ describe('rate-limit-redis → RedisStore from @tollgate/redis', () => {
   });
 
   it("prefix → prefix: each library's keys stay under its own namespace", async () => {
-    const ours = app(
-      rateLimit({ rules: [{ name: 'ip', limit: 3, window: '1m' }], store: new RedisStore({ client, prefix: 'mine:' }), prefix: 'api' }),
-    );
+    const ours = app(rateLimit({ rules: [{ name: 'ip', limit: 3, window: '1m' }], store: storeOf('mine:'), prefix: 'api' }));
     const res = await request(ours).get('/');
     expect(res.status).toBe(200);
     expect(pick(items(res.headers['ratelimit-policy']), ['q', 'w'])).toEqual([{ name: 'ip', params: { q: '3', w: '60' } }]);
