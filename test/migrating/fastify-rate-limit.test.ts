@@ -210,6 +210,7 @@ describe('@fastify/rate-limit → @tollgate/fastify', () => {
     const dead = () =>
       new Redis({ port, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
     const clients = [dead(), dead(), dead(), dead()];
+    const stores: RedisStore[] = [];
     try {
       const peerOf = async (skipOnError: boolean) => {
         const a = Fastify();
@@ -225,6 +226,7 @@ describe('@fastify/rate-limit → @tollgate/fastify', () => {
           onStoreError: storePolicy,
           timeoutMs: 200,
         });
+        stores.push(store);
         await a.register(tollgate, { rules: [fixed('ip', 1, '1m')], store, onStoreError: adapterPolicy });
         a.get('/', async () => 'ok');
         apps.push(a);
@@ -244,6 +246,7 @@ describe('@fastify/rate-limit → @tollgate/fastify', () => {
       apps.push(a);
       expect((await a.inject('/')).statusCode).toBe(500);
     } finally {
+      await Promise.all(stores.map((s) => s.close()));
       for (const c of clients) c.disconnect();
     }
   });
