@@ -166,4 +166,32 @@ describe('durations and rates as people write them', () => {
       }),
     );
   });
+
+  it('any value at all gives a whole positive duration or rate, or a coded error: never another exception', () => {
+    const texts = fc.oneof(
+      fc.string(),
+      fc.stringMatching(/^-?[0-9.]{0,6} ?[a-zA-Z]{0,8}$/),
+      fc.stringMatching(/^[0-9.]{1,4}( per |\/)[0-9. a-zA-Z]{0,10}$/),
+    );
+    const values = fc.oneof(texts, fc.double(), fc.integer(), fc.constantFrom(null, undefined, {}, [], true));
+    fc.assert(
+      fc.property(values, (value) => {
+        for (const [parse, code] of [
+          [parseDuration, 'TG_INVALID_DURATION'],
+          [(v: unknown) => parseRate(v).windowMs, 'TG_INVALID_RATE'],
+        ] as const) {
+          let ms: number | undefined;
+          try {
+            ms = parse(value);
+          } catch (err) {
+            expect(err).toBeInstanceOf(TollgateError);
+            expect((err as TollgateError).code).toBe(code);
+            continue;
+          }
+          expect(Number.isSafeInteger(ms) && (ms as number) > 0 && (ms as number) <= 366 * 86_400_000, String(value)).toBe(true);
+        }
+      }),
+      { numRuns: 3000 },
+    );
+  });
 });
