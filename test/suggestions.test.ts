@@ -8,6 +8,7 @@ import { closest, createLimiter, editDistance, ip, MemoryStore, type TollgateErr
 import { rateLimit, slowDown } from '@tollgate/express';
 import tollgate from '@tollgate/fastify';
 import { RedisStore } from '@tollgate/redis';
+import fc from 'fast-check';
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
 
@@ -29,6 +30,27 @@ describe('the suggestion helper', () => {
     expect(editDistance('BlockFor', 'blockFor')).toBe(0);
     expect(editDistance('token_bucket', 'token-bucket')).toBe(0);
     expect(editDistance('abc', 'xyz')).toBe(3);
+  });
+
+  it('a name with one slip (a letter changed, dropped, added or two swapped) is answered with a name that near', () => {
+    const known = ['window', 'limit', 'algorithm', 'blockFor', 'countRejected', 'skipSuccessful', 'trustProxy', 'ipv6Subnet'];
+    const slip = fc.tuple(fc.constantFrom(...known), fc.nat(), fc.constantFrom('change', 'drop', 'add', 'swap'), fc.constantFrom(...'qxz'));
+    fc.assert(
+      fc.property(slip, ([name, at, kind, letter]) => {
+        const i = at % (name.length - 1);
+        const typo =
+          kind === 'change'
+            ? `${name.slice(0, i)}${letter}${name.slice(i + 1)}`
+            : kind === 'drop'
+              ? `${name.slice(0, i)}${name.slice(i + 1)}`
+              : kind === 'add'
+                ? `${name.slice(0, i)}${letter}${name.slice(i)}`
+                : `${name.slice(0, i)}${name[i + 1]}${name[i]}${name.slice(i + 2)}`;
+        const near = closest(typo, known);
+        expect(near, typo).toBeDefined();
+        expect(editDistance(typo, near as string), typo).toBeLessThanOrEqual(1);
+      }),
+    );
   });
 
   it('suggests only a near name, never a far one', () => {
