@@ -31,5 +31,5 @@ describe('duration and rate types', () => {
     expect(diagnostics).toEqual([]);
     // The fixture holds the cases (a check that finds no case proves nothing).
     expect(expectErrors).toBeGreaterThanOrEqual(8);
-  }, 60_000);
+  }, 120_000);
 });
