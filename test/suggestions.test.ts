@@ -7,6 +7,7 @@ import { createFetch } from '@tollgate/client';
 import { closest, createLimiter, editDistance, ip, MemoryStore, type TollgateError, unknownOptionFix } from '@tollgate/core';
 import { rateLimit, slowDown } from '@tollgate/express';
 import tollgate from '@tollgate/fastify';
+import { tollgateMetrics } from '@tollgate/otel';
 import { RedisStore } from '@tollgate/redis';
 import fc from 'fast-check';
 import Fastify from 'fastify';
@@ -113,6 +114,7 @@ describe('messages name the option as written and the nearest known one', () => 
       [() => slowDown({ window: '1m', delayAfter: 1, maxDelayMs: 5 } as never), 'slowDown.maxDelayMs', "'maxDelay'"],
       [() => new RedisStore({ client: {}, timeoutMS: 5 } as never), 'RedisStore.timeoutMS', "'timeoutMs'"],
       [() => createFetch({ retrys: 3 } as never), 'createFetch.retrys', "'retries'"],
+      [() => tollgateMetrics({ meterProvidr: {} } as never), 'tollgateMetrics.meterProvidr', "'meterProvider'"],
     ];
     for (const [fn, path, near] of cases) {
       const err = thrown(fn);

@@ -31,7 +31,7 @@ afterEach(() => {
   for (const u of unsubscribe.splice(0)) u();
 });
 
-const rules = [{ name: 'r', key: () => 'k', limit: 2, window: '1m' }];
+const rules = [{ name: 'r', key: () => 'k', limit: 2, window: '1m' as const }];
 
 describe('durationMs on tollgate:decision', () => {
   it('a limiter decision carries how long the engine took, sync and async, and the decision itself shows nothing of it', async () => {

@@ -20,6 +20,7 @@ import {
   describeValue,
   type InFlightMessage,
   type StoreErrorMessage,
+  unknownOptionFix,
 } from '@tollgate/core';
 import { createInstruments, type Instruments } from './instruments.js';
 
@@ -117,7 +118,7 @@ function checkOptions(options: unknown): TollgateMetricsOptions {
         path: `tollgateMetrics.${name}`,
         expected: 'meterProvider or key',
         received: JSON.stringify(name),
-        fix: 'Remove the option or correct its spelling.',
+        fix: unknownOptionFix(name, ['meterProvider', 'key'], 'Remove the option or correct its spelling.'),
       });
     }
   }

@@ -35,8 +35,8 @@ afterEach(async () => {
 
 /** ip: 3 per minute, enforced; shadow: 1 per minute, dry-run (it only says what it would refuse). */
 const rules = [
-  { name: 'ip', limit: 3, window: '1m' },
-  { name: 'shadow', limit: 1, window: '1m', dryRun: true },
+  { name: 'ip', limit: 3, window: '1m' as const },
+  { name: 'shadow', limit: 1, window: '1m' as const, dryRun: true },
 ];
 
 const R = METRIC_NAMES.requests;
