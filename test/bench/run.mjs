@@ -246,7 +246,7 @@ if (out !== undefined) {
     doc.push(
       '## The adapters alone, in process',
       '',
-      'The plugin or middleware called directly on a request and response, without sockets or a load generator (test/bench/fastify-hook.bench.mjs, test/bench/express-middleware.bench.mjs; see their sections below).',
+      'The plugin or middleware called directly on a request and response, without sockets or a load generator (test/bench/fastify-hook.bench.mjs, test/bench/express-middleware.bench.mjs; see their sections in [benchmarks-history.md](benchmarks-history.md#express)).',
       '',
       results.adapters.fastify,
       '',
