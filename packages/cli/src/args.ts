@@ -1,5 +1,5 @@
 /**
- * Command-line arguments (SPEC 11): `node:util` `parseArgs` for each command, and the
+ * Command-line arguments: `node:util` `parseArgs` for each command, and the
  * `--help` text of each. Usage errors become `TG_CLI_INVALID_ARGUMENT` with the fix.
  */
 import { type ParseArgsConfig, parseArgs } from 'node:util';

@@ -1,5 +1,5 @@
 /**
- * Arrival patterns (SPEC 11): the requests a simulation replays.
+ * Arrival patterns: the requests a simulation replays.
  *
  * A pattern is one line of a small language, so that it reads the same on the command
  * line, in a config file and in the playground:

@@ -1,5 +1,5 @@
 /**
- * The `tollgate` command (SPEC 11): `run(argv, io)` parses the arguments, runs
+ * The `tollgate` command: `run(argv, io)` parses the arguments, runs
  * `simulate` or `compare`, and reports through `io`, so tests call it as a function
  * and `bin/tollgate.js` calls it with the real process.
  *

@@ -1,5 +1,5 @@
 /**
- * Config files (SPEC 11): JSON or YAML holding the same rule objects as the middleware.
+ * Config files: JSON or YAML holding the same rule objects as the middleware.
  *
  * ```yaml
  * rules:                      # one policy (a stack) ...
@@ -11,7 +11,7 @@
  * interval: 1s                                              # optional
  * ```
  *
- * A `throttle` section (core's `slowDown` options, SPEC 8.1; `delay` in ms) puts a
+ * A `throttle` section (core's `slowDown` options; `delay` in ms) puts a
  * throttle in front of the rules. In `policies`, a policy is a list of rules or a
  * mapping `{ rules?, throttle? }`.
  */

@@ -1,5 +1,5 @@
 /**
- * The error catalogue of @tollgate/cli (SPEC 11, SPEC 12).
+ * The error catalogue of @tollgate/cli.
  *
  * Problems with a rule itself are reported with core's `TollgateError` and its codes
  * (the simulator compiles rules with the same `compileRules` as production). This

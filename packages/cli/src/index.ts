@@ -1,5 +1,5 @@
 /**
- * @tollgate/cli — the `tollgate` command and the simulator behind it (SPEC 11).
+ * @tollgate/cli — the `tollgate` command and the simulator behind it.
  *
  * The command is `run(argv, io)`; the pieces are exported for programs that want a
  * prediction without the command line (the playground's `/api/simulate` uses them).

@@ -1,5 +1,5 @@
 /**
- * Policies (SPEC 11): the stack of rules a simulation runs, built from flags or from
+ * Policies: the stack of rules a simulation runs, built from flags or from
  * the plain-data rule objects of a config file.
  *
  * Rules are the middleware's own `Rule` objects, compiled by core's `compileRules`, so
@@ -25,7 +25,7 @@ import { cliError, show } from './errors.js';
 export type PolicyThrottle = Omit<ThrottleOptions<Arrival>, 'store' | 'clock' | 'prefix' | 'defaultKey' | 'skip'>;
 
 /**
- * A named stack of rules deciding arrivals, optionally behind a throttle (SPEC 8.1):
+ * A named stack of rules deciding arrivals, optionally behind a throttle:
  * the throttle counts and delays at arrival, the rules decide when the delayed
  * request reaches them.
  */
@@ -104,7 +104,7 @@ export function toThrottle(plain: unknown, path: string): PolicyThrottle {
       path,
       expected: 'a mapping such as { window: 10s, delayAfter: 2, delay: 500 }',
       received: show(plain),
-      fix: 'Write the throttle options of slowDown (SPEC 8.1).',
+      fix: 'Write the throttle options of slowDown.',
     });
   }
   const { key, ...rest } = plain as Record<string, unknown>;

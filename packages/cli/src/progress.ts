@@ -1,5 +1,5 @@
 /**
- * A progress indicator on stderr for long simulations (SPEC 11). Silent for runs that
+ * A progress indicator on stderr for long simulations. Silent for runs that
  * finish within a second; after that, a line that rewrites itself on a terminal, or a
  * plain line every few seconds when stderr is a file or a pipe.
  */

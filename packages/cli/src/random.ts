@@ -1,6 +1,6 @@
 /**
  * A small seeded pseudo-random generator, so that a Poisson pattern with a given seed
- * produces the same arrivals on every machine and in every release (SPEC 11).
+ * produces the same arrivals on every machine and in every release.
  *
  * A Weyl sequence (add the golden-ratio constant) run through a 32-bit avalanche
  * mixer: cheap, stateless apart from one integer, and good enough to draw

@@ -1,5 +1,5 @@
 /**
- * The simulator (SPEC 11): runs a policy on a virtual clock.
+ * The simulator: runs a policy on a virtual clock.
  *
  * It is production code on a `ManualClock`: `createLimiter` with a `MemoryStore`, the
  * same stack engine and algorithms the middleware uses, and core's `createThrottle`
@@ -8,8 +8,8 @@
  *
  * Without a throttle, each arrival is decided at its arrival time. With one, the
  * throttle counts the arrival when it arrives and the rules decide the request when
- * its throttle delay is over (SPEC 8.1: "a limiter behind a throttle counts at
- * processing time"), so events are replayed in time order: arrivals, and delayed
+ * its throttle delay is over (a limiter behind a throttle counts at
+ * processing time), so events are replayed in time order: arrivals, and delayed
  * requests reaching the rules. Ties go to the request that was delayed first, as
  * Node's timers fire in the order they were set.
  */

@@ -1,5 +1,5 @@
 /**
- * Figures about a simulated run (SPEC 11): counts, the worst wait, and the most that
+ * Figures about a simulated run: counts, the worst wait, and the most that
  * got through in any sliding interval of a chosen length.
  */
 

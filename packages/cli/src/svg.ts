@@ -1,5 +1,5 @@
 /**
- * SVG timelines (SPEC 11): one row per request, in arrival order, on a shared time
+ * SVG timelines: one row per request, in arrival order, on a shared time
  * axis in seconds. An admitted request is a filled dot at its arrival; a delayed one
  * is a hollow dot at its arrival joined to a filled dot at its departure; a rejected
  * one is a cross. The busiest interval (the "max admitted in any W" figure) is a

@@ -1,5 +1,5 @@
 /**
- * Plain-text tables for the terminal (SPEC 11): the per-request table of `simulate`
+ * Plain-text tables for the terminal: the per-request table of `simulate`
  * and the side-by-side table of `compare`.
  */
 import type { SimulationResult } from './simulate.js';

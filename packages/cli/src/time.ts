@@ -1,5 +1,5 @@
 /**
- * Points in simulated time and how they are written (SPEC 11).
+ * Points in simulated time and how they are written.
  *
  * Arrival patterns and traces name instants, not only durations, so unlike core's
  * `parseDuration` these accept 0 and bare numbers (milliseconds): `0`, `250`, `250ms`,

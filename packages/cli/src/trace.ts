@@ -1,5 +1,5 @@
 /**
- * CSV traces (SPEC 11): replay recorded arrivals.
+ * CSV traces: replay recorded arrivals.
  *
  * One request per line, `time,key,cost`: time in ms (or with a unit, `1.5s`), key
  * optional (default `client`), cost optional (default 1). A first line naming the

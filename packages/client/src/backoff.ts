@@ -1,5 +1,5 @@
 /**
- * Retry waits (SPEC 10): full-jitter exponential backoff.
+ * Retry waits: full-jitter exponential backoff.
  *
  * Retry n (the first retry is n = 1) waits `random(0, min(cap, base · 2^(n-1)))` when the
  * server asked for nothing. When the server asked for a wait S (Retry-After, or a

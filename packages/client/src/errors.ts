@@ -1,5 +1,5 @@
 /**
- * The error catalogue of @tollgate/client (SPEC 10, 12).
+ * The error catalogue of @tollgate/client.
  *
  * Same pattern as the core catalogue: every error has a stable `code`, and a message
  * that says what was expected, what was received and what to do. `instanceof

@@ -1,5 +1,5 @@
 /**
- * `createFetch` (SPEC 10, 13): a fetch that waits its turn and retries politely.
+ * `createFetch`: a fetch that waits its turn and retries politely.
  *
  * Per call: wait for the scope's RateLimit hold and pacing (gate.ts), send, learn from
  * the response's RateLimit / Retry-After headers, and on a retryable outcome (a status in

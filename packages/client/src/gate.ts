@@ -1,12 +1,12 @@
 /**
- * What happens before an attempt is sent (SPEC 10): an origin's RateLimit hold, then the
+ * What happens before an attempt is sent: an origin's RateLimit hold, then the
  * optional self-pacing rule.
  *
  * - A hold is learned from a response: a RateLimit policy at r=0 holds the scope for `t`,
  *   and a 429/503 with Retry-After holds it for that long. The next request to the scope
  *   waits for the hold instead of being sent.
  * - Pacing uses a core limiter (`createLimiter`) with a delay-until-admitted loop: a
- *   refusal's `retryAfterMs` (exact, SPEC 1) is how long to wait before asking again, and
+ *   refusal's `retryAfterMs` is how long to wait before asking again, and
  *   an admission's `delayMs` (leaky queue) is how long to wait before sending.
  * - Requests of one scope pass the pacer one at a time, in arrival order (a FIFO lane), so
  *   a thousand queued requests do not all poll the limiter at every instant.

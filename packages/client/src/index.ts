@@ -1,5 +1,5 @@
 /**
- * @tollgate/client — a polite fetch (SPEC 10): honours Retry-After and RateLimit headers,
+ * @tollgate/client — a polite fetch: honours Retry-After and RateLimit headers,
  * backs off with full jitter, retries only what is safe to repeat, and can pace itself
  * with any @tollgate/core rule.
  */

@@ -1,5 +1,5 @@
 /**
- * `createFetch` options (SPEC 10, 13): their documentation, defaults and validation.
+ * `createFetch` options: their documentation, defaults and validation.
  * Everything is checked once, at construction; the per-request path only reads the
  * normalised result.
  */
@@ -23,7 +23,7 @@ export type RetryReason = 'status' | 'network' | 'timeout';
 
 /** Passed to `onRetry` before each retry's wait. */
 export interface RetryEvent {
-  /** The retry number: 1 for the first retry (SPEC 10's n). */
+  /** The retry number: 1 for the first retry. */
   retry: number;
   /** The attempt about to be made after the wait: 2 for the first retry. */
   attempt: number;
@@ -71,7 +71,7 @@ export interface CreateFetchOptions {
    */
   fetch?: typeof fetch;
   /**
-   * Retries after the first attempt. The default allows 5 attempts in all (SPEC 10).
+   * Retries after the first attempt. The default allows 5 attempts in all.
    * @default 4
    * @example createFetch({ retries: 2 }) // at most 3 attempts
    */

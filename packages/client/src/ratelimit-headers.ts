@@ -1,5 +1,5 @@
 /**
- * Reading a server's rate-limit headers (SPEC 10; SPEC 7.2 lists the forms tollgate
+ * Reading a server's rate-limit headers (docs/headers.md lists the forms tollgate
  * itself writes). Four generations are understood:
  *
  * - draft-ietf-httpapi-ratelimit-headers-08 to -10: `RateLimit: "user";r=42;t=18, ...`
@@ -170,7 +170,7 @@ export function parseRateLimit(headers: HeaderReader, nowMs: number): RateLimitR
 
 /**
  * How long the next request must wait because a limit is used up: the longest `resetMs`
- * among reports with `remaining` 0 (SPEC 10: "when r is 0 it waits t"). `undefined` when
+ * among reports with `remaining` 0. `undefined` when
  * no exhausted report says how long.
  */
 export function exhaustedWaitMs(reports: readonly RateLimitReport[]): number | undefined {

@@ -1,5 +1,5 @@
 /**
- * Retry safety (SPEC 10): which calls may be sent more than once, and how each attempt's
+ * Retry safety: which calls may be sent more than once, and how each attempt's
  * arguments are rebuilt.
  *
  * A call is retried only when (1) its method is idempotent (RFC 9110 9.2.2: GET, HEAD,

@@ -1,5 +1,5 @@
 /**
- * Telling the app's own bugs from store failures (SPEC 6.5, 9), for every adapter.
+ * Telling the app's own bugs from store failures, for every adapter.
  *
  * A store that fails goes through the `onStoreError` policy (by default the request is
  * let through); a key, cost or skip function of the app that throws is a bug in the

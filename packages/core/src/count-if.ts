@@ -1,5 +1,5 @@
 /**
- * Counting by outcome (SPEC 8.6): a rule with `countIf` (or `skipSuccessful` /
+ * Counting by outcome: a rule with `countIf` (or `skipSuccessful` /
  * `skipFailed`) is consumed when the request is admitted, and given back once the
  * response has finished with a status the rule does not count. Framework-agnostic:
  * adapters hand over Node's response (`res`, or Fastify's `reply.raw`), whose `finish`

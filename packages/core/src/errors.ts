@@ -1,5 +1,5 @@
 /**
- * The error catalogue of @tollgate/core (SPEC 12).
+ * The error catalogue of @tollgate/core.
  *
  * Every error carries a stable `code`. Messages say what was expected, what was
  * received and how to fix it. `instanceof TollgateError` holds across duplicate

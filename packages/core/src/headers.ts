@@ -1,5 +1,5 @@
 /**
- * Rate-limit response headers (SPEC 7.2): pure functions of (rule results, now, options).
+ * Rate-limit response headers: pure functions of (rule results, now, options).
  *
  * - `'draft-10'` (default): draft-ietf-httpapi-ratelimit-headers-10, structured-field
  *   lists with one item per applied rule, in declaration order:

@@ -1,5 +1,5 @@
 /**
- * The options every HTTP adapter shares (SPEC 9, 13), validated and normalised once at
+ * The options every HTTP adapter shares, validated and normalised once at
  * construction: `statusCode`, `message`, `handler`, `skip`, `onRejected`, `dryRun`,
  * `onStoreError`, `name`, `timers`, and the default `ip()` key (`trustProxy`,
  * `ipv6Subnet`, shared with the controls) and header formatter (`headers`, `partitionKey`). Adapters check their

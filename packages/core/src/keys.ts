@@ -1,5 +1,5 @@
 /**
- * Client identity (SPEC 5): the `ip()` key behind trusted proxies, and the other
+ * Client identity: the `ip()` key behind trusted proxies, and the other
  * built-in key extractors (`header`, `user`, `tenant`, `constant`).
  *
  * The address comes from the socket. `X-Forwarded-For` (or the `for=` nodes of RFC 7239
@@ -112,7 +112,7 @@ function groupAddress(addr: string, bits: number | false): string {
 }
 
 /**
- * Compiles a `trustProxy` setting once (SPEC 5). Throws `TG_INVALID_TRUST_PROXY` for
+ * Compiles a `trustProxy` setting once. Throws `TG_INVALID_TRUST_PROXY` for
  * anything it cannot understand.
  */
 export function compileTrust(value: TrustProxy | undefined, path = 'trustProxy'): TrustFn | undefined {
@@ -249,7 +249,7 @@ function walk(list: string, socket: string, trust: TrustFn, maxHops: number, par
 }
 
 /**
- * The client address key (SPEC 5).
+ * The client address key.
  * @example
  * rules: [{ name: 'ip', rate: '100/min', key: ip({ trustProxy: 'loopback' }) }]
  * @example

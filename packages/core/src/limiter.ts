@@ -1,5 +1,5 @@
 /**
- * The stacking engine (SPEC 4): `createLimiter({ rules, store, clock })`.
+ * The stacking engine: `createLimiter({ rules, store, clock })`.
  *
  * Per request it resolves each rule's key and cost, drops rules whose key is
  * undefined/null, and hands the rest to the store as one all-or-nothing decision.
@@ -154,7 +154,7 @@ function toResults(ops: readonly StoreOp[], d: StoreDecision): Decision {
         if (o.reason === 'cost_exceeds_limit') hopeless = true;
         if (o.retryAfterMs > retryAfterMs) retryAfterMs = o.retryAfterMs;
       }
-    } else if (!spec.dryRun && o.delayMs > delayMs) delayMs = o.delayMs; // dry-run never delays (SPEC 9)
+    } else if (!spec.dryRun && o.delayMs > delayMs) delayMs = o.delayMs; // dry-run never delays
   }
   const decision: Decision = {
     allowed: d.allowed,

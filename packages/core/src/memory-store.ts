@@ -1,5 +1,5 @@
 /**
- * `MemoryStore` (SPEC 6.2): the default, in-process store.
+ * `MemoryStore`: the default, in-process store.
  *
  * - O(1) per decision for every algorithm but sliding-log (O(entries in the window)).
  * - Bounded: at most `maxKeys` (rule, key) states. A new key arriving at the bound first

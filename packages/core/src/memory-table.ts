@@ -1,5 +1,5 @@
 /**
- * The per-rule tables behind `MemoryStore` (SPEC 6.2): where a (rule, key) state lives.
+ * The per-rule tables behind `MemoryStore`: where a (rule, key) state lives.
  *
  * A `SlabTable` holds fixed-width states (fixed-window 2 numbers, sliding-window 3,
  * token-bucket 2, leaky-bucket 1) in pages of a `Float64Array`, one row per key:

@@ -1,5 +1,5 @@
 /**
- * Combining the decisions of several limiters met by one request (SPEC 4, 9): an
+ * Combining the decisions of several limiters met by one request: an
  * app-level limiter and a route-level one, or any limiters stacked in a middleware
  * chain. Adapters expose the combination as `req.rateLimit`, so handlers see every
  * rule that applied, and single-value headers pick the most restrictive among them.

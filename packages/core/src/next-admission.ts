@@ -1,5 +1,5 @@
 /**
- * The exact `t` of a draft-10 `RateLimit` item when `r` is 0 (SPEC 7.2): "the time until
+ * The exact `t` of a draft-10 `RateLimit` item when `r` is 0: "the time until
  * the next request of cost 1 would be admitted".
  *
  * A refused rule already carries it (`retryAfterMs`). An admitted request that took a

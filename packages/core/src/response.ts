@@ -1,5 +1,5 @@
 /**
- * The refusal response (SPEC 7.1, 7.3), framework-agnostic: status, `Retry-After`,
+ * The refusal response, framework-agnostic: status, `Retry-After`,
  * `Cache-Control: no-store` (RFC 6585 §4: a 429 must not be stored) and an RFC 9457
  * `application/problem+json` body. Adapters only write what this returns.
  *

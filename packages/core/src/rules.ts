@@ -1,5 +1,5 @@
 /**
- * Rules (SPEC 2): the user-facing shape, and `compileRules`, which validates a stack
+ * Rules: the user-facing shape, and `compileRules`, which validates a stack
  * once and turns it into what the engine and stores use on every request.
  */
 import { type Duration, parseDuration, parseRate, type Rate } from './duration.js';
@@ -146,7 +146,7 @@ function only(cond: boolean, path: string, option: string, needs: string): void 
 
 /**
  * Validates one rule and returns its compiled form.
- * @throws TollgateError with a stable code for every problem (SPEC 2).
+ * @throws TollgateError with a stable code for every problem.
  */
 export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): CompiledRule<R> {
   if (typeof rule !== 'object' || rule === null || Array.isArray(rule)) {

@@ -1,5 +1,5 @@
 /**
- * The stack decision (SPEC 4), shared by every store that decides in JavaScript
+ * The stack decision, shared by every store that decides in JavaScript
  * (the Redis store's Lua mirrors it line for line).
  *
  * All-or-nothing: the request is admitted only if every rule admits it (dry-run rules
@@ -53,7 +53,7 @@ export function checkRule(entry: Entry | undefined, now: number, r: RuleSpec, co
   let write: Entry | undefined = c.next === undefined ? undefined : { s: c.next, b: 0 };
   if (c.next !== undefined) {
     // countRejected: the refusal itself is written, so the figures must describe the state
-    // it leaves behind (SPEC 1: retryAfterMs is exact for that state, not the one before).
+    // it leaves behind.
     const after = algorithms[r.algorithm].check(c.next, now, r, cost);
     outcome.remaining = Math.max(0, Math.min(c.remaining, after.remaining));
     outcome.resetMs = Math.max(c.resetMs, after.resetMs);

@@ -71,7 +71,7 @@ export interface RuleResult {
   dryRun?: boolean;
 }
 
-/** The outcome of one request against a stack (SPEC 1, 4). */
+/** The outcome of one request against a stack. */
 export interface Decision {
   allowed: boolean;
   /** The longest delay among the rules (leaky queue); 0 when rejected. */
@@ -86,7 +86,7 @@ export interface Decision {
   rules: RuleResult[];
   /** The time (store clock, ms) at which the decision was made. */
   at: number;
-  /** Set when the store's failure policy decided (SPEC 6.5); `'deny'` answers 503. */
+  /** Set when the store's failure policy decided; `'deny'` answers 503. */
   degraded?: 'allow' | 'deny' | 'local';
 }
 
@@ -110,14 +110,14 @@ export interface StoreDecision {
   now: number;
   outcomes: Outcome[];
   /**
-   * Set when the store could not decide and its failure policy answered instead (SPEC 6.5):
+   * Set when the store could not decide and its failure policy answered instead:
    * `'deny'` maps to 503 at the HTTP layer. Absent for a normal decision.
    */
   degraded?: 'allow' | 'deny' | 'local';
 }
 
 /**
- * The store contract (SPEC 6.1). Only atomic operations: a stack is decided as one
+ * The store contract. Only atomic operations: a stack is decided as one
  * all-or-nothing step. `now` is supplied when the limiter has a clock; otherwise the
  * store uses its own time (Redis: `TIME`).
  */

@@ -1,5 +1,5 @@
 /**
- * `concurrency()` for Express 4 and 5: the concurrency limit of SPEC 8.3. Slots, the
+ * `concurrency()` for Express 4 and 5: the concurrency limit. Slots, the
  * queue and leases are core's (`createConcurrency`); this file ties a slot to the
  * response: it is released exactly once, when the response finishes or the connection
  * closes (aborted requests, handlers that throw, streamed responses alike).

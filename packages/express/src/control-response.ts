@@ -1,5 +1,5 @@
 /**
- * Writing what the core controls decide (SPEC 7, 8) onto an Express response: header
+ * Writing what the core controls decide onto an Express response: header
  * fields (draft-10 items appended to what earlier limiters wrote) and refusals.
  */
 import { applyHeaders, type HeaderField, type Refusal } from '@tollgate/core';

@@ -1,5 +1,5 @@
 /**
- * Options of `rateLimit()` (SPEC 9, 13): their types, and their validation and
+ * Options of `rateLimit()`: their types, and their validation and
  * normalisation, done once at construction so the per-request path only calls
  * functions it already holds.
  */

@@ -1,5 +1,5 @@
 /**
- * `rateLimit()` for Express 4 and 5 (SPEC 4, 7, 9): framework plumbing only. Deciding
+ * `rateLimit()` for Express 4 and 5: framework plumbing only. Deciding
  * is the core limiter's; keys, headers, refusal bodies and diagnostics come from core,
  * so the Fastify plugin answers exactly alike.
  *
@@ -243,7 +243,7 @@ function decider(lim: Limiter<Request>, o: Normalised, owner: Limiter<Request>, 
     if (d.allowed || dryRun) {
       if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, req, res, d, name);
       if (d.delayMs > 0 && !dryRun) {
-        // A client that leaves while waiting never reaches the handler (SPEC 8.2).
+        // A client that leaves while waiting never reaches the handler.
         hold(res, d.delayMs, timers).then((stillThere) => {
           if (stillThere) next();
         });

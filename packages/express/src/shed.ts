@@ -1,5 +1,5 @@
 /**
- * `shed()` for Express 4 and 5: load shedding of SPEC 8.4. The decision is core's
+ * `shed()` for Express 4 and 5: load shedding. The decision is core's
  * (`createShedder`), synchronous and made before anything else, so put this middleware
  * first. An admitted request counts as in flight until its response finishes or its
  * connection closes.

@@ -1,5 +1,5 @@
 /**
- * `slowDown()` for Express 4 and 5: the throttle of SPEC 8.1. Counting and the delay
+ * `slowDown()` for Express 4 and 5: the slow-down throttle. Counting and the delay
  * come from core (`createThrottle`); this file only waits and writes headers.
  *
  * Each delayed request waits on its own timer (no queue, so completions may come out

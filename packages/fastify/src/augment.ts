@@ -1,5 +1,5 @@
 /**
- * Types tollgate adds to Fastify through module augmentation (SPEC 9, 13): the decision
+ * Types tollgate adds to Fastify through module augmentation: the decision
  * on the request, and a route's `config.rateLimit`.
  */
 import type { Decision } from '@tollgate/core';

@@ -1,5 +1,5 @@
 /**
- * The per-request path of one limiter in a Fastify hook (SPEC 4, 7, 9): skip? → one
+ * The per-request path of one limiter in a Fastify hook: skip? → one
  * store decision → `request.rateLimit` → headers (draft-10 items appended to what
  * earlier limiters wrote) → diagnostics → `done()`, a hold (leaky-bucket queue), or
  * the refusal. Everything here is built once per (registration, route stack) at route
@@ -107,7 +107,7 @@ export function decider(lim: Limiter<FastifyRequest>, o: Normalised): Decide {
     const all = mergeDecisions(request.rateLimit, d);
     request.rateLimit = all;
     if (format !== undefined && firstUnit.needed(d)) {
-      // Rare (a rule just ran dry): ask the store when its next unit comes, for an exact `t` (SPEC 7.2).
+      // Rare (a rule just ran dry): ask the store when its next unit comes, for an exact `t`.
       firstUnit.get(request, d).then(
         (nextMs) => answer(request, reply, done, d, all, nextMs),
         (err) => {

@@ -1,5 +1,5 @@
 /**
- * @tollgate/fastify — the Fastify 5 plugin (SPEC 9).
+ * @tollgate/fastify — the Fastify 5 plugin.
  *
  * `await app.register(tollgate, { rules })`, per route `config.rateLimit`; the key
  * extractors and the types users write rules with are re-exported so an app needs one

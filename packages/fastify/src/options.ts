@@ -1,5 +1,5 @@
 /**
- * Options of the Fastify plugin and of a route's `config.rateLimit` (SPEC 7, 9, 13):
+ * Options of the Fastify plugin and of a route's `config.rateLimit`:
  * their types, and their validation and normalisation, done once at registration so
  * the per-request path only calls functions it already holds. Names mirror
  * `@tollgate/express` (`rateLimit()`), so an option means the same in both adapters.

@@ -1,5 +1,5 @@
 /**
- * The Fastify plugin (SPEC 9): `await app.register(tollgate, { rules, ... })`.
+ * The Fastify plugin: `await app.register(tollgate, { rules, ... })`.
  *
  * Wrapped with fastify-plugin, so it acts in the scope it is registered in (and that
  * scope's children) and nowhere else: registered inside a prefix-scoped plugin it
@@ -10,7 +10,7 @@
  * - no `config.rateLimit`: the plugin-level stack (one limiter and one hook shared by
  *   every such route);
  * - `config.rateLimit: { rules }`: the plugin-level stack extended with the route's
- *   rules (`limiter.extend`), decided as one all-or-nothing stack (SPEC 4);
+ *   rules (`limiter.extend`), decided as one all-or-nothing stack;
  * - `config.rateLimit: false`: no hook at all.
  *
  * Registrations stack: a route in the scope of two registrations (say one at the root,

@@ -1,5 +1,5 @@
 /**
- * The circuit breaker of the failure policy (SPEC 6.5).
+ * The circuit breaker of the failure policy.
  *
  * closed → open after `failures` consecutive failed calls; open → half-open once
  * `cooldownMs` have passed, when the next call is let through as the single probe;

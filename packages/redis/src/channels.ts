@@ -1,5 +1,5 @@
 /**
- * `node:diagnostics_channel` channels of the Redis store (SPEC 6.5, 9). Names are stable;
+ * `node:diagnostics_channel` channels of the Redis store. Names are stable;
  * message shapes may only grow. Publishing checks `hasSubscribers` first.
  *
  * - `tollgate:redis:error`   a Redis call failed or timed out:

@@ -1,5 +1,5 @@
 /**
- * `RedisSlotStore` (SPEC 8.3): concurrency slots shared by every instance, as leases.
+ * `RedisSlotStore`: concurrency slots shared by every instance, as leases.
  *
  * One sorted set per slot key: members are request ids, scores the time their lease
  * expires. One Lua script does each operation atomically (EVALSHA; on a `NOSCRIPT`

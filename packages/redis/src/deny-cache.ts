@@ -1,5 +1,5 @@
 /**
- * The local deny cache (SPEC 6.5): a stack that Redis rejected until T is rejected again
+ * The local deny cache: a stack that Redis rejected until T is rejected again
  * locally until T, without a round trip.
  *
  * Exact with respect to what the store decided: an entry is made only from Redis' own

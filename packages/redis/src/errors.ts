@@ -1,5 +1,5 @@
 /**
- * Errors of @tollgate/redis (SPEC 12). The package uses codes from the core catalogue
+ * Errors of @tollgate/redis. The package uses codes from the core catalogue
  * (`TG_INVALID_OPTION`, `TG_UNKNOWN_OPTION`, `TG_STORE_CLOSED`, `TG_STORE_TIMEOUT`,
  * `TG_STORE_ERROR`, documented in docs/errors.md); this module builds them with the
  * expected / received / fix message shape, and holds the codes of the package's own

@@ -1,5 +1,5 @@
 /**
- * What answers when Redis cannot (SPEC 6.5): `'local'` decides the same ops with an
+ * What answers when Redis cannot: `'local'` decides the same ops with an
  * in-process `MemoryStore`, each rule scaled down by the expected number of instances
  * (so N instances on their own admit about what the shared limit would); `'allow'` lets
  * every request through; `'deny'` refuses it, marked `degraded: 'deny'` so the HTTP

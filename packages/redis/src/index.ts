@@ -1,6 +1,6 @@
 /**
  * @tollgate/redis — `RedisStore` on ioredis (standalone, Sentinel, Cluster): Lua scripts
- * that mirror every core algorithm, Redis time, and a failure policy (SPEC 6.3–6.5).
+ * that mirror every core algorithm, Redis time, and a failure policy.
  */
 export type { BreakerOptions, BreakerState } from './breaker.js';
 export { REDIS_CHANNEL_NAMES, redisChannels } from './channels.js';

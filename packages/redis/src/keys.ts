@@ -1,5 +1,5 @@
 /**
- * Redis key layout and Cluster slots (SPEC 5, 6.4).
+ * Redis key layout and Cluster slots.
  *
  * A key is `<prefix><rule id>{<tag>}` by default, where the hash tag is the sanitised
  * key itself: the rules of a stack that count under the same key (an IP, a user) share a

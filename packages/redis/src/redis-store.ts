@@ -1,5 +1,5 @@
 /**
- * `RedisStore` (SPEC 6.3–6.5): the store for many instances.
+ * `RedisStore`: the store for many instances.
  *
  * Every decision is one Lua script (`lua/`), a line-for-line mirror of the core's
  * `decideStack`, so read-decide-write is atomic in Redis and concurrent instances never

@@ -1,5 +1,5 @@
 /**
- * Running the store script (SPEC 6.3, 6.4): EVALSHA first; on a `NOSCRIPT` reply, and
+ * Running the store script: EVALSHA first; on a `NOSCRIPT` reply, and
  * only on that, EVAL with the full source, which runs the script and caches it on the
  * node that answered (ioredis routes both commands by the first key, so on a Cluster it
  * is the node that owns the slot). That is the "load and retry once".

@@ -1,8 +1,8 @@
 /**
- * `fixed-window` (SPEC 3.1). State: `[windowStart, count]`.
+ * `fixed-window`. State: `[windowStart, count]`.
  *
  * `align: 'clock'` windows cover `[k·W, (k+1)·W)`; `'first-request'` windows start at a
- * key's first admitted request. Calendar quotas (SPEC 8.5) use UTC days or months.
+ * key's first admitted request. Calendar quotas use UTC days or months.
  * Known flaw, kept on purpose: up to 2·L can pass around a boundary.
  */
 import type { RuleSpec } from '../types.js';

@@ -1,5 +1,5 @@
 /**
- * `leaky-bucket` (SPEC 3.5), in two readings.
+ * `leaky-bucket`, in two readings.
  *
  * `meter` (GCRA). State: `[tat]`, the theoretical arrival time. The emission interval
  * is T = W/L ms per unit and the tolerance B·T; a request of cost c is admitted iff

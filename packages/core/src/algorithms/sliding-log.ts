@@ -1,5 +1,5 @@
 /**
- * `sliding-log` (SPEC 3.2). State: `[t0, c0, t1, c1, ...]`, the time and cost of every
+ * `sliding-log`. State: `[t0, c0, t1, c1, ...]`, the time and cost of every
  * admitted request still in the window, oldest first (same-millisecond entries merged).
  *
  * The window at `now` is `(now - W, now]`: an entry exactly W old has expired. In any

@@ -1,5 +1,5 @@
 /**
- * `sliding-window` counter (SPEC 3.3). State: `[start, prev, cur]` where `start` is the
+ * `sliding-window` counter. State: `[start, prev, cur]` where `start` is the
  * clock-aligned start of the current window k, `prev` the count of window k-1 and `cur`
  * the count of window k.
  *

@@ -1,5 +1,5 @@
 /**
- * `token-bucket` (SPEC 3.4). State: `[last, scaled]` where `scaled = tokens · W`.
+ * `token-bucket`. State: `[last, scaled]` where `scaled = tokens · W`.
  *
  * Refill is r = L/W tokens per ms, so in scaled units a bucket gains exactly L per ms:
  * every quantity stays an integer and `retryAfterMs = ceil((cost·W - scaled) / L)` is

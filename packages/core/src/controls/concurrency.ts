@@ -1,5 +1,5 @@
 /**
- * The concurrency limit (SPEC 8.3), framework-agnostic.
+ * The concurrency limit, framework-agnostic.
  *
  * At most `max` requests in flight per key and/or `global` in total, each holding a
  * slot in a `SlotStore` from admission until its response is over. A refused request

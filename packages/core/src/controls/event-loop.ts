@@ -1,5 +1,5 @@
 /**
- * Event-loop delay, as load shedding reads it (SPEC 8.4).
+ * Event-loop delay, as load shedding reads it.
  *
  * `perf_hooks.monitorEventLoopDelay` samples how late a `resolution`-ms timer fires.
  * Every `interval` the monitor keeps the 99th percentile of the lateness seen since the

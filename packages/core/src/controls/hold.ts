@@ -1,5 +1,5 @@
 /**
- * Waiting on behalf of an HTTP request (SPEC 8.1, 8.2, 8.3): hold a request for a delay
+ * Waiting on behalf of an HTTP request: hold a request for a delay
  * unless its client goes away, and run something exactly once when a response is over.
  *
  * Both adapters hand over Node's `ServerResponse` (Fastify: `reply.raw`), whose `close`

@@ -1,5 +1,5 @@
 /**
- * Controls beside the limiter (SPEC 8): throttle, concurrency limit, load shedding,
+ * Controls beside the limiter: throttle, concurrency limit, load shedding,
  * and what adapters need to wait on behalf of a request.
  */
 export {

@@ -1,5 +1,5 @@
 /**
- * Option validation shared by the controls (SPEC 2, 12): every problem is found at
+ * Option validation shared by the controls: every problem is found at
  * construction and reported with the core error catalogue.
  */
 import { type Duration, parseDuration } from '../duration.js';
@@ -41,7 +41,7 @@ export function wholeNumber(value: unknown, path: string, min: 0 | 1): number {
   return value;
 }
 
-/** A duration (SPEC 2) no longer than `maxMs`. */
+/** A duration no longer than `maxMs`. */
 export function boundedDuration(value: unknown, path: string, maxMs: number): number {
   const ms = parseDuration(value as Duration, path);
   if (ms > maxMs) {

@@ -1,5 +1,5 @@
 /**
- * Diagnostics for the controls (SPEC 9): their decisions go out on the same
+ * Diagnostics for the controls: their decisions go out on the same
  * `tollgate:decision` / `:rejected` / `:delayed` channels as the limiter's, as
  * `Decision` objects whose rules carry the control's own figures. The decision is only
  * built when someone listens, so the hot path pays one `hasSubscribers` check.

@@ -1,5 +1,5 @@
 /**
- * Load shedding (SPEC 8.4, 7.3), framework-agnostic and synchronous: the decision reads
+ * Load shedding, framework-agnostic and synchronous: the decision reads
  * only counters held in the process, so it is made before anything expensive.
  *
  * Pressure is `max(inFlight / maxInFlight, loopDelay / maxEventLoopDelay)`. Each request

@@ -1,5 +1,5 @@
 /**
- * Slot stores for the concurrency limit (SPEC 8.3): where in-flight requests hold
+ * Slot stores for the concurrency limit: where in-flight requests hold
  * their slots. One small interface; `MemorySlotStore` here, `RedisSlotStore` in
  * @tollgate/redis.
  *

@@ -1,5 +1,5 @@
 /**
- * The slow-down throttle (SPEC 8.1), framework-agnostic.
+ * The slow-down throttle, framework-agnostic.
  *
  * `hits` is the number of arrivals from a key within the last `window`, this one
  * included, counted when the request arrives. Counting goes through the ordinary

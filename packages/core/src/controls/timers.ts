@@ -1,6 +1,6 @@
 /**
- * Timer sources for the controls (SPEC 8.1 throttle delays, 3.5/8.2 queue waits,
- * 8.3 queue timeouts and lease renewal).
+ * Timer sources for the controls (throttle delays, leaky-queue waits,
+ * concurrency queue timeouts and lease renewal).
  *
  * Every control that waits asks a `Timers` object instead of calling `setTimeout`
  * directly, so tests drive time with `ManualTimers` on a `ManualClock` and never sleep.

@@ -1,5 +1,5 @@
 /**
- * Lua mirror of `core/src/algorithms/fixed-window.ts` (SPEC 3.1, calendar quotas 8.5).
+ * Lua mirror of `core/src/algorithms/fixed-window.ts`.
  * State `{ windowStart, count }`. UTC months use the days-from-civil arithmetic of
  * H. Hinnant's date algorithms, which Redis' Lua (without `os.date`) needs.
  */

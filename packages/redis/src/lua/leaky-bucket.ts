@@ -1,5 +1,5 @@
 /**
- * Lua mirror of `core/src/algorithms/leaky-bucket.ts` (SPEC 3.5): `meter` (GCRA, state
+ * Lua mirror of `core/src/algorithms/leaky-bucket.ts`: `meter` (GCRA, state
  * `{ tat }`) and `queue` (state `{ lastDeparture }`), T = W / L in floating point. Like
  * the core it works on the backlog (stored time - now, a small exact number) and
  * corrects the closed-form retry time with `settle`.

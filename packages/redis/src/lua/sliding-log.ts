@@ -1,5 +1,5 @@
 /**
- * Lua mirror of `core/src/algorithms/sliding-log.ts` (SPEC 3.2). State
+ * Lua mirror of `core/src/algorithms/sliding-log.ts`. State
  * `{ t1, c1, t2, c2, ... }`, oldest first, same-millisecond entries merged.
  */
 export const SLIDING_LOG_LUA = `

@@ -1,5 +1,5 @@
 /**
- * Lua mirror of `core/src/algorithms/sliding-window.ts` (SPEC 3.3). State
+ * Lua mirror of `core/src/algorithms/sliding-window.ts`. State
  * `{ start, prev, cur }`, integer arithmetic scaled by W.
  */
 export const SLIDING_WINDOW_LUA = `

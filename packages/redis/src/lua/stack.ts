@@ -1,5 +1,5 @@
 /**
- * Lua mirror of `core/src/stack.ts` (SPEC 4, 3.6, 3.7) and the script's entry point.
+ * Lua mirror of `core/src/stack.ts` and the script's entry point.
  *
  * Every argument is text (see `../args.ts`). ARGV[1] is the mode, ARGV[2] the least TTL
  * for supplied time, ARGV[3] the number R of distinct rules the call uses, then 7 fields

@@ -1,5 +1,5 @@
 /**
- * Lua mirror of `core/src/algorithms/token-bucket.ts` (SPEC 3.4). State
+ * Lua mirror of `core/src/algorithms/token-bucket.ts`. State
  * `{ last, tokens * W }`: a bucket gains exactly L scaled units per ms.
  */
 export const TOKEN_BUCKET_LUA = `
