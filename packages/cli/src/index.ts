@@ -3,6 +3,8 @@
  *
  * The command is `run(argv, io)`; the pieces are exported for programs that want a
  * prediction without the command line (the playground's `/api/simulate` uses them).
+ *
+ * @module @tollgate/cli
  */
 export { HELP } from './args.js';
 export { type Arrival, generateArrivals, MAX_ARRIVALS, type Pattern, type PatternTarget, parsePattern } from './arrivals.js';

@@ -2,6 +2,8 @@
  * @tollgate/client — a polite fetch: honours Retry-After and RateLimit headers,
  * backs off with full jitter, retries only what is safe to repeat, and can pace itself
  * with any @tollgate/core rule.
+ *
+ * @module @tollgate/client
  */
 
 export { backoffCeilingMs, type Jitter, retryWaitMs } from './backoff.js';

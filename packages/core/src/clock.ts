@@ -20,10 +20,12 @@ export const systemClock: Clock = { now: () => Date.now() };
 export class ManualClock implements Clock {
   #now: number;
 
+  /** @param startMs the first reading, in ms. @default 0 */
   constructor(startMs = 0) {
     this.#now = startMs;
   }
 
+  /** The current reading, in ms. */
   now(): number {
     return this.#now;
   }
@@ -33,6 +35,7 @@ export class ManualClock implements Clock {
     this.#now += ms;
   }
 
+  /** Sets the reading to `ms` (an earlier time is treated by stores as no time passing). */
   set(ms: number): void {
     this.#now = ms;
   }

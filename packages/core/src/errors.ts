@@ -40,11 +40,27 @@ export interface ErrorDetails {
   path?: string;
 }
 
+/**
+ * Every error tollgate throws. Match on `code` (stable, listed in docs/errors.md), never on
+ * the message. Configuration errors also say where (`path`), what was `expected`, what was
+ * `received` and the `fix`. `instanceof` holds across duplicate installs of the package.
+ * @example
+ * try {
+ *   createLimiter({ rules: [{ name: 'ip', limit: 0, window: '1m' }] });
+ * } catch (err) {
+ *   if (err instanceof TollgateError && err.code === 'TG_INVALID_LIMIT') console.error(err.path, err.fix);
+ * }
+ */
 export class TollgateError extends Error {
+  /** The stable code, e.g. `'TG_INVALID_DURATION'`. */
   readonly code: ErrorCode;
+  /** Where the problem is, e.g. `rules[2].window`; `undefined` for runtime errors. */
   readonly path: string | undefined;
+  /** What tollgate expected there. */
   readonly expected: string | undefined;
+  /** What it received, rendered for humans. */
   readonly received: string | undefined;
+  /** What to do about it. */
   readonly fix: string | undefined;
 
   constructor(code: ErrorCode, message: string, details?: ErrorDetails, options?: { cause?: unknown }) {

@@ -1,6 +1,8 @@
 /**
  * @tollgate/core — rules, algorithms, the stacking engine, the memory store, clocks,
  * key extraction and header formatting.
+ *
+ * @module @tollgate/core
  */
 
 export type { Algorithm, Check, State } from './algorithms/index.js';

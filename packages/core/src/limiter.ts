@@ -27,6 +27,14 @@ export interface LimiterOptions<R> {
   defaultKey?: KeyFn<R>;
 }
 
+/**
+ * A stack of rules bound to a store, made by {@link createLimiter}. The adapters hold one;
+ * use it directly for anything that is not an HTTP request (jobs, sockets, queues).
+ * @example
+ * const limiter = createLimiter({ rules: [{ name: 'job', key: (job: Job) => job.tenant, rate: '10/s' }] });
+ * const d = await limiter.consume(job);
+ * if (!d.allowed) setTimeout(retry, d.retryAfterMs);
+ */
 export interface Limiter<R> {
   readonly rules: readonly CompiledRule<R>[];
   readonly store: Store;

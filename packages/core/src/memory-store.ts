@@ -41,6 +41,16 @@ export interface MemoryStoreOptions {
 
 const EVICT_SCAN = 8;
 
+/**
+ * The default, in-process store: every decision is synchronous, so a stack is atomic
+ * within the process. Bounded by `maxKeys`; expired states are dropped lazily and by an
+ * unref'd sweep. One store may serve several limiters; `close()` releases its timer.
+ * @example
+ * const store = new MemoryStore({ maxKeys: 100_000 });
+ * const limiter = createLimiter({ rules: [{ name: 'ip', rate: '100/min' }], store });
+ * // on shutdown
+ * await store.close();
+ */
 export class MemoryStore implements Store {
   readonly maxKeys: number;
   readonly #clock: Clock;

@@ -3,6 +3,8 @@
  *
  * `rateLimit` and its route-level extension; the key extractors and the types users
  * write rules with are re-exported so an app needs one import.
+ *
+ * @module @tollgate/express
  */
 export {
   constant,

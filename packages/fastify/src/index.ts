@@ -4,6 +4,8 @@
  * `await app.register(tollgate, { rules })`, per route `config.rateLimit`; the key
  * extractors and the types users write rules with are re-exported so an app needs one
  * import.
+ *
+ * @module @tollgate/fastify
  */
 import './augment.js';
 import { tollgate } from './plugin.js';

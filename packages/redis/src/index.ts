@@ -1,6 +1,8 @@
 /**
  * @tollgate/redis — `RedisStore` on ioredis (standalone, Sentinel, Cluster): Lua scripts
  * that mirror every core algorithm, Redis time, and a failure policy.
+ *
+ * @module @tollgate/redis
  */
 export type { BreakerOptions, BreakerState } from './breaker.js';
 export { REDIS_CHANNEL_NAMES, redisChannels } from './channels.js';

@@ -255,6 +255,17 @@ function validate(o: RedisStoreOptions): void {
   }
 }
 
+/**
+ * The store for many instances: every decision is one atomic script call in Redis, on
+ * Redis time, with a deadline (`timeoutMs`), a failure policy (`onStoreError`), a breaker
+ * and a local deny cache. It emits `'error'` events only if you listen; failures are
+ * published on `tollgate:store-error` either way. The ioredis client is yours: `close()`
+ * does not quit it.
+ * @example
+ * import { Redis } from 'ioredis';
+ * const store = new RedisStore({ client: new Redis(process.env.REDIS_URL), timeoutMs: 50 });
+ * app.use(rateLimit({ rules: [{ name: 'ip', rate: '100/min' }], store }));
+ */
 export class RedisStore extends EventEmitter implements Store {
   readonly client: RedisClientLike;
   readonly prefix: string;
