@@ -238,7 +238,8 @@ function pairCount(element: string): number {
   for (let i = 0; i < element.length; i++) {
     const c = element.charCodeAt(i);
     if (quoted) {
-      if (c === 0x5c) i++; // a quoted-pair: the next character is literal
+      // A quoted-pair: the next character is literal.
+      if (c === 0x5c) i++;
       else if (c === 0x22) quoted = false;
     } else if (c === 0x22) quoted = true;
     else if (c === 0x3b) pairs++;
