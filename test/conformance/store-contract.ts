@@ -711,6 +711,35 @@ export function storeContract(
       }
     });
 
+    describe('a clock that gives no time', () => {
+      for (const c of ALGORITHM_CASES) {
+        it(`bug: ${c.label}: a clock returning NaN, Infinity or a non-number admitted everything (or errored every Redis call)`, async () => {
+          const l = limiter([{ name: 'r', key: byKey, ...c.rule, limit: 3 }]);
+          const admittedBefore = await l.consume({ k: 'good' });
+          expect(admittedBefore.allowed).toBe(true);
+          for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, '5', undefined, null]) {
+            const what = String(bad);
+            const viaLimiter = limiter([{ name: 'r', key: byKey, ...c.rule, limit: 3 }], { now: () => bad as number });
+            // The limiter's clock, and the store's own clock when the limiter has none.
+            clock.set(bad as number);
+            const viaStore = createLimiter<ContractReq>({ rules: [{ name: 'r', key: byKey, ...c.rule, limit: 3 }], store, prefix });
+            for (const lim of [viaLimiter, viaStore]) {
+              for (let i = 0; i < 20; i++) {
+                await expect(lim.consume({ k: 'bad' }), what).rejects.toMatchObject({ code: 'TG_INVALID_TIME' });
+              }
+              await expect(lim.peek({ k: 'bad' }), what).rejects.toMatchObject({ code: 'TG_INVALID_TIME' });
+              await expect(lim.refund({ k: 'good' }, admittedBefore), what).rejects.toMatchObject({ code: 'TG_INVALID_TIME' });
+            }
+            clock.set(START);
+          }
+          // Nothing was written or given back: the good key still holds its one request, the
+          // bad key is untouched.
+          expect((await l.peek({ k: 'good' })).rules[0]?.remaining).toBe(1);
+          expect((await l.peek({ k: 'bad' })).rules[0]?.remaining).toBe(2);
+        });
+      }
+    });
+
     describe('calendar quotas (SPEC 8.5)', () => {
       it('per day: resets at UTC midnight', async () => {
         const l = limiter([{ name: 'q', key: byKey, quota: 3, per: 'day' }]);

@@ -13,7 +13,7 @@
  *   at a million keys, key string included (docs/benchmarks.md).
  */
 import { algorithms, type Check, type State } from './algorithms/index.js';
-import { type Clock, systemClock } from './clock.js';
+import { type Clock, checkTime, systemClock } from './clock.js';
 import { channels, type HeldEvictionMessage } from './diagnostics.js';
 import { configError, describe, TollgateError } from './errors.js';
 import { ObjectTable, SlabTable, STATE_WIDTH, type Table } from './memory-table.js';
@@ -110,7 +110,7 @@ export class MemoryStore implements Store {
     if (this.#closed)
       throw new TollgateError('TG_STORE_CLOSED', 'MemoryStore: used after close(). Create a new store, or stop calling this one.');
     if (now !== undefined) this.#external = true;
-    const t = now ?? this.#clock.now();
+    const t = checkTime(now ?? this.#clock.now(), 'MemoryStore: now');
     if (t > this.#latest) this.#latest = t;
     return t;
   }
