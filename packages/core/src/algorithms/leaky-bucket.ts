@@ -14,7 +14,7 @@
  * rounding, a request is still refused at retryAfterMs - 1 and admitted at retryAfterMs.
  */
 import type { RuleSpec } from '../types.js';
-import { type Algorithm, admitted, refused } from './types.js';
+import { type Algorithm, admitted, refused, type State } from './types.js';
 
 const interval = (r: RuleSpec): number => r.windowMs / r.limit;
 
@@ -36,6 +36,18 @@ function backlog(state: number[] | undefined, now: number): number {
   return state === undefined ? 0 : Math.max(0, (state[0] as number) - now);
 }
 
+/**
+ * Both readings' refund: the stored time moves back by what the request still weighs, its
+ * c·T less the time that has drained since it was admitted (a clock reading before `at`
+ * counts as no time passing), never more. What has drained was already given back by time:
+ * crediting it again is how five requests refunded after the bucket refilled and drained
+ * again let five more through at one instant.
+ */
+function giveBack(state: State, now: number, r: RuleSpec, cost: number, at: number): State {
+  const weight = Math.max(0, cost * interval(r) - Math.max(0, now - at));
+  return [Math.max(now, (state[0] as number) - weight)];
+}
+
 const meter: Algorithm = {
   check(state, now, r, cost) {
     const T = interval(r);
@@ -51,10 +63,7 @@ const meter: Algorithm = {
     return refused(Math.max(0, Math.floor((tol - ahead) / T)), Math.ceil(ahead), retry, r.countRejected ? [now + level] : undefined);
   },
 
-  refund(state, now, r, cost) {
-    const tat = Math.max(now, (state[0] as number) - cost * interval(r));
-    return [tat];
-  },
+  refund: giveBack,
 
   expiresAt(state) {
     return Math.ceil(state[0] as number);
@@ -76,9 +85,7 @@ const queue: Algorithm = {
     return refused(Math.max(0, Math.floor((max - ahead) / T)), Math.ceil(ahead), retry, undefined);
   },
 
-  refund(state, now, r, cost) {
-    return [Math.max(now, (state[0] as number) - cost * interval(r))];
-  },
+  refund: giveBack,
 
   expiresAt(state) {
     return Math.ceil(state[0] as number);

@@ -46,10 +46,12 @@ export const slidingWindow: Algorithm = {
     );
   },
 
-  refund(state, _now, r, cost, at) {
+  refund(state, now, r, cost, at) {
     const W = r.windowMs;
     const start = state[0] as number;
-    const atStart = at - (at % W);
+    // A clock behind the stored window (it stepped back) was behind it at the decision too,
+    // and no decision since has moved the window: the request was counted in it.
+    const atStart = now < start ? start : at - (at % W);
     if (atStart === start) return [start, state[1] as number, Math.max(0, (state[2] as number) - cost)];
     if (atStart === start - W) return [start, Math.max(0, (state[1] as number) - cost), state[2] as number];
     return state;

@@ -40,9 +40,18 @@ export const tokenBucket: Algorithm = {
     );
   },
 
-  refund(state, now, r, cost) {
+  refund(state, now, r, cost, at) {
     const cur = level(state, now, r);
-    return [cur.now, Math.min(r.burst * r.windowMs, cur.scaled + cost * r.windowMs)];
+    const W = r.windowMs;
+    // A refund gives back what the request still weighs: its cost less what the bucket has
+    // refilled since it was admitted (L scaled units per ms), never more; refilled tokens
+    // were already given back by time. Measured from `at`, the decision's clock reading,
+    // which is never after the time the request was taken at, so the weight is never
+    // overstated; except when the clock is behind the stored time (it stepped back): no
+    // decision since moved that time, so it is the request's own, and nothing has refilled.
+    const elapsed = now < (state[0] as number) ? 0 : Math.max(0, now - at);
+    const weight = Math.max(0, cost * W - r.limit * elapsed);
+    return [cur.now, Math.min(r.burst * W, cur.scaled + weight)];
   },
 
   expiresAt(state, r) {

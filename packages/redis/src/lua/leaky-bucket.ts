@@ -18,6 +18,13 @@ local function backlog(state, now)
   return max(0, state[1] - now)
 end
 
+-- Both readings' refund: back by what the request still weighs, c*T less what has drained
+-- since at (a clock reading before at is no time passing), as in the core.
+local function lb_refund(state, now, r, cost, at)
+  local weight = max(0, cost * (r.W / r.L) - max(0, now - at))
+  return { max(now, state[1] - weight) }
+end
+
 ALG['k'] = {
   check = function(state, now, r, cost)
     local T = r.W / r.L
@@ -31,7 +38,7 @@ ALG['k'] = {
     if r.cr then w = { now + level } end
     return false, max(0, floor((tol - ahead) / T)), ceil(ahead), retry, 0, w
   end,
-  refund = function(state, now, r, cost) return { max(now, state[1] - cost * (r.W / r.L)) } end,
+  refund = lb_refund,
   expires = function(state, r) return ceil(state[1]) end,
 }
 
@@ -50,7 +57,7 @@ ALG['kq'] = {
     local retry = settle(now + ceil(ahead - (mx - cost * T)), fits) - now
     return false, max(0, floor((mx - ahead) / T)), ceil(ahead), retry, 0, nil
   end,
-  refund = function(state, now, r, cost) return { max(now, state[1] - cost * (r.W / r.L)) } end,
+  refund = lb_refund,
   expires = function(state, r) return ceil(state[1]) end,
 }
 `;

@@ -52,7 +52,9 @@ ALG['w'] = {
   refund = function(state, now, r, cost, at)
     local W = r.W
     local start = state[1]
+    -- A clock behind the stored window (it stepped back): the request was counted in it.
     local atStart = at - fmod(at, W)
+    if now < start then atStart = start end
     if atStart == start then return { start, state[2], max(0, state[3] - cost) } end
     if atStart == start - W then return { start, max(0, state[2] - cost), state[3] } end
     return state
