@@ -453,7 +453,10 @@ export class RedisStore extends EventEmitter implements Store {
   /** Bookkeeping of a decision Redis made: the breaker, and the deny cache for a refusal. */
   #answered(cmd: 'c' | 'p', ops: readonly StoreOp[], keys: readonly string[], t: number | undefined, d: StoreDecision): void {
     this.#breaker.success();
-    if (cmd === 'c' && !d.allowed && this.#deny !== undefined) this.#deny.remember(signature(ops, keys), ops, d, t !== undefined);
+    const deny = this.#deny;
+    if (cmd !== 'c' || deny === undefined) return;
+    if (deny.size > 0 && (d.allowed || ops.some((op) => op.rule.countRejected || op.rule.blockForMs > 0))) deny.written(keys);
+    if (!d.allowed) deny.remember(signature(ops, keys), ops, keys, d, t !== undefined);
   }
 
   /** Decides `ops` in Redis: one script per slot group. */

@@ -55,7 +55,9 @@ const meter: Algorithm = {
     const ahead = backlog(state, now);
     const level = ahead + cost * T;
     if (level <= tol) {
-      return admitted(Math.floor((tol - level) / T), Math.ceil(level), 0, [now + level]);
+      // resetMs from the time stored (rounded), so that at now + resetMs it has passed.
+      const tat = now + level;
+      return admitted(Math.floor((tol - level) / T), Math.ceil(tat - now), 0, [tat]);
     }
     // The same test this function makes at a later whole ms t (state unchanged).
     const fits = (t: number) => backlog(state, t) + cost * T <= tol;
@@ -77,8 +79,8 @@ const queue: Algorithm = {
     const ahead = backlog(state, now);
     const wait = ahead + cost * T;
     if (wait <= max) {
-      const delay = Math.ceil(wait);
-      return admitted(Math.max(0, Math.floor((max - wait) / T)), delay, delay, [now + wait]);
+      const departure = now + wait;
+      return admitted(Math.max(0, Math.floor((max - wait) / T)), Math.ceil(departure - now), Math.ceil(wait), [departure]);
     }
     const fits = (t: number) => backlog(state, t) + cost * T <= max;
     const retry = settle(now + Math.ceil(ahead - (max - cost * T)), fits) - now;

@@ -30,7 +30,9 @@ export const tokenBucket: Algorithm = {
     const ahead = now - at;
     if (scaled >= need) {
       const left = scaled - need;
-      return admitted(Math.floor(left / W), Math.ceil((cap - left) / r.limit) + ahead, 0, [now, left]);
+      // resetMs: until the bucket is full again (0 when it still is: a cost-0 request).
+      const resetMs = left >= cap ? 0 : Math.ceil((cap - left) / r.limit) + ahead;
+      return admitted(Math.floor(left / W), resetMs, 0, [now, left]);
     }
     return refused(
       Math.floor(scaled / W),

@@ -31,7 +31,10 @@ ALG['k'] = {
     local tol = r.B * T
     local ahead = backlog(state, now)
     local level = ahead + cost * T
-    if level <= tol then return true, floor((tol - level) / T), ceil(level), 0, 0, { now + level } end
+    if level <= tol then
+      local tat = now + level
+      return true, floor((tol - level) / T), ceil(tat - now), 0, 0, { tat }
+    end
     local fits = function(t) return backlog(state, t) + cost * T <= tol end
     local retry = settle(now + ceil(ahead - (tol - cost * T)), fits) - now
     local w = nil
@@ -49,8 +52,8 @@ ALG['kq'] = {
     local mx = r.Q * T
     local wait = backlog(state, now) + cost * T
     if wait <= mx then
-      local delay = ceil(wait)
-      return true, max(0, floor((mx - wait) / T)), delay, 0, delay, { now + wait }
+      local dep = now + wait
+      return true, max(0, floor((mx - wait) / T)), ceil(dep - now), 0, ceil(wait), { dep }
     end
     local ahead = backlog(state, now)
     local fits = function(t) return backlog(state, t) + cost * T <= mx end

@@ -32,7 +32,9 @@ ALG['t'] = {
     local need = cost * W
     if scaled >= need then
       local left = scaled - need
-      return true, floor(left / W), ceil((cap - left) / r.L) + (now - at), 0, 0, { now, left }
+      local reset = 0
+      if left < cap then reset = ceil((cap - left) / r.L) + (now - at) end
+      return true, floor(left / W), reset, 0, 0, { now, left }
     end
     local nx = nil
     if r.cr then nx = { now, scaled - need } end
