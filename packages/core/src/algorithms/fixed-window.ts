@@ -67,7 +67,7 @@ export const fixedWindow: Algorithm = {
     const end = r.align === 'first-request' ? start + r.windowMs : windowEnd(start, r);
     if (count + cost <= r.limit) {
       const used = count + cost;
-      return admitted(r.limit - used, used > 0 ? end - now : 0, 0, [start, used]);
+      return admitted(r.limit - used, used > 0 ? end - now : 0, 0, [start, used], end);
     }
     return refused(r.limit - count, end - now, end - now, r.countRejected ? [start, count + cost] : undefined);
   },

@@ -57,7 +57,7 @@ const meter: Algorithm = {
     if (level <= tol) {
       // resetMs from the time stored (rounded), so that at now + resetMs it has passed.
       const tat = now + level;
-      return admitted(Math.floor((tol - level) / T), Math.ceil(tat - now), 0, [tat]);
+      return admitted(Math.floor((tol - level) / T), Math.ceil(tat - now), 0, [tat], Math.ceil(tat));
     }
     // The same test this function makes at a later whole ms t (state unchanged).
     const fits = (t: number) => backlog(state, t) + cost * T <= tol;
@@ -80,7 +80,7 @@ const queue: Algorithm = {
     const wait = ahead + cost * T;
     if (wait <= max) {
       const departure = now + wait;
-      return admitted(Math.max(0, Math.floor((max - wait) / T)), Math.ceil(departure - now), Math.ceil(wait), [departure]);
+      return admitted(Math.max(0, Math.floor((max - wait) / T)), Math.ceil(departure - now), Math.ceil(wait), [departure], Math.ceil(departure));
     }
     const fits = (t: number) => backlog(state, t) + cost * T <= max;
     const retry = settle(now + Math.ceil(ahead - (max - cost * T)), fits) - now;

@@ -22,7 +22,8 @@ export const slidingLog: Algorithm = {
     }
     if (sum + cost <= r.limit) {
       const newest = cost > 0 ? now : sum > 0 ? ((state as State)[(state as State).length - 2] as number) : now - W;
-      return admitted(r.limit - sum - cost, newest + W - at, 0, append(state, first, now, cost));
+      const next = append(state, first, now, cost);
+      return admitted(r.limit - sum - cost, newest + W - at, 0, next, next.length > 0 ? (next[next.length - 2] as number) + W : 0);
     }
     // The earliest time enough entries have expired for `cost` to fit.
     const s = state as State;

@@ -37,7 +37,7 @@ export const slidingWindow: Algorithm = {
       // resetMs: until the full quota is back, i.e. until a request of cost L would pass:
       // floor(estimate) = 0, room 1 (not until the state is forgotten, a window later).
       const full = prev * (W - e) + after * W < W ? at : retryAt(start, prev, after, W, 1);
-      return admitted(Math.max(0, r.limit - floorEstimate - cost), full - at, 0, [start, prev, after]);
+      return admitted(Math.max(0, r.limit - floorEstimate - cost), full - at, 0, [start, prev, after], start + (after > 0 ? 2 : 1) * W);
     }
     // Refused, so the estimate is at least 1 now (cost <= L): the full quota is ahead.
     return refused(

@@ -31,8 +31,8 @@ export const tokenBucket: Algorithm = {
     if (scaled >= need) {
       const left = scaled - need;
       // resetMs: until the bucket is full again (0 when it still is: a cost-0 request).
-      const resetMs = left >= cap ? 0 : Math.ceil((cap - left) / r.limit) + ahead;
-      return admitted(Math.floor(left / W), resetMs, 0, [now, left]);
+      const refill = Math.ceil((cap - left) / r.limit);
+      return admitted(Math.floor(left / W), left >= cap ? 0 : refill + ahead, 0, [now, left], now + refill);
     }
     return refused(
       Math.floor(scaled / W),
