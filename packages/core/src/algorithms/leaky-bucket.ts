@@ -80,7 +80,13 @@ const queue: Algorithm = {
     const wait = ahead + cost * T;
     if (wait <= max) {
       const departure = now + wait;
-      return admitted(Math.max(0, Math.floor((max - wait) / T)), Math.ceil(departure - now), Math.ceil(wait), [departure], Math.ceil(departure));
+      return admitted(
+        Math.max(0, Math.floor((max - wait) / T)),
+        Math.ceil(departure - now),
+        Math.ceil(wait),
+        [departure],
+        Math.ceil(departure),
+      );
     }
     const fits = (t: number) => backlog(state, t) + cost * T <= max;
     const retry = settle(now + Math.ceil(ahead - (max - cost * T)), fits) - now;
