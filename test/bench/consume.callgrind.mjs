@@ -8,9 +8,10 @@
 //   pnpm build && node test/bench/consume.callgrind.mjs [--calls 40000] [--warmup 40000]
 //
 // Each variant runs twice under valgrind in its own process (node --single-threaded, so no
-// background compiler or GC thread adds work that varies): after `--warmup` calls, once
-// with no further call and once with `--calls` more. The difference of the two totals
-// divided by `--calls` is the cost of one call, start-up, warm-up and exit cancelling out.
+// background compiler or GC thread adds work that varies): after `--warmup` calls and a
+// full GC, once with no further call and once with `--calls` more (then a full GC again).
+// The difference of the two totals divided by `--calls` is the cost of one call, garbage
+// collection included; start-up, warm-up and exit cancel out.
 // Needs valgrind; a few minutes (the runs are sequential).
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -55,7 +56,12 @@ async function child(variant, warmup, calls) {
   const consume = await VARIANTS[variant]();
   const req = { k: '10.0.0.1' };
   for (let i = 0; i < warmup; i++) await consume(req);
+  // Full collections on both sides of the measured calls, in both runs of a variant: the
+  // difference then holds the collection of exactly those calls' garbage, not a major GC
+  // that one run happened to start and the other did not.
+  globalThis.gc?.();
   for (let i = 0; i < calls; i++) await consume(req);
+  globalThis.gc?.();
 }
 
 /** Total instructions of one child run under callgrind. */
@@ -70,6 +76,11 @@ function total(variant, warmup, calls) {
         `--callgrind-out-file=${out}`,
         process.execPath,
         '--single-threaded',
+        '--expose-gc',
+        // Fixed seeds: the string hashes (so every Map's layout) and Math.random are the
+        // same in every run, which otherwise move the count by several hundred.
+        '--hash-seed=1',
+        '--random-seed=1',
         fileURLToPath(import.meta.url),
         '--child',
         variant,

@@ -296,7 +296,8 @@ export class MemoryStore implements Store {
   #admitAll(ops: readonly StoreOp[], t: number): Outcome[] | undefined {
     const n = ops.length;
     const checks: Check[] = new Array(n);
-    // Only read below, before anything else can run: one array per store, not per call.
+    // Only read below, before anything else can run: one array per store, not per call
+    // (its entries are tables the store holds anyway).
     const tables = this.#scratch;
     for (let i = 0; i < n; i++) {
       const op = ops[i] as StoreOp;
