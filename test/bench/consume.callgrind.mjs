@@ -12,7 +12,7 @@
 // full GC, once with no further call and once with `--calls` more (then a full GC again).
 // The difference of the two totals divided by `--calls` is the cost of one call, garbage
 // collection included; start-up, warm-up and exit cancel out.
-// Needs valgrind; a few minutes (the runs are sequential).
+// Needs valgrind; about 20 minutes on a loaded 2-core VM (the runs are sequential).
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -78,7 +78,8 @@ function total(variant, warmup, calls) {
         '--single-threaded',
         '--expose-gc',
         // Fixed seeds: the string hashes (so every Map's layout) and Math.random are the
-        // same in every run, which otherwise move the count by several hundred.
+        // same in every run. A spread of about ±1 000 per call remains between runs of the
+        // same code (docs/benchmarks.md): compare figures well apart from that.
         '--hash-seed=1',
         '--random-seed=1',
         fileURLToPath(import.meta.url),
