@@ -16,7 +16,16 @@
  */
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
-import { type Clock, checkTime, type RuleSpec, type Store, type StoreDecision, type StoreOp, sanitizeKey, unknownOptionFix } from '@tollgate/core';
+import {
+  type Clock,
+  checkTime,
+  type RuleSpec,
+  type Store,
+  type StoreDecision,
+  type StoreOp,
+  sanitizeKey,
+  unknownOptionFix,
+} from '@tollgate/core';
 import { type Command, decideArgs, parseDecisions, refundArgs, type StackCall } from './args.js';
 import { Breaker, type BreakerOptions, type BreakerState } from './breaker.js';
 import { redisChannels } from './channels.js';
