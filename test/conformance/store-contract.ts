@@ -13,6 +13,7 @@
  * dry-run), 6.1 (refund, reset, expiry) and 8.5 (calendar quotas).
  */
 import { type Clock, createLimiter, type Decision, type Limiter, ManualClock, type Rule, type Store } from '@tollgate/core';
+import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 /** What the suite's rules read from a "request". */
@@ -424,6 +425,57 @@ export function storeContract(
       }
     });
 
+    describe('resetMs is the time until the full quota is back (SPEC 3)', () => {
+      it('bug: sliding-window: one request 50 s into a 60 s window reported resetMs 70 s while a full-quota request passed 10.001 s later', async () => {
+        const l = one({ algorithm: 'sliding-window', limit: 10, window: '60s' });
+        clock.set(START + 50_000);
+        const d = await l.consume({});
+        expect(d.rules[0]?.resetMs).toBe(10_001);
+        clock.set(START + 50_000 + 10_000);
+        expect((await l.peek({}, { cost: 10 })).allowed).toBe(false);
+        clock.set(START + 50_000 + 10_001);
+        expect((await l.peek({}, { cost: 10 })).allowed).toBe(true);
+      });
+
+      for (const c of EXACTNESS_CASES) {
+        it(`${c.label}: at now + resetMs a request of the full quota passes, at now + resetMs - 1 it does not`, async () => {
+          // The full quota: the burst of a bucket, the places of a queue, else the limit.
+          const full = c.rule.burst ?? c.rule.queue ?? c.rule.limit ?? Number(String(c.rule.rate).split('/')[0]);
+          const l = one({ ...c.rule, cost: (req) => req.n ?? 1 });
+          const rnd = prng(c.label.length * 104_729 + 3);
+          let waited = 0;
+          let restored = 0;
+          let key = 0;
+          for (let step = 0; step < 100; step++) {
+            const gap = rnd() < 0.85 ? Math.floor(rnd() * (c.span / 8)) : Math.floor(rnd() * c.span);
+            clock.advance(gap);
+            const now = clock.now();
+            const req = { k: `k${key}` };
+            const d = await l.consume({ ...req, n: 1 + Math.floor(rnd() * c.maxCost) });
+            const resetMs = d.rules[0]?.resetMs as number;
+            const what = `${c.label} step ${step}: resetMs ${resetMs}`;
+            expect(Number.isInteger(resetMs) && resetMs >= 0, what).toBe(true);
+            if (resetMs > 0) {
+              waited++;
+              clock.set(now + resetMs - 1);
+              expect((await l.peek(req, { cost: full })).allowed, `${what}: not yet at +resetMs - 1`).toBe(false);
+            }
+            // At +resetMs the state may be seen as expired, and a store drops such a state
+            // when it reads it: the sequence then goes on with a fresh key.
+            if (rnd() < 0.25) {
+              clock.set(now + resetMs);
+              expect((await l.peek(req, { cost: full })).allowed, `${what}: full quota at +resetMs`).toBe(true);
+              restored++;
+              key++;
+            }
+            clock.set(now);
+          }
+          expect(restored).toBeGreaterThan(10);
+          expect(waited, 'most decisions leave something to wait for').toBeGreaterThan(40);
+        });
+      }
+    });
+
     describe('stacks (SPEC 4)', () => {
       it('all-or-nothing: when one rule rejects, the others consume nothing', async () => {
         const l = limiter([
@@ -634,6 +686,103 @@ export function storeContract(
       });
     });
 
+    describe('refunds never over-credit', () => {
+      const BUCKETS: readonly { label: string; rule: Omit<Rule<ContractReq>, 'name'>; B: number; L: number; W: number }[] = [
+        { label: 'token-bucket 3/s burst 4', rule: { algorithm: 'token-bucket', rate: '3/s', burst: 4 }, B: 4, L: 3, W: 1000 },
+        { label: 'leaky meter 4/s burst 3', rule: { algorithm: 'leaky-bucket', rate: '4/s', burst: 3 }, B: 3, L: 4, W: 1000 },
+        { label: 'leaky queue 4/s Q=3', rule: { algorithm: 'leaky-bucket', mode: 'queue', rate: '4/s', queue: 3 }, B: 3, L: 4, W: 1000 },
+      ];
+
+      for (const c of BUCKETS) {
+        it(`bug: ${c.label}: five long requests refunded after the bucket refilled and drained again let five more through at one instant`, async () => {
+          const l = limiter([{ name: 'r', key: byKey, ...c.rule, ...(c.rule.mode === 'queue' ? { queue: 5 } : { burst: 5 }) }]);
+          const long = await burst(l, 5);
+          expect(long.every((d) => d.allowed)).toBe(true);
+          // Refilled (drained) in full, then taken again by five others.
+          clock.advance(5 * Math.ceil(c.W / c.L));
+          expect((await burst(l, 5)).every((d) => d.allowed)).toBe(true);
+          for (const d of long) await l.refund({}, d);
+          // The long requests weigh nothing any more: the bucket is as the five others left it.
+          const after = await burst(l, 5);
+          expect(after.filter((d) => d.allowed)).toHaveLength(0);
+          // A refund right after its decision still gives back all of it.
+          clock.advance(5 * Math.ceil(c.W / c.L));
+          const d = await l.consume({ k: 'now' });
+          await l.refund({ k: 'now' }, d);
+          expect((await burst(l, 5, { k: 'now' })).every((x) => x.allowed)).toBe(true);
+        });
+
+        it(`${c.label}: under any sequence of consumes and refunds no interval T admits more than B + r·T counted units`, async () => {
+          let run = 0;
+          // Instants apart by nothing, a little, or long enough to refill in full; at each, a
+          // few refunds of earlier decisions, then a few consumes.
+          const instant = fc.record({
+            gap: fc.oneof(fc.constant(0), fc.nat({ max: 300 }), fc.nat({ max: 3000 })),
+            refunds: fc.array(fc.nat(), { maxLength: 3 }),
+            costs: fc.array(fc.integer({ min: 1, max: c.B }), { maxLength: c.B + 1 }),
+          });
+          await fc.assert(
+            fc.asyncProperty(fc.array(instant, { minLength: 1, maxLength: 12 }), async (instants) => {
+              const req = { k: `p${++run}` };
+              const l = one({ ...c.rule, cost: (x) => x.n ?? 1 });
+              const admitted: { at: number; cost: number; d: Decision; refunded: boolean }[] = [];
+              clock.set(START);
+              for (const st of instants) {
+                clock.advance(st.gap);
+                for (const pick of st.refunds) {
+                  const open = admitted.filter((a) => !a.refunded);
+                  const a = open[pick % Math.max(1, open.length)];
+                  if (a === undefined) continue;
+                  a.refunded = true;
+                  await l.refund(req, a.d);
+                }
+                for (const cost of st.costs) {
+                  const d = await l.consume({ ...req, n: cost });
+                  if (d.allowed) admitted.push({ at: clock.now(), cost, d, refunded: false });
+                }
+              }
+              // Counted: admitted and not refunded. For every interval [s, e] between two of
+              // them: units·W <= B·W + L·(e - s), i.e. units <= B + r·T, in integers.
+              const counted = admitted.filter((a) => !a.refunded);
+              for (let i = 0; i < counted.length; i++) {
+                let units = 0;
+                for (let j = i; j < counted.length; j++) {
+                  const x = counted[j] as (typeof counted)[number];
+                  units += x.cost;
+                  const T = x.at - (counted[i] as (typeof counted)[number]).at;
+                  expect(units * c.W, `${units} units in ${T} ms`).toBeLessThanOrEqual(c.B * c.W + c.L * T);
+                }
+              }
+            }),
+            { numRuns: 100 },
+          );
+        });
+      }
+
+      for (const c of ALGORITHM_CASES) {
+        // The window algorithms lost it (the buckets did not: they are checked alike).
+        const bucket = c.rule.algorithm === 'token-bucket' || c.rule.algorithm === 'leaky-bucket';
+        const title = bucket
+          ? 'a refund after the clock stepped back gives the unit back'
+          : 'bug: a refund after the clock stepped back was lost';
+        it(`${c.label}: ${title}`, async () => {
+          const l = one(c.rule);
+          // 100 ms into a window, then back 200 ms into the one before.
+          clock.set(START + 1100);
+          expect((await burst(l, 2)).every((d) => d.allowed)).toBe(true);
+          clock.set(START + 900);
+          // Admitted until the limit, at the earlier reading.
+          const back = await burst(l, 5);
+          const d = back.filter((x) => x.allowed).pop() as Decision;
+          expect(d?.allowed).toBe(true);
+          expect(back[4]?.allowed).toBe(false);
+          await l.refund({}, d);
+          expect((await l.consume({})).allowed, 'the refunded unit is back').toBe(true);
+          expect((await l.consume({})).allowed).toBe(false);
+        });
+      }
+    });
+
     describe('reset, peek, expiry', () => {
       for (const c of ALGORITHM_CASES) {
         it(`${c.label}: reset forgets the key`, async () => {
@@ -707,6 +856,35 @@ export function storeContract(
           const d = await l.consume({ k: 'back' });
           const fresh = await l.consume({ k: 'never-seen' });
           expect(figures(d)).toEqual(figures(fresh));
+        });
+      }
+    });
+
+    describe('a clock that gives no time', () => {
+      for (const c of ALGORITHM_CASES) {
+        it(`bug: ${c.label}: a clock returning NaN, Infinity or a non-number admitted everything (or errored every Redis call)`, async () => {
+          const l = limiter([{ name: 'r', key: byKey, ...c.rule, limit: 3 }]);
+          const admittedBefore = await l.consume({ k: 'good' });
+          expect(admittedBefore.allowed).toBe(true);
+          for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, '5', undefined, null]) {
+            const what = String(bad);
+            const viaLimiter = limiter([{ name: 'r', key: byKey, ...c.rule, limit: 3 }], { now: () => bad as number });
+            // The limiter's clock, and the store's own clock when the limiter has none.
+            clock.set(bad as number);
+            const viaStore = createLimiter<ContractReq>({ rules: [{ name: 'r', key: byKey, ...c.rule, limit: 3 }], store, prefix });
+            for (const lim of [viaLimiter, viaStore]) {
+              for (let i = 0; i < 20; i++) {
+                await expect(lim.consume({ k: 'bad' }), what).rejects.toMatchObject({ code: 'TG_INVALID_TIME' });
+              }
+              await expect(lim.peek({ k: 'bad' }), what).rejects.toMatchObject({ code: 'TG_INVALID_TIME' });
+              await expect(lim.refund({ k: 'good' }, admittedBefore), what).rejects.toMatchObject({ code: 'TG_INVALID_TIME' });
+            }
+            clock.set(START);
+          }
+          // Nothing was written or given back: the good key still holds its one request, the
+          // bad key is untouched.
+          expect((await l.peek({ k: 'good' })).rules[0]?.remaining).toBe(1);
+          expect((await l.peek({ k: 'bad' })).rules[0]?.remaining).toBe(2);
         });
       }
     });

@@ -2,10 +2,33 @@
  * Clocks. Every place tollgate reads time asks a `Clock`, so tests drive a
  * `ManualClock` instead of sleeping.
  */
+import { describe, TollgateError } from './errors.js';
 
 /** A source of time in milliseconds. */
 export interface Clock {
   now(): number;
+}
+
+/**
+ * `t` when it is a time (a finite number of ms), else a `TG_INVALID_TIME` error: a clock
+ * returning NaN, Infinity or a non-number would otherwise make every comparison false and
+ * admit everything. Stores call it on every time they are given or read, so a bad clock
+ * fails the store call (the failure policy or the error handler decides, never an
+ * admission). Exported for stores.
+ */
+export function checkTime(t: unknown, where: string): number {
+  // `t - t` is 0 for every finite number and NaN for NaN and ±Infinity.
+  if (typeof t === 'number' && t - t === 0) return t;
+  throw new TollgateError(
+    'TG_INVALID_TIME',
+    `${where}: expected the time as a finite number of ms, received ${describe(t)}. Fix the clock (Clock.now() must return a number such as Date.now()).`,
+    {
+      path: where,
+      expected: 'a finite number of ms',
+      received: describe(t),
+      fix: 'Fix the clock: Clock.now() must return a number such as Date.now().',
+    },
+  );
 }
 
 /** Wall-clock time (`Date.now()`), the default. */

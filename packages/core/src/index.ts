@@ -8,7 +8,7 @@
 export type { Algorithm, Check, State } from './algorithms/index.js';
 export { algorithms } from './algorithms/index.js';
 export { guardAppFn, guardRules, isAppError, markAppError } from './app-errors.js';
-export { type Clock, ManualClock, systemClock } from './clock.js';
+export { type Clock, checkTime, ManualClock, systemClock } from './clock.js';
 export {
   acquireWhileConnected,
   type ConcurrencyFigures,

@@ -220,10 +220,31 @@ function parseForwardedElement(element: string): string | undefined {
     return undefined;
   }
   if (parsed.length !== 1) return undefined;
-  const node = parsed[0]?.for;
+  const params = parsed[0] as Record<string, string | undefined>;
+  // RFC 7239 section 4: a parameter must not occur twice in one element. The parser keeps
+  // the last value of a repeated one, so an element is malformed when it names fewer
+  // parameters than it has pairs (`for=6.6.6.6;for=198.51.100.7`).
+  if (Object.keys(params).length !== pairCount(s)) return undefined;
+  const node = params.for;
   // `unknown` and obfuscated identifiers (`_hidden`) name no address: the walk ends.
   if (node === undefined || node.length === 0 || node.length > MAX_NODE_CHARS) return undefined;
   return parseNode(node);
+}
+
+/** The `name=value` pairs of a well-formed element: its `;` outside quoted strings, plus one. */
+function pairCount(element: string): number {
+  let pairs = 1;
+  let quoted = false;
+  for (let i = 0; i < element.length; i++) {
+    const c = element.charCodeAt(i);
+    if (quoted) {
+      // A quoted-pair: the next character is literal.
+      if (c === 0x5c) i++;
+      else if (c === 0x22) quoted = false;
+    } else if (c === 0x22) quoted = true;
+    else if (c === 0x3b) pairs++;
+  }
+  return pairs;
 }
 
 /**

@@ -246,6 +246,18 @@ export function createLimiter<R = unknown>(options: LimiterOptions<R>): Limiter<
 function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | undefined, prefix: string, defaultKey: KeyFn<R>): Limiter<R> {
   const n = compiled.length;
   const keyFns = compiled.map((c) => c.key ?? defaultKey);
+  // Each rule's last key string and its sanitised form: a key is mostly the same string
+  // request after request (a tenant, a route, a constant), and sanitising it again (a
+  // scan, or a hash lookup for 'GET /') is most of what a rule's key costs.
+  const lastRaw: (string | undefined)[] = new Array(n).fill(undefined);
+  const lastKey: string[] = new Array(n).fill('');
+  function keyOf(i: number, raw: string): string {
+    if (raw === lastRaw[i]) return lastKey[i] as string;
+    const key = sanitizeKey(raw);
+    lastRaw[i] = raw;
+    lastKey[i] = key;
+    return key;
+  }
 
   function resolve(req: R, cost?: number): StoreOp[] {
     if (n === 1) {
@@ -254,7 +266,7 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
       if (k === undefined || k === null) return [];
       const rule = compiled[0] as CompiledRule<R>;
       const raw = typeof k === 'string' ? k : String(k);
-      return [{ rule: rule.spec, key: sanitizeKey(raw), raw, cost: resolveCost(rule, req, cost) }];
+      return [{ rule: rule.spec, key: keyOf(0, raw), raw, cost: resolveCost(rule, req, cost) }];
     }
     const ops: StoreOp[] = [];
     for (let i = 0; i < n; i++) {
@@ -262,7 +274,7 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
       if (k === undefined || k === null) continue;
       const rule = compiled[i] as CompiledRule<R>;
       const raw = typeof k === 'string' ? k : String(k);
-      ops.push({ rule: rule.spec, key: sanitizeKey(raw), raw, cost: resolveCost(rule, req, cost) });
+      ops.push({ rule: rule.spec, key: keyOf(i, raw), raw, cost: resolveCost(rule, req, cost) });
     }
     return ops;
   }

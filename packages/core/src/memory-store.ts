@@ -13,7 +13,7 @@
  *   at a million keys, key string included (docs/benchmarks.md).
  */
 import { algorithms, type Check, type State } from './algorithms/index.js';
-import { type Clock, systemClock } from './clock.js';
+import { type Clock, checkTime, systemClock } from './clock.js';
 import { channels, type HeldEvictionMessage } from './diagnostics.js';
 import { configError, describe, TollgateError } from './errors.js';
 import { ObjectTable, SlabTable, STATE_WIDTH, type Table } from './memory-table.js';
@@ -40,6 +40,8 @@ export interface MemoryStoreOptions {
 }
 
 const EVICT_SCAN = 8;
+/** Rules whose tables are found by identity before the map is asked. */
+const RECENT_RULES = 8;
 
 /**
  * The default, in-process store: every decision is synchronous, so a stack is atomic
@@ -56,8 +58,10 @@ export class MemoryStore implements Store {
   readonly #clock: Clock;
   /** One table per rule id, so keys never need joining with the rule's name. */
   readonly #tables = new Map<string, Table>();
-  #lastRule: RuleSpec | undefined;
-  #lastTable: Table | undefined;
+  /** The tables of the rules last asked for, by rule identity (a stack asks for the same few). */
+  #recentRules: RuleSpec[] = [];
+  #recentTables: Table[] = [];
+  readonly #scratch: Table[] = [];
   /** Latest time seen, so the sweep works on the limiter's clock too. */
   #latest = 0;
   /** Whether a limiter has passed its own time; then the sweep must not read this store's clock. */
@@ -120,7 +124,7 @@ export class MemoryStore implements Store {
     if (this.#closed)
       throw new TollgateError('TG_STORE_CLOSED', 'MemoryStore: used after close(). Create a new store, or stop calling this one.');
     if (now !== undefined) this.#external = true;
-    const t = now ?? this.#clock.now();
+    const t = checkTime(now ?? this.#clock.now(), 'MemoryStore: now');
     if (t > this.#latest) this.#latest = t;
     return t;
   }
@@ -136,12 +140,17 @@ export class MemoryStore implements Store {
 
   /** The table of a rule's states (made on first use). */
   #table(r: RuleSpec): Table {
-    // A one-rule limiter asks for the same rule's table on every decision.
-    if (r === this.#lastRule) return this.#lastTable as Table;
+    // A limiter asks for the same rules' tables on every decision: found by identity.
+    const recent = this.#recentRules;
+    for (let i = 0; i < recent.length; i++) if (recent[i] === r) return this.#recentTables[i] as Table;
     const t = this.#tables.get(r.id);
     if (t !== undefined && t.algorithm === r.algorithm) {
-      this.#lastRule = r;
-      this.#lastTable = t;
+      if (recent.length >= RECENT_RULES) {
+        recent.length = 0;
+        this.#recentTables.length = 0;
+      }
+      recent.push(r);
+      this.#recentTables.push(t);
       return t;
     }
     // Rules sharing an id (a group) normally share an algorithm; one with another algorithm
@@ -175,6 +184,13 @@ export class MemoryStore implements Store {
       return;
     }
     if (t.write(key, s, b, x, hold) && this.size > this.maxKeys) this.#evict(t, key, now);
+  }
+
+  /** Writes an admitting check's new state, with the expiry the check worked out (`c.x`). */
+  #put(t: Table, key: string, c: Check, now: number): void {
+    const s = c.next as State;
+    if (c.x <= now) t.delete(key);
+    else if (t.write(key, s, 0, c.x, false) && this.size > this.maxKeys) this.#evict(t, key, now);
   }
 
   /**
@@ -248,7 +264,7 @@ export class MemoryStore implements Store {
         // #evict). Same figures as checkRule.
         const c = algorithms[r.algorithm].check(s, t, r, op.cost);
         if (c.allowed) {
-          if (c.next !== undefined) this.#setIn(table, r, op.key, c.next, 0, t, false);
+          this.#put(table, op.key, c, t);
           return { allowed: true, now: t, outcomes: [c] };
         }
         if (c.next === undefined && r.blockForMs === 0) {
@@ -290,7 +306,9 @@ export class MemoryStore implements Store {
   #admitAll(ops: readonly StoreOp[], t: number): Outcome[] | undefined {
     const n = ops.length;
     const checks: Check[] = new Array(n);
-    const tables: Table[] = new Array(n);
+    // Only read below, before anything else can run: one array per store, not per call
+    // (its entries are tables the store holds anyway).
+    const tables = this.#scratch;
     for (let i = 0; i < n; i++) {
       const op = ops[i] as StoreOp;
       const r = op.rule;
@@ -305,11 +323,7 @@ export class MemoryStore implements Store {
     }
     // All states are read before any is written, as in decideStack (two rules of one group
     // may name the same key).
-    for (let i = 0; i < n; i++) {
-      const op = ops[i] as StoreOp;
-      const next = (checks[i] as Check).next;
-      if (next !== undefined) this.#setIn(tables[i] as Table, op.rule, op.key, next, 0, t, false);
-    }
+    for (let i = 0; i < n; i++) this.#put(tables[i] as Table, (ops[i] as StoreOp).key, checks[i] as Check, t);
     return checks;
   }
 
@@ -362,8 +376,8 @@ export class MemoryStore implements Store {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
     this.#tables.clear();
-    this.#lastRule = undefined;
-    this.#lastTable = undefined;
+    this.#recentRules = [];
+    this.#recentTables = [];
     this.#closed = true;
     return Promise.resolve();
   }

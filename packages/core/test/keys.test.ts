@@ -129,6 +129,15 @@ describe('ip() walking RFC 7239 Forwarded', () => {
     expect(key(req('127.0.0.1', { forwarded: 'for="unterminated' }))).toBe('127.0.0.1');
     expect(key(req('127.0.0.1', { forwarded: 'for=[2001:db8::1]' }))).toBe('127.0.0.1');
   });
+  it('bug: an element with a repeated parameter (for=6.6.6.6;for=198.51.100.7) was accepted, taking the last value', () => {
+    // RFC 7239 section 4: such an element is malformed, so the walk ends at the last hop before it.
+    expect(key(req('127.0.0.1', { forwarded: 'for=6.6.6.6;for=198.51.100.7' }))).toBe('127.0.0.1');
+    expect(key(req('127.0.0.1', { forwarded: 'for=6.6.6.6;FOR=198.51.100.7, for=10.0.0.2' }))).toBe('10.0.0.2');
+    expect(key(req('127.0.0.1', { forwarded: 'for=198.51.100.7;proto=http;proto=https' }))).toBe('127.0.0.1');
+    // A ';' inside a quoted value is not a separator: one pair each, well formed.
+    expect(key(req('127.0.0.1', { forwarded: 'by="a;b";for=198.51.100.7' }))).toBe('198.51.100.7');
+    expect(key(req('127.0.0.1', { forwarded: 'by="a\\";for=6.6.6.6";for=198.51.100.7' }))).toBe('198.51.100.7');
+  });
   it('stays bounded on huge values', () => {
     const huge = Array.from({ length: 10_000 }, () => 'for=10.0.0.3').join(', ');
     const start = performance.now();

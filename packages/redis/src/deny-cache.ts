@@ -27,6 +27,8 @@ interface CacheEntry {
 export class DenyCache {
   readonly maxEntries: number;
   readonly #map = new Map<string, CacheEntry>();
+  /** The signatures remembered per Redis key, so a write to the key drops them. */
+  readonly #byKey = new Map<string, string[]>();
   readonly #localNow: () => number;
 
   constructor(maxEntries: number, localNow: () => number) {
@@ -43,7 +45,9 @@ export class DenyCache {
     const e = this.#map.get(sig);
     if (e === undefined) return undefined;
     const given = now !== undefined;
-    const t = given ? now : e.at + (this.#localNow() - e.localAt);
+    // On Redis time, the time elapsed locally in whole ms (Redis' TIME is read in whole ms):
+    // the answer's figures are whole ms like Redis' own, never 287.58.
+    const t = given ? now : e.at + Math.floor(this.#localNow() - e.localAt);
     if (given !== e.given || t >= e.until || t < e.at) {
       this.#map.delete(sig);
       return undefined;
@@ -60,8 +64,23 @@ export class DenyCache {
     return { allowed: false, now: t, outcomes };
   }
 
+  /**
+   * Forgets the rejections of every stack that shares a key with a decision that wrote
+   * (an admission, a penalty or a block): its figures describe a state that is gone. Without
+   * this, a cost-1 rejection replayed after a cost-2 admission on the same key reported the
+   * wait from before that admission.
+   */
+  written(keys: readonly string[]): void {
+    for (const k of keys) {
+      const sigs = this.#byKey.get(k);
+      if (sigs === undefined) continue;
+      for (const sig of sigs) this.#map.delete(sig);
+      this.#byKey.delete(k);
+    }
+  }
+
   /** Records a rejection Redis made, when it may be answered locally later. */
-  remember(sig: string, ops: readonly StoreOp[], d: StoreDecision, given: boolean): void {
+  remember(sig: string, ops: readonly StoreOp[], keys: readonly string[], d: StoreDecision, given: boolean): void {
     if (d.allowed) return;
     let until = Number.POSITIVE_INFINITY;
     for (let i = 0; i < ops.length; i++) {
@@ -89,9 +108,18 @@ export class DenyCache {
       (ops[i] as StoreOp).rule.blockForMs > 0 && o.reason === 'limit' ? { ...o, reason: 'blocked' as const } : o,
     );
     this.#map.set(sig, { at: d.now, localAt: this.#localNow(), given, until, decision: { ...d, outcomes } });
+    // The index keeps signatures of entries since dropped; it is emptied (with the cache)
+    // before it outgrows a few per entry.
+    if (this.#byKey.size >= 4 * this.maxEntries) this.clear();
+    for (const k of keys) {
+      const sigs = this.#byKey.get(k);
+      if (sigs === undefined) this.#byKey.set(k, [sig]);
+      else if (!sigs.includes(sig)) sigs.push(sig);
+    }
   }
 
   clear(): void {
     this.#map.clear();
+    this.#byKey.clear();
   }
 }

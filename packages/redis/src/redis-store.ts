@@ -16,7 +16,16 @@
  */
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
-import { type Clock, type RuleSpec, type Store, type StoreDecision, type StoreOp, sanitizeKey, unknownOptionFix } from '@tollgate/core';
+import {
+  type Clock,
+  checkTime,
+  type RuleSpec,
+  type Store,
+  type StoreDecision,
+  type StoreOp,
+  sanitizeKey,
+  unknownOptionFix,
+} from '@tollgate/core';
 import { type Command, decideArgs, parseDecisions, refundArgs, type StackCall } from './args.js';
 import { Breaker, type BreakerOptions, type BreakerState } from './breaker.js';
 import { redisChannels } from './channels.js';
@@ -357,6 +366,12 @@ export class RedisStore extends EventEmitter implements Store {
     return redisKey(this.prefix, rule.id, key, tag === undefined || tag === null ? undefined : sanitizeKey(String(tag)));
   }
 
+  /** The supplied time (given, or the store's clock), checked; undefined for Redis time. */
+  #time(now: number | undefined): number | undefined {
+    if (now === undefined && this.#clock === undefined) return undefined;
+    return checkTime(now ?? this.#clock?.now(), 'RedisStore: now');
+  }
+
   consume(ops: readonly StoreOp[], now?: number): Promise<StoreDecision> {
     return this.#decide('c', ops, now);
   }
@@ -369,7 +384,8 @@ export class RedisStore extends EventEmitter implements Store {
     if (this.#closed) throw closedError();
     if (ops.length === 0) return;
     this.#deny?.clear();
-    const t = now ?? this.#clock?.now();
+    const t = this.#time(now);
+    checkTime(at, 'RedisStore.refund: at');
     if (!this.#breaker.tryCall()) {
       // Decisions are being made locally: give back there.
       if (this.onStoreError === 'local') await this.#local.store.refund(this.#local.ops(ops), at, t);
@@ -419,7 +435,7 @@ export class RedisStore extends EventEmitter implements Store {
   #decide(cmd: 'c' | 'p', ops: readonly StoreOp[], now: number | undefined): Promise<StoreDecision> {
     try {
       if (this.#closed) throw closedError();
-      const t = now ?? this.#clock?.now();
+      const t = this.#time(now);
       if (ops.length === 0) return Promise.resolve({ allowed: true, now: t ?? Date.now(), outcomes: [] });
       const n = ops.length;
       const keys: string[] = new Array(n);
@@ -457,7 +473,10 @@ export class RedisStore extends EventEmitter implements Store {
   /** Bookkeeping of a decision Redis made: the breaker, and the deny cache for a refusal. */
   #answered(cmd: 'c' | 'p', ops: readonly StoreOp[], keys: readonly string[], t: number | undefined, d: StoreDecision): void {
     this.#breaker.success();
-    if (cmd === 'c' && !d.allowed && this.#deny !== undefined) this.#deny.remember(signature(ops, keys), ops, d, t !== undefined);
+    const deny = this.#deny;
+    if (cmd !== 'c' || deny === undefined) return;
+    if (deny.size > 0 && (d.allowed || ops.some((op) => op.rule.countRejected || op.rule.blockForMs > 0))) deny.written(keys);
+    if (!d.allowed) deny.remember(signature(ops, keys), ops, keys, d, t !== undefined);
   }
 
   /** Decides `ops` in Redis: one script per slot group. */

@@ -160,6 +160,48 @@ describe('local deny cache', () => {
     expect(await evalshaCalls()).toBe(before + 1);
   });
 
+  it('bug: answers from the deny cache on Redis time gave fractional retryAfterMs and resetMs (e.g. 287.58), not whole ms like Redis', async () => {
+    const store = new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:' });
+    const l = createLimiter({ rules, store, prefix: `dc${n++}` });
+    await l.consume({});
+    await l.consume({});
+    const first = await l.consume({});
+    expect(first.allowed).toBe(false);
+    const before = await evalshaCalls();
+    for (let i = 0; i < 5; i++) {
+      // Some local time passes between answers (performance.now() is fractional).
+      await new Promise((r) => setTimeout(r, 3));
+      const local = await l.consume({});
+      expect(local.allowed).toBe(false);
+      for (const x of [local.retryAfterMs, local.at, local.rules[0]?.retryAfterMs, local.rules[0]?.resetMs]) {
+        expect(Number.isInteger(x), `${x} is whole ms`).toBe(true);
+      }
+      expect(local.retryAfterMs).toBeLessThanOrEqual(first.retryAfterMs);
+    }
+    expect(await evalshaCalls(), 'answered by the deny cache').toBe(before);
+    await store.close();
+  });
+
+  it('bug: the deny cache replayed a rejection from before an admission of another cost on the same key (stale remaining)', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const store = new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:', clock });
+    const l = createLimiter<{ n: number }>({
+      rules: [{ name: 'r', key: () => 'k', algorithm: 'fixed-window', limit: 3, window: '10s', cost: (req) => req.n }],
+      store,
+      clock,
+      prefix: `dc${n++}`,
+    });
+    expect((await l.consume({ n: 1 })).allowed).toBe(true);
+    const first = await l.consume({ n: 3 });
+    expect(first).toMatchObject({ allowed: false });
+    expect(first.rules[0]?.remaining).toBe(2);
+    expect((await l.consume({ n: 2 })).allowed).toBe(true);
+    const again = await l.consume({ n: 3 });
+    expect(again.allowed).toBe(false);
+    expect(again.rules[0]?.remaining, 'as Redis would answer now').toBe(0);
+    await store.close();
+  });
+
   it('is cleared by a refund and a reset through the store, and is off with denyCache: false', async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
     const store = new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:', clock });
@@ -198,10 +240,13 @@ describe('local deny cache', () => {
     const d = await lenient.consume({});
     expect(d.allowed).toBe(true);
     expect(d.rules[0]?.remaining).toBe(3);
-    // The strict limiter's own repeat is still answered locally.
+    // The lenient admission wrote the shared key, so the strict limiter's cached refusal
+    // describes a state that is gone: its repeat asks Redis once, and the next is local.
     const before = await evalshaCalls();
     expect((await strict.consume({})).allowed).toBe(false);
-    expect(await evalshaCalls()).toBe(before);
+    expect(await evalshaCalls()).toBe(before + 1);
+    expect((await strict.consume({})).allowed).toBe(false);
+    expect(await evalshaCalls()).toBe(before + 1);
   });
 
   it('does not cache a stack with a rule that counts rejected requests (the store would count them)', async () => {

@@ -67,7 +67,7 @@ export const fixedWindow: Algorithm = {
     const end = r.align === 'first-request' ? start + r.windowMs : windowEnd(start, r);
     if (count + cost <= r.limit) {
       const used = count + cost;
-      return admitted(r.limit - used, used > 0 ? end - now : 0, 0, [start, used]);
+      return admitted(r.limit - used, used > 0 ? end - now : 0, 0, [start, used], end);
     }
     return refused(r.limit - count, end - now, end - now, r.countRejected ? [start, count + cost] : undefined);
   },
@@ -75,7 +75,10 @@ export const fixedWindow: Algorithm = {
   refund(state, now, r, cost, at) {
     const start = state[0] as number;
     const end = r.align === 'first-request' ? start + r.windowMs : windowEnd(start, r);
-    if (at < start || at >= end || now >= end) return state;
+    // A clock behind the stored window (it stepped back) was behind it at the decision too:
+    // the request was counted in that window.
+    const t = now < start ? start : at;
+    if (t < start || t >= end || now >= end) return state;
     return [start, Math.max(0, (state[1] as number) - cost)];
   },
 

@@ -14,7 +14,7 @@
  * rounding, a request is still refused at retryAfterMs - 1 and admitted at retryAfterMs.
  */
 import type { RuleSpec } from '../types.js';
-import { type Algorithm, admitted, refused } from './types.js';
+import { type Algorithm, admitted, refused, type State } from './types.js';
 
 const interval = (r: RuleSpec): number => r.windowMs / r.limit;
 
@@ -36,6 +36,18 @@ function backlog(state: number[] | undefined, now: number): number {
   return state === undefined ? 0 : Math.max(0, (state[0] as number) - now);
 }
 
+/**
+ * Both readings' refund: the stored time moves back by what the request still weighs, its
+ * c·T less the time that has drained since it was admitted (a clock reading before `at`
+ * counts as no time passing), never more. What has drained was already given back by time:
+ * crediting it again is how five requests refunded after the bucket refilled and drained
+ * again let five more through at one instant.
+ */
+function giveBack(state: State, now: number, r: RuleSpec, cost: number, at: number): State {
+  const weight = Math.max(0, cost * interval(r) - Math.max(0, now - at));
+  return [Math.max(now, (state[0] as number) - weight)];
+}
+
 const meter: Algorithm = {
   check(state, now, r, cost) {
     const T = interval(r);
@@ -43,7 +55,9 @@ const meter: Algorithm = {
     const ahead = backlog(state, now);
     const level = ahead + cost * T;
     if (level <= tol) {
-      return admitted(Math.floor((tol - level) / T), Math.ceil(level), 0, [now + level]);
+      // resetMs from the time stored (rounded), so that at now + resetMs it has passed.
+      const tat = now + level;
+      return admitted(Math.floor((tol - level) / T), Math.ceil(tat - now), 0, [tat], Math.ceil(tat));
     }
     // The same test this function makes at a later whole ms t (state unchanged).
     const fits = (t: number) => backlog(state, t) + cost * T <= tol;
@@ -51,10 +65,7 @@ const meter: Algorithm = {
     return refused(Math.max(0, Math.floor((tol - ahead) / T)), Math.ceil(ahead), retry, r.countRejected ? [now + level] : undefined);
   },
 
-  refund(state, now, r, cost) {
-    const tat = Math.max(now, (state[0] as number) - cost * interval(r));
-    return [tat];
-  },
+  refund: giveBack,
 
   expiresAt(state) {
     return Math.ceil(state[0] as number);
@@ -68,17 +79,21 @@ const queue: Algorithm = {
     const ahead = backlog(state, now);
     const wait = ahead + cost * T;
     if (wait <= max) {
-      const delay = Math.ceil(wait);
-      return admitted(Math.max(0, Math.floor((max - wait) / T)), delay, delay, [now + wait]);
+      const departure = now + wait;
+      return admitted(
+        Math.max(0, Math.floor((max - wait) / T)),
+        Math.ceil(departure - now),
+        Math.ceil(wait),
+        [departure],
+        Math.ceil(departure),
+      );
     }
     const fits = (t: number) => backlog(state, t) + cost * T <= max;
     const retry = settle(now + Math.ceil(ahead - (max - cost * T)), fits) - now;
     return refused(Math.max(0, Math.floor((max - ahead) / T)), Math.ceil(ahead), retry, undefined);
   },
 
-  refund(state, now, r, cost) {
-    return [Math.max(now, (state[0] as number) - cost * interval(r))];
-  },
+  refund: giveBack,
 
   expiresAt(state) {
     return Math.ceil(state[0] as number);

@@ -22,7 +22,8 @@ export const slidingLog: Algorithm = {
     }
     if (sum + cost <= r.limit) {
       const newest = cost > 0 ? now : sum > 0 ? ((state as State)[(state as State).length - 2] as number) : now - W;
-      return admitted(r.limit - sum - cost, newest + W - at, 0, append(state, first, now, cost));
+      const next = append(state, first, now, cost);
+      return admitted(r.limit - sum - cost, newest + W - at, 0, next, next.length > 0 ? (next[next.length - 2] as number) + W : 0);
     }
     // The earliest time enough entries have expired for `cost` to fit.
     const s = state as State;
@@ -39,16 +40,21 @@ export const slidingLog: Algorithm = {
     return refused(Math.max(0, r.limit - sum), newest + W - at, retryAt - at, r.countRejected ? append(s, first, now, cost) : undefined);
   },
 
-  refund(state, _now, _r, cost, at) {
+  refund(state, now, _r, cost, at) {
+    // A clock behind the newest entry (it stepped back) was behind it at the decision too,
+    // and no decision since has added a later entry: the request was merged into that entry
+    // (time going backwards is no time passing), not recorded at `at`.
+    const newest = state[state.length - 2] as number;
+    const t = now < newest && at < newest ? newest : at;
     for (let i = state.length - 2; i >= 0; i -= 2) {
-      if (state[i] === at) {
+      if (state[i] === t) {
         const next = state.slice();
         const left = (state[i + 1] as number) - cost;
         if (left > 0) next[i + 1] = left;
         else next.splice(i, 2);
         return next.length > 0 ? next : undefined;
       }
-      if ((state[i] as number) < at) break;
+      if ((state[i] as number) < t) break;
     }
     return state;
   },

@@ -34,22 +34,26 @@ export const slidingWindow: Algorithm = {
     const floorEstimate = Math.floor(scaled / W);
     if (scaled < (r.limit - cost + 1) * W) {
       const after = cur + cost;
-      const resetMs = after > 0 ? start + 2 * W - at : prev > 0 ? start + W - at : 0;
-      return admitted(Math.max(0, r.limit - floorEstimate - cost), resetMs, 0, [start, prev, after]);
+      // resetMs: until the full quota is back, i.e. until a request of cost L would pass:
+      // floor(estimate) = 0, room 1 (not until the state is forgotten, a window later).
+      const full = prev * (W - e) + after * W < W ? at : retryAt(start, prev, after, W, 1);
+      return admitted(Math.max(0, r.limit - floorEstimate - cost), full - at, 0, [start, prev, after], start + (after > 0 ? 2 : 1) * W);
     }
-    const resetMs = cur > 0 ? start + 2 * W - at : start + W - at;
+    // Refused, so the estimate is at least 1 now (cost <= L): the full quota is ahead.
     return refused(
       Math.max(0, r.limit - floorEstimate),
-      resetMs,
+      retryAt(start, prev, cur, W, 1) - at,
       retryAt(start, prev, cur, W, r.limit - cost + 1) - at,
       r.countRejected ? [start, prev, cur + cost] : undefined,
     );
   },
 
-  refund(state, _now, r, cost, at) {
+  refund(state, now, r, cost, at) {
     const W = r.windowMs;
     const start = state[0] as number;
-    const atStart = at - (at % W);
+    // A clock behind the stored window (it stepped back) was behind it at the decision too,
+    // and no decision since has moved the window: the request was counted in it.
+    const atStart = now < start ? start : at - (at % W);
     if (atStart === start) return [start, state[1] as number, Math.max(0, (state[2] as number) - cost)];
     if (atStart === start - W) return [start, Math.max(0, (state[1] as number) - cost), state[2] as number];
     return state;

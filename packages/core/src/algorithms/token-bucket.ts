@@ -30,7 +30,9 @@ export const tokenBucket: Algorithm = {
     const ahead = now - at;
     if (scaled >= need) {
       const left = scaled - need;
-      return admitted(Math.floor(left / W), Math.ceil((cap - left) / r.limit) + ahead, 0, [now, left]);
+      // resetMs: until the bucket is full again (0 when it still is: a cost-0 request).
+      const refill = Math.ceil((cap - left) / r.limit);
+      return admitted(Math.floor(left / W), left >= cap ? 0 : refill + ahead, 0, [now, left], now + refill);
     }
     return refused(
       Math.floor(scaled / W),
@@ -40,9 +42,18 @@ export const tokenBucket: Algorithm = {
     );
   },
 
-  refund(state, now, r, cost) {
+  refund(state, now, r, cost, at) {
     const cur = level(state, now, r);
-    return [cur.now, Math.min(r.burst * r.windowMs, cur.scaled + cost * r.windowMs)];
+    const W = r.windowMs;
+    // A refund gives back what the request still weighs: its cost less what the bucket has
+    // refilled since it was admitted (L scaled units per ms), never more; refilled tokens
+    // were already given back by time. Measured from `at`, the decision's clock reading,
+    // which is never after the time the request was taken at, so the weight is never
+    // overstated; except when the clock is behind the stored time (it stepped back): no
+    // decision since moved that time, so it is the request's own, and nothing has refilled.
+    const elapsed = now < (state[0] as number) ? 0 : Math.max(0, now - at);
+    const weight = Math.max(0, cost * W - r.limit * elapsed);
+    return [cur.now, Math.min(r.burst * W, cur.scaled + weight)];
   },
 
   expiresAt(state, r) {

@@ -16,6 +16,11 @@ export interface Check extends Outcome {
    * nothing to write.
    */
   next: State | undefined;
+  /**
+   * On an admission, when `next` stops mattering: `expiresAt(next)`, which the check knows
+   * for nothing (a store writing `next` needs it for its expiry).
+   */
+  x: number;
 }
 
 export interface Algorithm {
@@ -27,10 +32,10 @@ export interface Algorithm {
   expiresAt(state: State, r: RuleSpec): number;
 }
 
-export function admitted(remaining: number, resetMs: number, delayMs: number, next: State): Check {
-  return { allowed: true, remaining, resetMs, retryAfterMs: 0, delayMs, reason: undefined, next };
+export function admitted(remaining: number, resetMs: number, delayMs: number, next: State, x: number): Check {
+  return { allowed: true, remaining, resetMs, retryAfterMs: 0, delayMs, reason: undefined, next, x };
 }
 
 export function refused(remaining: number, resetMs: number, retryAfterMs: number, next: State | undefined): Check {
-  return { allowed: false, remaining, resetMs, retryAfterMs, delayMs: 0, reason: 'limit', next };
+  return { allowed: false, remaining, resetMs, retryAfterMs, delayMs: 0, reason: 'limit', next, x: 0 };
 }

@@ -79,6 +79,8 @@ ALG['f'] = {
   refund = function(state, now, r, cost, at)
     local start = state[1]
     local e = fw_window_end(start, r)
+    -- A clock behind the stored window (it stepped back): the request was counted in it.
+    if now < start then at = start end
     if at < start or at >= e or now >= e then return state end
     return { start, max(0, state[2] - cost) }
   end,

@@ -18,20 +18,30 @@ local function backlog(state, now)
   return max(0, state[1] - now)
 end
 
+-- Both readings' refund: back by what the request still weighs, c*T less what has drained
+-- since at (a clock reading before at is no time passing), as in the core.
+local function lb_refund(state, now, r, cost, at)
+  local weight = max(0, cost * (r.W / r.L) - max(0, now - at))
+  return { max(now, state[1] - weight) }
+end
+
 ALG['k'] = {
   check = function(state, now, r, cost)
     local T = r.W / r.L
     local tol = r.B * T
     local ahead = backlog(state, now)
     local level = ahead + cost * T
-    if level <= tol then return true, floor((tol - level) / T), ceil(level), 0, 0, { now + level } end
+    if level <= tol then
+      local tat = now + level
+      return true, floor((tol - level) / T), ceil(tat - now), 0, 0, { tat }
+    end
     local fits = function(t) return backlog(state, t) + cost * T <= tol end
     local retry = settle(now + ceil(ahead - (tol - cost * T)), fits) - now
     local w = nil
     if r.cr then w = { now + level } end
     return false, max(0, floor((tol - ahead) / T)), ceil(ahead), retry, 0, w
   end,
-  refund = function(state, now, r, cost) return { max(now, state[1] - cost * (r.W / r.L)) } end,
+  refund = lb_refund,
   expires = function(state, r) return ceil(state[1]) end,
 }
 
@@ -42,15 +52,15 @@ ALG['kq'] = {
     local mx = r.Q * T
     local wait = backlog(state, now) + cost * T
     if wait <= mx then
-      local delay = ceil(wait)
-      return true, max(0, floor((mx - wait) / T)), delay, 0, delay, { now + wait }
+      local dep = now + wait
+      return true, max(0, floor((mx - wait) / T)), ceil(dep - now), 0, ceil(wait), { dep }
     end
     local ahead = backlog(state, now)
     local fits = function(t) return backlog(state, t) + cost * T <= mx end
     local retry = settle(now + ceil(ahead - (mx - cost * T)), fits) - now
     return false, max(0, floor((mx - ahead) / T)), ceil(ahead), retry, 0, nil
   end,
-  refund = function(state, now, r, cost) return { max(now, state[1] - cost * (r.W / r.L)) } end,
+  refund = lb_refund,
   expires = function(state, r) return ceil(state[1]) end,
 }
 `;

@@ -44,6 +44,9 @@ ALG['s'] = {
     return false, max(0, r.L - sum), state[n - 1] + W - at, retryAt - at, 0, nx
   end,
   refund = function(state, now, r, cost, at)
+    -- A clock behind the newest entry (it stepped back): the request was merged into it.
+    local newest = state[#state - 1]
+    if now < newest and at < newest then at = newest end
     for i = #state - 1, 1, -2 do
       if state[i] == at then
         local nx = {}

@@ -36,15 +36,15 @@ ALG['w'] = {
     local floorEstimate = floor(scaled / W)
     if scaled < (r.L - cost + 1) * W then
       local after = cur + cost
+      -- resetMs: until a request of cost L would pass (room 1), as in the core.
       local reset = 0
-      if after > 0 then reset = start + 2 * W - at elseif prev > 0 then reset = start + W - at end
+      if prev * (W - e) + after * W >= W then reset = sw_retry_at(start, prev, after, W, 1) - at end
       -- The 7th value: the new state's expiry (see expires), which write() needs.
       local xn = start + W
       if after > 0 then xn = start + 2 * W end
       return true, max(0, r.L - floorEstimate - cost), reset, 0, 0, { start, prev, after }, xn
     end
-    local reset = start + W - at
-    if cur > 0 then reset = start + 2 * W - at end
+    local reset = sw_retry_at(start, prev, cur, W, 1) - at
     local nx = nil
     if r.cr then nx = { start, prev, cur + cost } end
     return false, max(0, r.L - floorEstimate), reset, sw_retry_at(start, prev, cur, W, r.L - cost + 1) - at, 0, nx
@@ -52,7 +52,9 @@ ALG['w'] = {
   refund = function(state, now, r, cost, at)
     local W = r.W
     local start = state[1]
+    -- A clock behind the stored window (it stepped back): the request was counted in it.
     local atStart = at - fmod(at, W)
+    if now < start then atStart = start end
     if atStart == start then return { start, state[2], max(0, state[3] - cost) } end
     if atStart == start - W then return { start, max(0, state[2] - cost), state[3] } end
     return state

@@ -32,15 +32,22 @@ ALG['t'] = {
     local need = cost * W
     if scaled >= need then
       local left = scaled - need
-      return true, floor(left / W), ceil((cap - left) / r.L) + (now - at), 0, 0, { now, left }
+      local reset = 0
+      if left < cap then reset = ceil((cap - left) / r.L) + (now - at) end
+      return true, floor(left / W), reset, 0, 0, { now, left }
     end
     local nx = nil
     if r.cr then nx = { now, scaled - need } end
     return false, floor(scaled / W), ceil((cap - scaled) / r.L) + (now - at), ceil((need - scaled) / r.L) + (now - at), 0, nx
   end,
-  refund = function(state, now, r, cost)
+  refund = function(state, now, r, cost, at)
     local t, scaled = tb_level(state, now, r)
-    return { t, min(r.B * r.W, scaled + cost * r.W) }
+    -- What the request still weighs: its cost less what has refilled since at (none when
+    -- the clock is behind the stored time), as in the core.
+    local elapsed = 0
+    if now >= state[1] then elapsed = max(0, now - at) end
+    local weight = max(0, cost * r.W - r.L * elapsed)
+    return { t, min(r.B * r.W, scaled + weight) }
   end,
   expires = function(state, r) return state[1] + ceil((r.B * r.W - state[2]) / r.L) end,
 }
