@@ -1,5 +1,5 @@
 #!/usr/bin/env sh
-# Regenerates the charts of docs/algorithms.md with the tollgate CLI (SPEC 11).
+# Regenerates the charts of docs/algorithms.md with the tollgate CLI.
 # Run from the repository root after `pnpm build`:  sh docs/img/charts.sh
 set -eu
 t="node packages/cli/bin/tollgate.js"
