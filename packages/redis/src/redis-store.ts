@@ -21,14 +21,19 @@ import { type Command, decideArgs, parseDecisions, refundArgs, type StackCall } 
 import { Breaker, type BreakerOptions, type BreakerState } from './breaker.js';
 import { redisChannels } from './channels.js';
 import { checkOnConnect } from './checks.js';
+import { portOf, type RedisPort } from './client.js';
 import { DenyCache } from './deny-cache.js';
-import { closedError, optionError, timeoutError } from './errors.js';
+import { clientError, closedError, optionError, timeoutError } from './errors.js';
 import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
 import { redisKey, slotOf } from './keys.js';
-import { hasBufferScripts, type RedisClientLike, runScript } from './script.js';
+import { type RedisClientLike, runScript } from './script.js';
 
 export interface RedisStoreOptions {
-  /** An ioredis `Redis` or `Cluster` you built (ioredis is a peer dependency). */
+  /**
+   * The client you built and connected: ioredis or iovalkey (`Redis`, Sentinel through
+   * `new Redis({ sentinels, name })`, `Cluster`), or node-redis (`createClient`,
+   * `createCluster`, `createSentinel`). Both are optional peer dependencies.
+   */
   client: RedisClientLike;
   /**
    * Prepended to every Redis key (no braces).
@@ -170,15 +175,7 @@ function validate(o: RedisStoreOptions): void {
   for (const k of Object.keys(o)) {
     if (!KNOWN.has(k)) throw optionError(`RedisStore.${k}`, [...KNOWN].join(', '), k, unknownOptionFix(k, KNOWN), 'TG_UNKNOWN_OPTION');
   }
-  const c = o.client as Partial<RedisClientLike> | undefined;
-  if (typeof c?.evalsha !== 'function' || typeof c.eval !== 'function' || typeof c.del !== 'function' || !hasBufferScripts(c)) {
-    throw optionError(
-      'RedisStore.client',
-      'an ioredis Redis or Cluster instance',
-      o.client,
-      'Pass the client you built: new RedisStore({ client: new Redis(url) }).',
-    );
-  }
+  if (portOf(o.client) === undefined) throw clientError('RedisStore', o.client);
   if (o.prefix !== undefined && (typeof o.prefix !== 'string' || /[{}\s]/.test(o.prefix) || o.prefix.length > 64)) {
     throw optionError(
       'RedisStore.prefix',
@@ -260,6 +257,8 @@ export class RedisStore extends EventEmitter implements Store {
   readonly prefix: string;
   readonly timeoutMs: number;
   readonly onStoreError: StoreErrorPolicy;
+  /** The client's operations (client.ts): every Redis call goes through it. */
+  readonly #port: RedisPort;
   readonly #cluster: boolean;
   readonly #clock: Clock | undefined;
   readonly #hashTag: ((ruleName: string, key: string) => string) | undefined;
@@ -290,7 +289,8 @@ export class RedisStore extends EventEmitter implements Store {
     super();
     validate(options);
     this.client = options.client;
-    this.#cluster = options.client.isCluster === true;
+    this.#port = portOf(options.client) as RedisPort;
+    this.#cluster = this.#port.cluster;
     this.prefix = options.prefix ?? '';
     this.timeoutMs = options.timeoutMs ?? 100;
     this.onStoreError = options.onStoreError ?? 'local';
@@ -385,14 +385,15 @@ export class RedisStore extends EventEmitter implements Store {
     await this.#local.store.reset(rule, key);
     if (!this.#breaker.tryCall()) return;
     try {
-      await this.#deadline(this.client.del(this.keyOf(rule, key, raw)));
+      const k = this.keyOf(rule, key, raw);
+      await this.#deadline(this.#port.command(['DEL', k], k));
       this.#breaker.success();
     } catch (err) {
       this.#failed(err, 'reset', 'none');
     }
   }
 
-  /** Releases the store's own resources. The ioredis client is yours: quit it yourself. */
+  /** Releases the store's own resources. The client is yours: quit it yourself. */
   async close(): Promise<void> {
     this.#closed = true;
     this.#cancelChecks();
@@ -457,7 +458,7 @@ export class RedisStore extends EventEmitter implements Store {
       groups.map(async (idx) => {
         const gops = idx.map((i) => ops[i] as StoreOp);
         const reply = await runScript(
-          this.client,
+          this.#port,
           decideArgs(
             [{ cmd, ops: gops, now }],
             idx.map((i) => keys[i] as string),
@@ -486,7 +487,7 @@ export class RedisStore extends EventEmitter implements Store {
           const back = idx.filter((_, j) => (part.outcomes[j] as StoreDecision['outcomes'][number]).allowed);
           if (back.length === 0) return undefined;
           return runScript(
-            this.client,
+            this.#port,
             refundArgs(
               back.map((i) => ops[i] as StoreOp),
               back.map((i) => keys[i] as string),
@@ -526,7 +527,7 @@ export class RedisStore extends EventEmitter implements Store {
    * stacks would span slots) or with `batch: false`. Batched stacks go through `#enqueue`.
    */
   #oneRun(call: StackCall, keys: readonly string[]): Promise<StoreDecision> {
-    return runScript(this.client, decideArgs([call], keys, this.#minTtl)).then(
+    return runScript(this.#port, decideArgs([call], keys, this.#minTtl)).then(
       (r) => parseDecisions(r, [call.ops.length])[0] as StoreDecision,
     );
   }
@@ -596,7 +597,7 @@ export class RedisStore extends EventEmitter implements Store {
       from = to;
       let run: Promise<unknown>;
       try {
-        run = runScript(this.client, decideArgs(batch, keys, this.#minTtl));
+        run = runScript(this.#port, decideArgs(batch, keys, this.#minTtl));
       } catch (err) {
         // Thrown before Redis was asked (a client that throws instead of rejecting): this
         // run's stacks fail now; the tick's other runs go on.
@@ -642,7 +643,7 @@ export class RedisStore extends EventEmitter implements Store {
   async #refundRemote(ops: readonly StoreOp[], keys: string[], at: number, now: number | undefined): Promise<void> {
     const groups = this.#groups(keys);
     if (groups === undefined) {
-      await runScript(this.client, refundArgs(ops, keys, now, at, this.#minTtl));
+      await runScript(this.#port, refundArgs(ops, keys, now, at, this.#minTtl));
       return;
     }
     await Promise.all(
@@ -650,7 +651,7 @@ export class RedisStore extends EventEmitter implements Store {
         const k = idx.map((i) => keys[i] as string);
         const groupAt = this.#groupTimes.get(`${at}|${k[0]}`) ?? at;
         return runScript(
-          this.client,
+          this.#port,
           refundArgs(
             idx.map((i) => ops[i] as StoreOp),
             k,
