@@ -1,8 +1,17 @@
 // One HTTP benchmark variant (../http/variants.mjs) for the Redis instruction-count
 // benchmark (redis-http.mjs): `node http-server.mjs "<variant>" <redisPort>`; prints
-// "ready <port>" once it listens on a free loopback port. Keep-alive sockets stay open
-// between batches (everything is ~50x slower under valgrind).
+// "ready <port>" once it listens on a free loopback port.
+import http from 'node:http';
 import { variants } from '../http/variants.mjs';
+
+// Under valgrind everything is ~50x slower: idle keep-alive sockets must not be closed
+// under the client's feet (Express' server would close them after 5 s). Every variant's
+// server is an http.Server, Express' and Fastify's alike.
+const listen = http.Server.prototype.listen;
+http.Server.prototype.listen = function (...args) {
+  this.keepAliveTimeout = 600_000;
+  return listen.apply(this, args);
+};
 
 const [name, redisPort] = process.argv.slice(2);
 const make = variants[name];

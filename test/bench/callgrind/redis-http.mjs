@@ -73,13 +73,22 @@ function ping(port) {
   });
 }
 
-/** Starts `cmd args` under callgrind with instrumentation off; resolves with the process. */
+/** Every process started here, killed if the harness exits early (a failed variant). */
+const live = new Set();
+process.once('exit', () => {
+  for (const p of live) p.kill('SIGKILL');
+});
+
+/** Starts `cmd args` under callgrind with instrumentation off. */
 function underCallgrind(out, cmd, args, stdio = ['ignore', 'pipe', 'pipe']) {
-  return spawn(
+  const p = spawn(
     'valgrind',
     ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, cmd, ...args],
     { stdio },
   );
+  live.add(p);
+  p.once('exit', () => live.delete(p));
+  return p;
 }
 
 const control = (pid, ...args) => execFileSync('callgrind_control', [...args, String(pid)], { stdio: 'ignore' });
@@ -104,7 +113,7 @@ async function measure(name) {
   );
   let node;
   try {
-    const deadline = Date.now() + 120_000;
+    const deadline = Date.now() + 600_000;
     while (!(await ping(redisPort))) {
       if (Date.now() > deadline) throw new Error(`${name}: redis-server did not start`);
       await sleep(300);
@@ -116,7 +125,7 @@ async function measure(name) {
     });
     const port = await new Promise((resolve, reject) => {
       let out = '';
-      const timer = setTimeout(() => reject(new Error(`${name}: server not ready in 300 s\n${log}`)), 300_000);
+      const timer = setTimeout(() => reject(new Error(`${name}: server not ready in 1200 s\n${log}`)), 300_000);
       node.stdout.on('data', (d) => {
         out += d;
         const m = /ready (\d+)/.exec(out);
