@@ -15,7 +15,6 @@
  * diagnostics-channel messages.
  */
 import { EventEmitter } from 'node:events';
-import { performance } from 'node:perf_hooks';
 import { type Clock, type RuleSpec, type Store, type StoreDecision, type StoreOp, sanitizeKey, unknownOptionFix } from '@tollgate/core';
 import { type Command, decideArgs, parseDecisions, refundArgs, type StackCall } from './args.js';
 import { Breaker, type BreakerOptions, type BreakerState } from './breaker.js';
@@ -159,6 +158,14 @@ interface PendingStack extends StackCall {
   done: boolean;
 }
 
+/** One batched script run: its stacks, and its deadline (performance.now() time). */
+interface BatchRun {
+  readonly stacks: readonly PendingStack[];
+  readonly deadline: number;
+  /** Neither answered nor past its deadline yet. */
+  open: boolean;
+}
+
 /**
  * The deny cache's signature of a stack: its keys, rules and costs. A cached rejection
  * answers only the same rules (not just the same keys) at the same costs.
@@ -273,8 +280,14 @@ export class RedisStore extends EventEmitter implements Store {
   /** Per rule, its last key and that key's Redis key (see keyOf). */
   readonly #lastKeys = new WeakMap<RuleSpec, { key: string; redisKey: string }>();
   #pending: PendingStack[] = [];
-  /** The deadline of the stacks in `#pending`, armed when the first of them was asked. */
-  #pendingTimer: ReturnType<typeof setTimeout> | undefined;
+  /** When the first stack of `#pending` was asked (performance.now()). */
+  #pendingAt = 0;
+  /** Batched runs whose deadline is watched, oldest first (see `#watch`). */
+  readonly #runs: BatchRun[] = [];
+  /** Runs of `#runs` not yet answered. */
+  #inFlight = 0;
+  /** The one deadline timer of the batched runs, armed for the oldest run's deadline. */
+  #timer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
   /**
    * Settles (never rejects) when the connect-time checks are done, or the store is closed
@@ -397,6 +410,12 @@ export class RedisStore extends EventEmitter implements Store {
   async close(): Promise<void> {
     this.#closed = true;
     this.#cancelChecks();
+    if (this.#inFlight === 0) {
+      // Nothing left to watch (runs still in flight keep theirs until answered or expired).
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+      this.#runs.length = 0;
+    }
     this.#deny?.clear();
     this.#groupTimes.clear();
     await this.#local.store.close();
@@ -536,22 +555,59 @@ export class RedisStore extends EventEmitter implements Store {
    * Queues a stack for the batch of this tick. Stacks requested in the same tick are sent
    * together, as one script run that decides them one after the other (each still
    * all-or-nothing): the per-call cost of a script run is paid once per batch, which is
-   * what many requests in flight need. One deadline covers the tick's stacks: armed when
-   * the first is asked, so none waits longer than `timeoutMs` after it was asked.
+   * what many requests in flight need. The tick's stacks share one deadline, `timeoutMs`
+   * after the first of them was asked (see `#watch`).
    */
   #enqueue(p: PendingStack): void {
     const pending = this.#pending;
     pending.push(p);
     if (pending.length === 1) {
+      this.#pendingAt = performance.now();
       process.nextTick(this.#flush);
-      this.#pendingTimer = setTimeout(this.#expire, this.timeoutMs, pending);
     }
   }
 
-  /** The deadline of a tick's stacks: every one not yet answered fails with a timeout. */
-  readonly #expire = (stacks: readonly PendingStack[]): void => {
-    const err = timeoutError(this.timeoutMs);
-    for (const p of stacks) if (!p.done) this.#fail(p, err);
+  /**
+   * Watches a script run's deadline. One timer serves every run in flight, oldest first
+   * (runs are sent in the order they were asked, and all have the same `timeoutMs`): it
+   * is armed for the oldest deadline and, when it fires, fails what is past its deadline
+   * and is armed again for the next. A run answered in time costs no timer of its own, so
+   * a request alone in its tick (the common case over HTTP) arms and clears nothing; while
+   * no run is in flight the timer holds no reference that keeps the process alive.
+   */
+  #watch(run: BatchRun): void {
+    this.#runs.push(run);
+    if (this.#inFlight++ === 0) this.#timer?.ref();
+    if (this.#timer === undefined) this.#timer = setTimeout(this.#expire, Math.max(1, run.deadline - performance.now()));
+  }
+
+  /** A run was answered (or failed) before its deadline. */
+  #settle(run: BatchRun): void {
+    run.open = false;
+    if (--this.#inFlight === 0) this.#timer?.unref();
+  }
+
+  /** The deadline timer: every stack of a run past its deadline fails with a timeout. */
+  readonly #expire = (): void => {
+    this.#timer = undefined;
+    const runs = this.#runs;
+    const now = performance.now();
+    let err: unknown;
+    while (runs.length > 0) {
+      const run = runs[0] as BatchRun;
+      if (run.open) {
+        // Timers fire on whole milliseconds: a deadline less than 1 ms away is due.
+        if (run.deadline - now >= 1) break;
+        this.#settle(run);
+        err ??= timeoutError(this.timeoutMs);
+        for (const p of run.stacks) if (!p.done) this.#fail(p, err);
+      }
+      runs.shift();
+    }
+    if (runs.length > 0) {
+      this.#timer = setTimeout(this.#expire, Math.max(1, (runs[0] as BatchRun).deadline - now));
+      if (this.#inFlight === 0) this.#timer.unref();
+    }
   };
 
   /**
@@ -572,14 +628,14 @@ export class RedisStore extends EventEmitter implements Store {
 
   readonly #flush = (): void => {
     const all = this.#pending;
-    const timer = this.#pendingTimer;
     this.#pending = [];
-    this.#pendingTimer = undefined;
-    // Script runs of this tick still unanswered; the deadline is cleared when none is left.
-    let open = 0;
-    const settled = (): void => {
-      if (--open === 0) clearTimeout(timer);
-    };
+    const deadline = this.#pendingAt + this.timeoutMs;
+    if (all.length === 1) {
+      // Alone in its tick: its own keys and size, nothing gathered.
+      const p = all[0] as PendingStack;
+      this.#send(all, p.keys, [p.ops.length], deadline);
+      return;
+    }
     for (let from = 0; from < all.length; ) {
       // Bounded batches keep one script run short (Redis runs scripts one at a time).
       let to = from;
@@ -593,52 +649,59 @@ export class RedisStore extends EventEmitter implements Store {
         for (const k of p.keys) keys.push(k);
         to++;
       }
-      const batch = from === 0 && to === all.length ? all : all.slice(from, to);
+      this.#send(from === 0 && to === all.length ? all : all.slice(from, to), keys, sizes, deadline);
       from = to;
-      let run: Promise<unknown>;
-      try {
-        run = runScript(this.#port, decideArgs(batch, keys, this.#minTtl));
-      } catch (err) {
-        // Thrown before Redis was asked (a client that throws instead of rejecting): this
-        // run's stacks fail now; the tick's other runs go on.
+    }
+  };
+
+  /** Sends one batched script run and settles its stacks from the reply. */
+  #send(batch: readonly PendingStack[], keys: readonly string[], sizes: readonly number[], deadline: number): void {
+    let reply: Promise<unknown>;
+    try {
+      reply = runScript(this.#port, decideArgs(batch, keys, this.#minTtl));
+    } catch (err) {
+      // Thrown before Redis was asked (a client that throws instead of rejecting): this
+      // run's stacks fail now; the tick's other runs go on.
+      for (const p of batch) if (!p.done) this.#fail(p, err);
+      return;
+    }
+    const run: BatchRun = { stacks: batch, deadline, open: true };
+    this.#watch(run);
+    reply.then(
+      (r) => this.#answer(run, r, sizes),
+      (err: unknown) => {
+        if (run.open) this.#settle(run);
         for (const p of batch) if (!p.done) this.#fail(p, err);
+      },
+    );
+  }
+
+  /** A batched run's reply: each stack not yet answered (by its deadline) gets its decision. */
+  #answer(run: BatchRun, reply: unknown, sizes: readonly number[]): void {
+    if (run.open) this.#settle(run);
+    const batch = run.stacks;
+    let ds: StoreDecision[];
+    try {
+      ds = parseDecisions(reply, sizes);
+    } catch (err) {
+      for (const p of batch) if (!p.done) this.#fail(p, err);
+      return;
+    }
+    for (let j = 0; j < batch.length; j++) {
+      const p = batch[j] as PendingStack;
+      if (p.done) continue; // past the deadline: the policy answered
+      p.done = true;
+      const d = ds[j] as StoreDecision;
+      try {
+        this.#answered(p.cmd, p.ops, p.keys, p.now, d);
+      } catch (listenerError) {
+        // A 'breaker' listener threw: this decision rejects with its error.
+        p.resolve(Promise.reject(listenerError));
         continue;
       }
-      open++;
-      run.then(
-        (reply) => {
-          let ds: StoreDecision[];
-          try {
-            ds = parseDecisions(reply, sizes);
-          } catch (err) {
-            for (const p of batch) if (!p.done) this.#fail(p, err);
-            settled();
-            return;
-          }
-          for (let j = 0; j < batch.length; j++) {
-            const p = batch[j] as PendingStack;
-            if (p.done) continue; // past the deadline: the policy answered
-            p.done = true;
-            const d = ds[j] as StoreDecision;
-            try {
-              this.#answered(p.cmd, p.ops, p.keys, p.now, d);
-            } catch (listenerError) {
-              // A 'breaker' listener threw: this decision rejects with its error.
-              p.resolve(Promise.reject(listenerError));
-              continue;
-            }
-            p.resolve(d);
-          }
-          settled();
-        },
-        (err: unknown) => {
-          for (const p of batch) if (!p.done) this.#fail(p, err);
-          settled();
-        },
-      );
+      p.resolve(d);
     }
-    if (open === 0) clearTimeout(timer);
-  };
+  }
 
   async #refundRemote(ops: readonly StoreOp[], keys: string[], at: number, now: number | undefined): Promise<void> {
     const groups = this.#groups(keys);

@@ -125,7 +125,7 @@ async function measure(name) {
     });
     const port = await new Promise((resolve, reject) => {
       let out = '';
-      const timer = setTimeout(() => reject(new Error(`${name}: server not ready in 1200 s\n${log}`)), 300_000);
+      const timer = setTimeout(() => reject(new Error(`${name}: server not ready in 1200 s\n${log}`)), 1_200_000);
       node.stdout.on('data', (d) => {
         out += d;
         const m = /ready (\d+)/.exec(out);
