@@ -82,7 +82,9 @@ function nodeRedis(name: ClientName, lib: typeof redis5): ClientKind {
       const client = lib.createSentinel({
         name: master,
         sentinelRootNodes: sentinelPorts.map((port) => ({ host, port })),
-        nodeClientOptions: { socket: { reconnectStrategy: () => 50 } },
+        // As ioredis' maxRetriesPerRequest: 1, a command fails while the master is away
+        // instead of waiting in a queue for the next one.
+        nodeClientOptions: { socket: { reconnectStrategy: () => 50 }, disableOfflineQueue: true },
         sentinelClientOptions: { socket: { reconnectStrategy: () => 50 } },
       });
       client.on('error', () => {});
