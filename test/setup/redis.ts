@@ -386,7 +386,8 @@ export async function startSentinel(sentinels = 3, downAfterMs = 500): Promise<S
     // Replica attached before the sentinels start, so that they find it in INFO at once.
     await replica.start();
     await waitFor('replica link up', async () => /master_link_status:up/.test(await rawCommand(replica.port, 'INFO replication')), 20_000);
-    for (let i = 0; i < sentinels; i++) watchers.push(new SentinelServer(await freePort(), name, master.port, Math.floor(sentinels / 2) + 1, downAfterMs));
+    for (let i = 0; i < sentinels; i++)
+      watchers.push(new SentinelServer(await freePort(), name, master.port, Math.floor(sentinels / 2) + 1, downAfterMs));
     await Promise.all(watchers.map((s) => s.start()));
     for (const s of watchers) {
       await waitFor(
