@@ -1,5 +1,5 @@
 /**
- * @tollgate/redis — `RedisStore` on ioredis (standalone, Sentinel, Cluster): Lua scripts
+ * @tollgate/redis — `RedisStore` on ioredis, iovalkey or node-redis (standalone, Sentinel, Cluster): Lua scripts
  * that mirror every core algorithm, Redis time, and a failure policy (SPEC 6.3–6.5).
  */
 export type { BreakerOptions, BreakerState } from './breaker.js';
