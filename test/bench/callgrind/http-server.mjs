@@ -1,8 +1,8 @@
-// One HTTP benchmark variant (../http/variants.mjs) for the Redis instruction-count
-// benchmark (redis-http.mjs): `node http-server.mjs "<variant>" <redisPort>`; prints
-// "ready <port>" once it listens on a free loopback port.
+// One HTTP benchmark variant (../http/variants.mjs, started by ../http/server.mjs) for the
+// Redis instruction-count benchmark (redis-http.mjs), run under valgrind without IPC:
+// `node http-server.mjs "<variant>" <redisPort>` prints "ready <port>" once it listens on a
+// free loopback port, and exits on SIGTERM.
 import http from 'node:http';
-import { variants } from '../http/variants.mjs';
 
 // Under valgrind everything is ~50x slower: idle keep-alive sockets must not be closed
 // under the client's feet (Express' server would close them after 5 s). Every variant's
@@ -12,17 +12,10 @@ http.Server.prototype.listen = function (...args) {
   this.keepAliveTimeout = 600_000;
   return listen.apply(this, args);
 };
-
-const [name, redisPort] = process.argv.slice(2);
-const make = variants[name];
-if (!make) {
-  console.error(`unknown variant ${name}; known: ${Object.keys(variants).join(', ')}`);
-  process.exit(2);
-}
-const server = await make({ redisPort: Number(redisPort) || undefined });
-const { port } = await server.listen();
-console.log(`ready ${port}`);
-process.on('SIGTERM', async () => {
-  await server.close().catch(() => {});
-  process.exit(0);
-});
+// server.mjs reports its port over IPC, which a process under valgrind has not: on stdout.
+process.send ??= (m) => {
+  if (m?.port !== undefined) console.log(`ready ${m.port}`);
+  return true;
+};
+process.on('SIGTERM', () => process.exit(0));
+await import('../http/server.mjs');
