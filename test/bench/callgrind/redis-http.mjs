@@ -18,13 +18,13 @@
 // the commands alone). Not redis-server's totals: its timers run by the wall clock, which
 // valgrind stretches. Needs valgrind,
 // callgrind_control and callgrind_annotate.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { parseArgs, promisify } from 'node:util';
 import { freePort } from '../util.mjs';
 
 const here = (f) => fileURLToPath(new URL(f, import.meta.url));
@@ -91,7 +91,9 @@ function underCallgrind(out, cmd, args, stdio = ['ignore', 'pipe', 'pipe']) {
   return p;
 }
 
-const control = (pid, ...args) => execFileSync('callgrind_control', [...args, String(pid)], { stdio: 'ignore' });
+// Asynchronous: the variants run side by side, and a synchronous child would stop them all.
+const run = promisify(execFile);
+const control = (pid, ...args) => run('callgrind_control', [...args, String(pid)]);
 const totals = (file) => Number(/^totals:\s+(\d+)/m.exec(readFileSync(file, 'utf8'))?.[1] ?? Number.NaN);
 /** Inclusive instructions of each named redis-server function in a dump. */
 function inclusive(file, names) {
@@ -136,17 +138,14 @@ async function measure(name) {
       });
       node.once('exit', (code) => reject(new Error(`${name}: server exited with ${code}\n${log}`)));
     });
-    const client = (n) => execFileSync('node', [here('./client.mjs'), String(port), String(n), values.connections], { stdio: 'inherit' });
-    client(WARMUP);
+    const client = (n) => run('node', [here('./client.mjs'), String(port), String(n), values.connections]);
+    await client(WARMUP);
     const rows = [];
     for (let b = 1; b <= BATCHES; b++) {
-      control(node.pid, '-i', 'on');
-      control(redis.pid, '-i', 'on');
-      client(BATCH);
-      control(node.pid, '-d');
-      control(redis.pid, '-d');
-      control(node.pid, '-i', 'off');
-      control(redis.pid, '-i', 'off');
+      await Promise.all([control(node.pid, '-i', 'on'), control(redis.pid, '-i', 'on')]);
+      await client(BATCH);
+      await Promise.all([control(node.pid, '-d'), control(redis.pid, '-d')]);
+      await Promise.all([control(node.pid, '-i', 'off'), control(redis.pid, '-i', 'off')]);
       // Not redis-server's totals: its timers (serverCron) run by the wall clock, which
       // valgrind stretches. Serving the requests is reading and running them (readQueryFromClient
       // includes processCommand) and writing the replies.
