@@ -5,7 +5,8 @@
  * without expiry on any master.
  */
 import { Cluster } from 'ioredis';
-import { afterAll, beforeAll, describe } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { portOf, type RedisPort } from '../../packages/redis/src/client.js';
 import { CLIENTS, type Connected } from '../setup/clients.js';
 import { type RedisCluster, startCluster } from '../setup/redis.js';
 import { redisStoreContract } from './redis-contract.js';
@@ -30,6 +31,14 @@ describe.each(CLIENTS)('$name', (kind) => {
     c = await kind.cluster(cluster.startupNodes.map((n) => n.port));
   });
   afterAll(() => c.close());
+  it('the client port reaches every master (where a function library or script is loaded)', async () => {
+    const port = portOf(c.client) as RedisPort;
+    expect(port.cluster).toBe(true);
+    const masters = await port.masters();
+    expect(masters).toHaveLength(3);
+    const ids = await Promise.all(masters.map((m) => m.command(['CLUSTER', 'MYID'])));
+    expect(new Set(ids).size).toBe(3);
+  });
   redisStoreContract(
     `RedisStore (cluster, ${kind.name})`,
     `cconf:${kind.name.replace(/\W/g, '')}:`,

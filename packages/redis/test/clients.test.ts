@@ -12,7 +12,7 @@ import * as redis5 from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLIENTS } from '../../../test/setup/clients.js';
 import { keysWithoutExpiry, type RedisServer, startRedis } from '../../../test/setup/redis.js';
-import { replyCode } from '../src/client.js';
+import { portOf, type RedisPort, replyCode } from '../src/client.js';
 
 let server: RedisServer;
 let admin: Redis;
@@ -33,6 +33,14 @@ const clients: [string, () => Promise<{ client: object; close: () => unknown }>]
   ...CLIENTS.filter((k) => k.name !== 'ioredis').map(
     (k) => [k.name, () => k.standalone(server.port)] as [string, () => Promise<{ client: object; close: () => unknown }>],
   ),
+  [
+    // With auto-pipelining ioredis drops the command name of a `callBuffer`: the port must not use it.
+    'ioredis, auto-pipelining',
+    async () => {
+      const client = new Redis({ port: server.port, host: '127.0.0.1', enableAutoPipelining: true });
+      return { client, close: () => client.disconnect() };
+    },
+  ],
   [
     'iovalkey',
     async () => {
@@ -88,6 +96,22 @@ describe.each(clients)('%s', (name, connect) => {
       }
       expect(errors).toEqual([]);
       await limiter.reset({});
+    } finally {
+      await close();
+    }
+  });
+
+  it('the port runs FUNCTION LOAD and FCALL with a Buffer reply, and names the one master', async () => {
+    const { client, close } = await connect();
+    try {
+      const port = portOf(client) as RedisPort;
+      const lib = "#!lua name=tg_port_test\nredis.register_function('tg_port_echo', function(keys, args) return args[1] end)";
+      expect(await port.command(['FUNCTION', 'LOAD', 'REPLACE', lib])).toBe('tg_port_test');
+      const reply = await port.fcall('tg_port_echo', ['cl:f'], ['\u00ff\u0000x']);
+      expect(Buffer.isBuffer(reply)).toBe(true);
+      expect((reply as Buffer).toString()).toBe('\u00ff\u0000x');
+      expect(await port.masters()).toHaveLength(1);
+      expect(port.cluster).toBe(false);
     } finally {
       await close();
     }
