@@ -1,26 +1,48 @@
 /**
  * RedisStore on a three-master Redis Cluster passes the store conformance suite unchanged
- * (SPEC 6.1, 6.4): stacks whose keys span slots are decided per slot with refunds on
- * rejection; no test leaves a key without expiry on any master.
+ * (SPEC 6.1, 6.4), on every client it takes (ioredis, node-redis 5 and 6): stacks whose
+ * keys span slots are decided per slot with refunds on rejection; no test leaves a key
+ * without expiry on any master.
  */
 import { Cluster } from 'ioredis';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { portOf, type RedisPort } from '../../packages/redis/src/client.js';
+import { CLIENTS, type Connected } from '../setup/clients.js';
 import { type RedisCluster, startCluster } from '../setup/redis.js';
 import { redisStoreContract } from './redis-contract.js';
 
-const PREFIX = 'cconf:';
 let cluster: RedisCluster;
-let client: Cluster;
+let admin: Cluster;
 
 beforeAll(async () => {
   cluster = await startCluster();
-  client = new Cluster(cluster.startupNodes);
-  await client.ping();
+  admin = new Cluster(cluster.startupNodes);
+  await admin.ping();
 });
 
 afterAll(async () => {
-  client.disconnect();
+  admin.disconnect();
   await cluster.destroy();
 });
 
-redisStoreContract('RedisStore (cluster)', PREFIX, () => client);
+describe.each(CLIENTS)('$name', (kind) => {
+  let c: Connected;
+  beforeAll(async () => {
+    c = await kind.cluster(cluster.startupNodes.map((n) => n.port));
+  });
+  afterAll(() => c.close());
+  it('the client port reaches every master (where a function library or script is loaded)', async () => {
+    const port = portOf(c.client) as RedisPort;
+    expect(port.cluster).toBe(true);
+    const masters = await port.masters();
+    expect(masters).toHaveLength(3);
+    const ids = await Promise.all(masters.map((m) => m.command(['CLUSTER', 'MYID'])));
+    expect(new Set(ids).size).toBe(3);
+  });
+  redisStoreContract(
+    `RedisStore (cluster, ${kind.name})`,
+    `cconf:${kind.name.replace(/\W/g, '')}:`,
+    () => c.client,
+    () => admin,
+  );
+});

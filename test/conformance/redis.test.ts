@@ -1,24 +1,37 @@
 /**
  * RedisStore on a standalone redis-server passes the store conformance suite unchanged
- * (SPEC 6.1, 6.3), and no test leaves a key without expiry (issue 3, item 4).
+ * (SPEC 6.1, 6.3), on every client it takes (ioredis, node-redis 5 and 6), and no test
+ * leaves a key without expiry (issue 3, item 4; issue 19, item 4).
  */
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, describe } from 'vitest';
+import { CLIENTS, type Connected } from '../setup/clients.js';
 import { type RedisServer, startRedis } from '../setup/redis.js';
 import { redisStoreContract } from './redis-contract.js';
 
-const PREFIX = 'conf:';
 let server: RedisServer;
-let client: Redis;
+let admin: Redis;
 
 beforeAll(async () => {
   server = await startRedis();
-  client = new Redis({ port: server.port, host: '127.0.0.1', lazyConnect: false });
+  admin = new Redis({ port: server.port, host: '127.0.0.1' });
 });
 
 afterAll(async () => {
-  client.disconnect();
+  admin.disconnect();
   await server.destroy();
 });
 
-redisStoreContract('RedisStore (standalone)', PREFIX, () => client);
+describe.each(CLIENTS)('$name', (kind) => {
+  let c: Connected;
+  beforeAll(async () => {
+    c = await kind.standalone(server.port);
+  });
+  afterAll(() => c.close());
+  redisStoreContract(
+    `RedisStore (standalone, ${kind.name})`,
+    `conf:${kind.name.replace(/\W/g, '')}:`,
+    () => c.client,
+    () => admin,
+  );
+});

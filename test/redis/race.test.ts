@@ -1,12 +1,13 @@
 /**
- * Acceptance tests of issue 3 on a real redis-server: atomicity under concurrency (with a
- * naive control that is not atomic), instances with skewed clocks sharing one window
+ * Acceptance tests of issue 3 on a real redis-server: atomicity under concurrency on every
+ * client the store takes (with a naive control that is not atomic), instances with skewed clocks sharing one window
  * through Redis time, and script-cache loss (SCRIPT FLUSH) between decisions.
  */
 import { createLimiter, type Rule } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { CLIENTS, type Connected } from '../setup/clients.js';
 import { keysWithoutExpiry, type RedisServer, startRedis } from '../setup/redis.js';
 
 let server: RedisServer;
@@ -40,7 +41,18 @@ const ALGORITHMS: { label: string; rule: Omit<Rule<unknown>, 'name' | 'key'> }[]
 const ROUNDS = 20;
 const CONCURRENT = 400;
 
-describe('race: two instances, 400 concurrent decisions for one key, limit 50', () => {
+describe.each(CLIENTS)('race on $name: two instances, 400 concurrent decisions for one key, limit 50', (kind) => {
+  // Each instance has its own connection of the client under test.
+  let ca: Connected;
+  let cb: Connected;
+  beforeAll(async () => {
+    ca = await kind.standalone(server.port);
+    cb = await kind.standalone(server.port);
+  });
+  afterAll(async () => {
+    await ca.close();
+    await cb.close();
+  });
   // Time is fixed per round (a store clock) so that no refill or window boundary can
   // legitimately admit a 51st: the only way to exceed 50 is a non-atomic decision.
   for (const { label, rule } of ALGORITHMS) {
@@ -50,8 +62,8 @@ describe('race: two instances, 400 concurrent decisions for one key, limit 50', 
         const clock = { now: () => t0 + round * 3_600_000 };
         const rules = [{ ...rule, name: 'r', key: () => `k${round}` }];
         const prefix = `race${n++}`;
-        const storeA = new RedisStore({ client: a, prefix: 'race:', clock, denyCache: false, timeoutMs: 10_000 });
-        const storeB = new RedisStore({ client: b, prefix: 'race:', clock, denyCache: false, timeoutMs: 10_000 });
+        const storeA = new RedisStore({ client: ca.client, prefix: 'race:', clock, denyCache: false, timeoutMs: 10_000 });
+        const storeB = new RedisStore({ client: cb.client, prefix: 'race:', clock, denyCache: false, timeoutMs: 10_000 });
         const la = createLimiter({ rules, store: storeA, prefix });
         const lb = createLimiter({ rules, store: storeB, prefix });
         const decisions = await Promise.all(Array.from({ length: CONCURRENT }, (_, i) => (i % 2 ? la : lb).consume({})));
@@ -60,7 +72,9 @@ describe('race: two instances, 400 concurrent decisions for one key, limit 50', 
       }
     });
   }
+});
 
+describe('race control', () => {
   it('control: a naive GET-then-INCR limiter over-admits in at least one round', async () => {
     const counts: number[] = [];
     for (let round = 0; round < ROUNDS; round++) {

@@ -1,6 +1,6 @@
 /**
- * Redis killed and restarted under load (issue 9, item 1; SPEC 6.5). A running Express app
- * and a running Fastify app (child processes, `RedisStore` with `onStoreError` 'local',
+ * Redis killed and restarted under load (issue 9, item 1; SPEC 6.5), on ioredis and
+ * node-redis (issue 19, item 4). A running Express app and a running Fastify app (child processes, `RedisStore` with `onStoreError` 'local',
  * 'allow' and 'deny') take steady load from a load generator process on loopback while their
  * redis-server is SIGKILLed and started again on the same port. No 5xx ('deny': 503, with
  * Retry-After, while Redis cannot answer), no hung request, p99 within `timeoutMs` plus a
@@ -54,16 +54,26 @@ async function redisKeys(port: number, match: string): Promise<string[]> {
   }
 }
 
-describe.each(['express', 'fastify'] as const)('%s: redis-server killed and restarted mid-load', (framework) => {
+/** Both frameworks on ioredis; on node-redis, Express on 5 and Fastify on 6. */
+const CASES = [
+  ['express', 'ioredis'],
+  ['fastify', 'ioredis'],
+  ['express', 'node-redis 5'],
+  ['fastify', 'node-redis 6'],
+] as const;
+
+describe.each(CASES)('%s on %s: redis-server killed and restarted mid-load', (framework, client) => {
   it("'local' and 'allow' answer every request without a 5xx within timeoutMs + margin, 'deny' answers 200 or 503, and all go back to Redis", async () => {
+    const tag = client.replace(/\W/g, '');
     const start = (policy: 'local' | 'allow' | 'deny') =>
       startApp({
         framework,
+        client,
         redis: { port: redis.port },
         onStoreError: policy,
         timeoutMs: TIMEOUT_MS,
         breaker: { failures: 3, cooldownMs: 200 },
-        storePrefix: `out-${framework}-${policy}:`,
+        storePrefix: `out-${framework}-${tag}-${policy}:`,
         rules: [{ name: 'ip', limit: 1_000_000, window: '1m' }],
       });
     const [local0, allow0, deny0] = await Promise.all([start('local'), start('allow'), start('deny')]);
@@ -92,7 +102,7 @@ describe.each(['express', 'fastify'] as const)('%s: redis-server killed and rest
         const s = summarize(r);
         const baseline = summarize(r, 0, killedAt - startedAt).p99;
         console.log(
-          `[outage] ${framework} ${policy}: ${JSON.stringify(s)}; p99 before the kill ${baseline.toFixed(1)} ms (outage ${restartedAt - killedAt} ms)`,
+          `[outage] ${framework} ${client} ${policy}: ${JSON.stringify(s)}; p99 before the kill ${baseline.toFixed(1)} ms (outage ${restartedAt - killedAt} ms)`,
         );
         expect(s.total).toBeGreaterThan(300);
         // Only 200s: no 5xx, no hung request (0), no socket error (-1), no refusal.
@@ -100,7 +110,7 @@ describe.each(['express', 'fastify'] as const)('%s: redis-server killed and rest
         expect(s.p99).toBeLessThanOrEqual(TIMEOUT_MS + P99_MARGIN_MS + baseline);
         expect(s.max).toBeLessThanOrEqual(TIMEOUT_MS + MAX_MARGIN_MS);
         // Back on Redis: the restarted server is empty, so these keys were written after it.
-        expect(await redisKeys(redis.port, `out-${framework}-${policy}:*`)).not.toEqual([]);
+        expect(await redisKeys(redis.port, `out-${framework}-${tag}-${policy}:*`)).not.toEqual([]);
         const changes = apps[policy].breakerChanges();
         expect(changes).toEqual(expect.arrayContaining(['closed>open', 'open>half-open']));
         // Recovered by itself: closed again after the restart. (It may open again later on a
@@ -120,7 +130,7 @@ describe.each(['express', 'fastify'] as const)('%s: redis-server killed and rest
       const kill = killedAt - startedAt;
       const back = restartedAt - startedAt;
       console.log(
-        `[outage] ${framework} deny: ${JSON.stringify(s)}; 503 before the kill ${phase(0, kill)}, during the outage ${phase(kill, back)}, ` +
+        `[outage] ${framework} ${client} deny: ${JSON.stringify(s)}; 503 before the kill ${phase(0, kill)}, during the outage ${phase(kill, back)}, ` +
           `after the restart ${phase(back, Number.POSITIVE_INFINITY)}`,
       );
       expect(Object.keys(s.byStatus).sort()).toEqual(['200', '503']);

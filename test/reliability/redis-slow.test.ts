@@ -1,5 +1,5 @@
 /**
- * Redis made slow (issue 9, item 1; SPEC 6.5): a delaying TCP proxy (helpers/delay-proxy.ts)
+ * Redis made slow (issue 9, item 1; SPEC 6.5), on ioredis and node-redis (issue 19, item 4): a delaying TCP proxy (helpers/delay-proxy.ts)
  * sits between each app and redis-server. Mid-load the proxy starts holding every chunk
  * for 1.5 s (thirty times the store's deadline), then stops. The apps (Express and Fastify, child
  * processes, `onStoreError: 'local'`) keep answering 200 with a bounded p99; their
@@ -33,18 +33,24 @@ afterAll(async () => {
 });
 
 describe('Redis slowed by a delaying proxy', () => {
-  it.each(['express', 'fastify'] as const)(
-    '%s: p99 stays within timeoutMs + margin; the breaker opens and closes',
-    async (framework) => {
+  it.each([
+    ['express', 'ioredis'],
+    ['fastify', 'ioredis'],
+    ['express', 'node-redis 5'],
+    ['fastify', 'node-redis 6'],
+  ] as const)(
+    '%s on %s: p99 stays within timeoutMs + margin; the breaker opens and closes',
+    async (framework, client) => {
       const proxy = new DelayProxy(redis.port);
       await proxy.listen();
       const app = await startApp({
         framework,
+        client,
         redis: { port: proxy.port },
         onStoreError: 'local',
         timeoutMs: TIMEOUT_MS,
         breaker: { failures: 3, cooldownMs: 150 },
-        storePrefix: `slow-${framework}:`,
+        storePrefix: `slow-${framework}-${client.replace(/\W/g, '')}:`,
         rules: [{ name: 'ip', limit: 1_000_000, window: '1m' }],
       });
       try {
@@ -63,7 +69,7 @@ describe('Redis slowed by a delaying proxy', () => {
         const baseline = summarize(r, 0, slowFrom - startedAt).p99;
         const changes = app.breakerChanges();
         console.log(
-          `[slow] ${framework}: ${JSON.stringify(s)}; p99 before ${baseline.toFixed(1)} ms; slow for ${slowFor} ms (+${SLOW_MS} ms per chunk); breaker ${changes.join(' ')}`,
+          `[slow] ${framework} ${client}: ${JSON.stringify(s)}; p99 before ${baseline.toFixed(1)} ms; slow for ${slowFor} ms (+${SLOW_MS} ms per chunk); breaker ${changes.join(' ')}`,
         );
         expect(s.total).toBeGreaterThan(300);
         expect(s.byStatus).toEqual({ 200: s.total });

@@ -6,7 +6,7 @@
  * left, so a crashed run leaves no server behind.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -310,4 +310,143 @@ export async function startClusterWithReplicas(nodeTimeoutMs = 1000): Promise<Re
       await Promise.all(nodes.map((n) => n.destroy()));
     },
   };
+}
+
+export interface SentinelSetup {
+  /** The master name the sentinels monitor (`new Redis({ sentinels, name })`). */
+  readonly name: string;
+  /** The server that was master at the start, and its replica. */
+  readonly master: RedisServer;
+  readonly replica: RedisServer;
+  /** The sentinels' ports. */
+  readonly sentinelPorts: number[];
+  /** The port the sentinels name as master right now. */
+  masterPort(): Promise<number>;
+  destroy(): Promise<void>;
+}
+
+/** One `redis-sentinel` process on its own port and config file (which it rewrites). */
+class SentinelServer {
+  readonly port: number;
+  readonly dir: string;
+  #proc: ChildProcess | undefined;
+
+  constructor(port: number, name: string, masterPort: number, quorum: number, downAfterMs: number) {
+    this.port = port;
+    this.dir = mkdtempSync(join(tmpdir(), 'tollgate-sentinel-'));
+    writeFileSync(
+      join(this.dir, 'sentinel.conf'),
+      [
+        `port ${port}`,
+        'bind 127.0.0.1',
+        'protected-mode no',
+        `dir ${this.dir}`,
+        `sentinel monitor ${name} 127.0.0.1 ${masterPort} ${quorum}`,
+        `sentinel down-after-milliseconds ${name} ${downAfterMs}`,
+        `sentinel failover-timeout ${name} 5000`,
+        `sentinel parallel-syncs ${name} 1`,
+        '',
+      ].join('\n'),
+    );
+  }
+
+  async start(): Promise<void> {
+    const proc = spawn('redis-sentinel', [join(this.dir, 'sentinel.conf'), '--loglevel', 'warning'], { stdio: 'ignore' });
+    this.#proc = proc;
+    live.add(proc);
+    proc.once('exit', () => live.delete(proc));
+    await waitFor(`redis-sentinel on ${this.port}`, async () => (await rawCommand(this.port, 'PING')).startsWith('+PONG'), 10_000);
+  }
+
+  async destroy(): Promise<void> {
+    const proc = this.#proc;
+    if (proc && proc.exitCode === null) {
+      const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+      proc.kill('SIGKILL');
+      await exited;
+    }
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * A master, one replica of it, and `sentinels` Sentinel processes (Debian's
+ * `redis-sentinel`) monitoring them with quorum `sentinels / 2 + 1`, all on loopback. The
+ * master is declared down `downAfterMs` after it stops answering, so a killed master is
+ * replaced within a few seconds. Waits until the replica's link is up and every sentinel
+ * knows the replica and the other sentinels (else a failover could not be agreed).
+ */
+export async function startSentinel(sentinels = 3, downAfterMs = 500): Promise<SentinelSetup> {
+  const name = 'tollgate';
+  const master = new RedisServer(await freePort());
+  const replica = new RedisServer(await freePort(), ['--replicaof', '127.0.0.1', String(master.port)]);
+  const watchers: SentinelServer[] = [];
+  try {
+    await master.start();
+    // Replica attached before the sentinels start, so that they find it in INFO at once.
+    await replica.start();
+    await waitFor('replica link up', async () => /master_link_status:up/.test(await rawCommand(replica.port, 'INFO replication')), 20_000);
+    for (let i = 0; i < sentinels; i++)
+      watchers.push(new SentinelServer(await freePort(), name, master.port, Math.floor(sentinels / 2) + 1, downAfterMs));
+    await Promise.all(watchers.map((s) => s.start()));
+    for (const s of watchers) {
+      await waitFor(
+        `sentinel ${s.port} ready`,
+        async () => {
+          const info = await rawCommand(s.port, 'INFO sentinel');
+          const m = new RegExp(`name=${name},status=ok,address=[^,]+,slaves=(\\d+),sentinels=(\\d+)`).exec(info);
+          return m !== null && Number(m[1]) >= 1 && Number(m[2]) >= sentinels;
+        },
+        30_000,
+      );
+    }
+  } catch (err) {
+    await Promise.all([...watchers.map((s) => s.destroy()), master.destroy(), replica.destroy()]);
+    throw err;
+  }
+  return {
+    name,
+    master,
+    replica,
+    sentinelPorts: watchers.map((s) => s.port),
+    async masterPort() {
+      for (const s of watchers) {
+        const reply = await rawArray(s.port, `SENTINEL get-master-addr-by-name ${name}`).catch(() => undefined);
+        if (reply?.[1] !== undefined) return Number(reply[1]);
+      }
+      throw new Error('no sentinel names a master');
+    },
+    destroy: async () => {
+      await Promise.all([...watchers.map((s) => s.destroy()), master.destroy(), replica.destroy()]);
+    },
+  };
+}
+
+/** Sends one inline command and reads a flat array reply of bulk strings. */
+function rawArray(port: number, command: string, timeoutMs = 1000): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    const sock = new Socket();
+    let out = '';
+    const timer = setTimeout(() => {
+      sock.destroy();
+      reject(new Error(`no reply to ${command} on ${port}`));
+    }, timeoutMs);
+    sock.once('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    sock.on('data', (d) => {
+      out += d.toString();
+      const m = /^\*(-?\d+)\r\n/.exec(out);
+      if (!m) return;
+      const lines = out.slice(m[0].length).split('\r\n');
+      const n = Number(m[1]);
+      if (n <= 0 || lines.length > 2 * n) {
+        clearTimeout(timer);
+        sock.end();
+        resolve(n <= 0 ? [] : lines.filter((_, i) => i % 2 === 1).slice(0, n));
+      }
+    });
+    sock.connect(port, '127.0.0.1', () => sock.write(`${command}\r\n`));
+  });
 }

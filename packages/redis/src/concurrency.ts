@@ -20,18 +20,14 @@
  */
 import { createHash } from 'node:crypto';
 import { type Clock, type SlotGrant, type SlotStore, TollgateError, unknownOptionFix } from '@tollgate/core';
-import { optionError } from './errors.js';
-import { replyCode } from './script.js';
+import { portOf, type RedisPort, replyCode } from './client.js';
+import { clientError, optionError } from './errors.js';
 
-/** The ioredis commands the slot store uses (a `Redis` or a `Cluster` fits). */
-export interface SlotClientLike {
-  evalsha(sha: string, numkeys: number, ...args: string[]): Promise<unknown>;
-  eval(script: string, numkeys: number, ...args: string[]): Promise<unknown>;
-  zrem(key: string, ...members: string[]): Promise<number>;
-}
+/** The client the slot store takes: the same clients as RedisStore's (see client.ts). */
+export type SlotClientLike = object;
 
 export interface RedisSlotStoreOptions {
-  /** An ioredis client or Cluster you built (ioredis is a peer dependency). */
+  /** An ioredis / iovalkey or node-redis client or cluster you built and connected (optional peer dependencies). */
   client: SlotClientLike;
   /**
    * Prepended to every slot key the concurrency limit names (`<prefix><key>`).
@@ -93,7 +89,7 @@ export const SLOT_SCRIPT_SHA = createHash('sha1').update(SLOT_SCRIPT).digest('he
 export class RedisSlotStore implements SlotStore {
   readonly leases = true;
   readonly shared = true;
-  readonly #client: SlotClientLike;
+  readonly #port: RedisPort;
   readonly #prefix: string;
   readonly #clock: Clock | undefined;
   readonly #timeoutMs: number;
@@ -111,14 +107,8 @@ export class RedisSlotStore implements SlotStore {
         'TG_UNKNOWN_OPTION',
       );
     }
-    if (typeof client?.evalsha !== 'function' || typeof client.zrem !== 'function') {
-      throw optionError(
-        'RedisSlotStore.client',
-        'an ioredis Redis or Cluster',
-        client,
-        'Pass the client you built: new RedisSlotStore({ client: new Redis() }).',
-      );
-    }
+    const port = portOf(client);
+    if (port === undefined) throw clientError('RedisSlotStore', client);
     if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
       throw optionError('RedisSlotStore.prefix', 'a string without braces', prefix, 'Use e.g. "myapp:".');
     }
@@ -128,7 +118,7 @@ export class RedisSlotStore implements SlotStore {
     if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
       throw optionError('RedisSlotStore.timeoutMs', 'a positive number of ms', timeoutMs, 'Use e.g. 1000.');
     }
-    this.#client = client;
+    this.#port = port;
     this.#prefix = prefix;
     this.#clock = clock === 'redis' ? undefined : clock;
     this.#timeoutMs = timeoutMs;
@@ -151,9 +141,10 @@ export class RedisSlotStore implements SlotStore {
   #run(op: 'acquire' | 'renew' | 'count', key: string, id: string, max: number, leaseMs: number): Promise<[number, number]> {
     const args = [op, id, String(max), String(leaseMs), this.#clock === undefined ? '' : String(this.#clock.now())];
     const k = this.#prefix + key;
-    const call = this.#client.evalsha(SLOT_SCRIPT_SHA, 1, k, ...args).catch((err: unknown) => {
+    const keys = [k];
+    const call = this.#port.evalsha(SLOT_SCRIPT_SHA, keys, args).catch((err: unknown) => {
       if (replyCode(err) !== 'NOSCRIPT') throw err;
-      return this.#client.eval(SLOT_SCRIPT, 1, k, ...args);
+      return this.#port.eval(SLOT_SCRIPT, keys, args);
     });
     return this.#deadline(call).then((reply) => {
       const [ok, n] = reply as [number, number];
@@ -167,7 +158,8 @@ export class RedisSlotStore implements SlotStore {
   }
 
   async release(key: string, id: string): Promise<void> {
-    await this.#deadline(this.#client.zrem(this.#prefix + key, id));
+    const k = this.#prefix + key;
+    await this.#deadline(this.#port.command(['ZREM', k, id], k));
   }
 
   async renew(key: string, id: string, leaseMs: number): Promise<boolean> {

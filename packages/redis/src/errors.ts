@@ -34,3 +34,13 @@ export const REDIS_WARNINGS = {
 } as const;
 
 export type RedisWarningCode = keyof typeof REDIS_WARNINGS;
+
+/** A `client` option that is neither an ioredis / iovalkey nor a node-redis client. */
+export function clientError(store: 'RedisStore' | 'RedisSlotStore', value: unknown): TollgateError {
+  return optionError(
+    `${store}.client`,
+    'an ioredis or iovalkey Redis or Cluster, or a node-redis client, cluster or Sentinel client',
+    value,
+    `Pass the client you built: new ${store}({ client: new Redis(url) }) or { client: await createClient({ url }).connect() }.`,
+  );
+}

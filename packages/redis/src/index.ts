@@ -1,6 +1,6 @@
 /**
- * @tollgate/redis — `RedisStore` on ioredis (standalone, Sentinel, Cluster): Lua scripts
- * that mirror every core algorithm, Redis time, and a failure policy.
+ * @tollgate/redis — `RedisStore` on ioredis, iovalkey or node-redis (standalone, Sentinel,
+ * Cluster): Lua scripts that mirror every core algorithm, Redis time, and a failure policy.
  *
  * @module @tollgate/redis
  */

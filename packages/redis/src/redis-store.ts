@@ -30,14 +30,19 @@ import { type Command, decideArgs, parseDecisions, refundArgs, type StackCall } 
 import { Breaker, type BreakerOptions, type BreakerState } from './breaker.js';
 import { redisChannels } from './channels.js';
 import { checkOnConnect } from './checks.js';
+import { portOf, type RedisPort } from './client.js';
 import { DenyCache } from './deny-cache.js';
-import { closedError, optionError, timeoutError } from './errors.js';
+import { clientError, closedError, optionError, timeoutError } from './errors.js';
 import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
 import { redisKey, slotOf } from './keys.js';
-import { hasBufferScripts, type RedisClientLike, runScript } from './script.js';
+import { type RedisClientLike, runScript } from './script.js';
 
 export interface RedisStoreOptions {
-  /** An ioredis `Redis` or `Cluster` you built (ioredis is a peer dependency). */
+  /**
+   * The client you built and connected: ioredis or iovalkey (`Redis`, Sentinel through
+   * `new Redis({ sentinels, name })`, `Cluster`), or node-redis (`createClient`,
+   * `createCluster`, `createSentinel`). Both are optional peer dependencies.
+   */
   client: RedisClientLike;
   /**
    * Prepended to every Redis key (no braces).
@@ -163,6 +168,14 @@ interface PendingStack extends StackCall {
   done: boolean;
 }
 
+/** One batched script run: its stacks, and its deadline (performance.now() time). */
+interface BatchRun {
+  readonly stacks: readonly PendingStack[];
+  readonly deadline: number;
+  /** Neither answered nor past its deadline yet. */
+  open: boolean;
+}
+
 /**
  * The deny cache's signature of a stack: its keys, rules and costs. A cached rejection
  * answers only the same rules (not just the same keys) at the same costs.
@@ -179,15 +192,7 @@ function validate(o: RedisStoreOptions): void {
   for (const k of Object.keys(o)) {
     if (!KNOWN.has(k)) throw optionError(`RedisStore.${k}`, [...KNOWN].join(', '), k, unknownOptionFix(k, KNOWN), 'TG_UNKNOWN_OPTION');
   }
-  const c = o.client as Partial<RedisClientLike> | undefined;
-  if (typeof c?.evalsha !== 'function' || typeof c.eval !== 'function' || typeof c.del !== 'function' || !hasBufferScripts(c)) {
-    throw optionError(
-      'RedisStore.client',
-      'an ioredis Redis or Cluster instance',
-      o.client,
-      'Pass the client you built: new RedisStore({ client: new Redis(url) }).',
-    );
-  }
+  if (portOf(o.client) === undefined) throw clientError('RedisStore', o.client);
   if (o.prefix !== undefined && (typeof o.prefix !== 'string' || /[{}\s]/.test(o.prefix) || o.prefix.length > 64)) {
     throw optionError(
       'RedisStore.prefix',
@@ -280,6 +285,8 @@ export class RedisStore extends EventEmitter implements Store {
   readonly prefix: string;
   readonly timeoutMs: number;
   readonly onStoreError: StoreErrorPolicy;
+  /** The client's operations (client.ts): every Redis call goes through it. */
+  readonly #port: RedisPort;
   readonly #cluster: boolean;
   readonly #clock: Clock | undefined;
   readonly #hashTag: ((ruleName: string, key: string) => string) | undefined;
@@ -294,8 +301,14 @@ export class RedisStore extends EventEmitter implements Store {
   /** Per rule, its last key and that key's Redis key (see keyOf). */
   readonly #lastKeys = new WeakMap<RuleSpec, { key: string; redisKey: string }>();
   #pending: PendingStack[] = [];
-  /** The deadline of the stacks in `#pending`, armed when the first of them was asked. */
-  #pendingTimer: ReturnType<typeof setTimeout> | undefined;
+  /** When the first stack of `#pending` was asked (performance.now()). */
+  #pendingAt = 0;
+  /** Batched runs whose deadline is watched, oldest first (see `#watch`). */
+  readonly #runs: BatchRun[] = [];
+  /** Runs of `#runs` not yet answered. */
+  #inFlight = 0;
+  /** The one deadline timer of the batched runs, armed for the oldest run's deadline. */
+  #timer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
   /**
    * Settles (never rejects) when the connect-time checks are done, or the store is closed
@@ -310,7 +323,8 @@ export class RedisStore extends EventEmitter implements Store {
     super();
     validate(options);
     this.client = options.client;
-    this.#cluster = options.client.isCluster === true;
+    this.#port = portOf(options.client) as RedisPort;
+    this.#cluster = this.#port.cluster;
     this.prefix = options.prefix ?? '';
     this.timeoutMs = options.timeoutMs ?? 100;
     this.onStoreError = options.onStoreError ?? 'local';
@@ -412,17 +426,24 @@ export class RedisStore extends EventEmitter implements Store {
     await this.#local.store.reset(rule, key);
     if (!this.#breaker.tryCall()) return;
     try {
-      await this.#deadline(this.client.del(this.keyOf(rule, key, raw)));
+      const k = this.keyOf(rule, key, raw);
+      await this.#deadline(this.#port.command(['DEL', k], k));
       this.#breaker.success();
     } catch (err) {
       this.#failed(err, 'reset', 'none');
     }
   }
 
-  /** Releases the store's own resources. The ioredis client is yours: quit it yourself. */
+  /** Releases the store's own resources. The client is yours: quit it yourself. */
   async close(): Promise<void> {
     this.#closed = true;
     this.#cancelChecks();
+    if (this.#inFlight === 0) {
+      // Nothing left to watch (runs still in flight keep theirs until answered or expired).
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+      this.#runs.length = 0;
+    }
     this.#deny?.clear();
     this.#groupTimes.clear();
     await this.#local.store.close();
@@ -487,7 +508,7 @@ export class RedisStore extends EventEmitter implements Store {
       groups.map(async (idx) => {
         const gops = idx.map((i) => ops[i] as StoreOp);
         const reply = await runScript(
-          this.client,
+          this.#port,
           decideArgs(
             [{ cmd, ops: gops, now }],
             idx.map((i) => keys[i] as string),
@@ -516,7 +537,7 @@ export class RedisStore extends EventEmitter implements Store {
           const back = idx.filter((_, j) => (part.outcomes[j] as StoreDecision['outcomes'][number]).allowed);
           if (back.length === 0) return undefined;
           return runScript(
-            this.client,
+            this.#port,
             refundArgs(
               back.map((i) => ops[i] as StoreOp),
               back.map((i) => keys[i] as string),
@@ -556,7 +577,7 @@ export class RedisStore extends EventEmitter implements Store {
    * stacks would span slots) or with `batch: false`. Batched stacks go through `#enqueue`.
    */
   #oneRun(call: StackCall, keys: readonly string[]): Promise<StoreDecision> {
-    return runScript(this.client, decideArgs([call], keys, this.#minTtl)).then(
+    return runScript(this.#port, decideArgs([call], keys, this.#minTtl)).then(
       (r) => parseDecisions(r, [call.ops.length])[0] as StoreDecision,
     );
   }
@@ -565,22 +586,59 @@ export class RedisStore extends EventEmitter implements Store {
    * Queues a stack for the batch of this tick. Stacks requested in the same tick are sent
    * together, as one script run that decides them one after the other (each still
    * all-or-nothing): the per-call cost of a script run is paid once per batch, which is
-   * what many requests in flight need. One deadline covers the tick's stacks: armed when
-   * the first is asked, so none waits longer than `timeoutMs` after it was asked.
+   * what many requests in flight need. The tick's stacks share one deadline, `timeoutMs`
+   * after the first of them was asked (see `#watch`).
    */
   #enqueue(p: PendingStack): void {
     const pending = this.#pending;
     pending.push(p);
     if (pending.length === 1) {
+      this.#pendingAt = performance.now();
       process.nextTick(this.#flush);
-      this.#pendingTimer = setTimeout(this.#expire, this.timeoutMs, pending);
     }
   }
 
-  /** The deadline of a tick's stacks: every one not yet answered fails with a timeout. */
-  readonly #expire = (stacks: readonly PendingStack[]): void => {
-    const err = timeoutError(this.timeoutMs);
-    for (const p of stacks) if (!p.done) this.#fail(p, err);
+  /**
+   * Watches a script run's deadline. One timer serves every run in flight, oldest first
+   * (runs are sent in the order they were asked, and all have the same `timeoutMs`): it
+   * is armed for the oldest deadline and, when it fires, fails what is past its deadline
+   * and is armed again for the next. A run answered in time costs no timer of its own, so
+   * a request alone in its tick (the common case over HTTP) arms and clears nothing; while
+   * no run is in flight the timer holds no reference that keeps the process alive.
+   */
+  #watch(run: BatchRun): void {
+    this.#runs.push(run);
+    if (this.#inFlight++ === 0) this.#timer?.ref();
+    if (this.#timer === undefined) this.#timer = setTimeout(this.#expire, Math.max(1, run.deadline - performance.now()));
+  }
+
+  /** A run was answered (or failed) before its deadline. */
+  #settle(run: BatchRun): void {
+    run.open = false;
+    if (--this.#inFlight === 0) this.#timer?.unref();
+  }
+
+  /** The deadline timer: every stack of a run past its deadline fails with a timeout. */
+  readonly #expire = (): void => {
+    this.#timer = undefined;
+    const runs = this.#runs;
+    const now = performance.now();
+    let err: unknown;
+    while (runs.length > 0) {
+      const run = runs[0] as BatchRun;
+      if (run.open) {
+        // Timers fire on whole milliseconds: a deadline less than 1 ms away is due.
+        if (run.deadline - now >= 1) break;
+        this.#settle(run);
+        err ??= timeoutError(this.timeoutMs);
+        for (const p of run.stacks) if (!p.done) this.#fail(p, err);
+      }
+      runs.shift();
+    }
+    if (runs.length > 0) {
+      this.#timer = setTimeout(this.#expire, Math.max(1, (runs[0] as BatchRun).deadline - now));
+      if (this.#inFlight === 0) this.#timer.unref();
+    }
   };
 
   /**
@@ -601,14 +659,14 @@ export class RedisStore extends EventEmitter implements Store {
 
   readonly #flush = (): void => {
     const all = this.#pending;
-    const timer = this.#pendingTimer;
     this.#pending = [];
-    this.#pendingTimer = undefined;
-    // Script runs of this tick still unanswered; the deadline is cleared when none is left.
-    let open = 0;
-    const settled = (): void => {
-      if (--open === 0) clearTimeout(timer);
-    };
+    const deadline = this.#pendingAt + this.timeoutMs;
+    if (all.length === 1) {
+      // Alone in its tick: its own keys and size, nothing gathered.
+      const p = all[0] as PendingStack;
+      this.#send(all, p.keys, [p.ops.length], deadline);
+      return;
+    }
     for (let from = 0; from < all.length; ) {
       // Bounded batches keep one script run short (Redis runs scripts one at a time).
       let to = from;
@@ -622,57 +680,64 @@ export class RedisStore extends EventEmitter implements Store {
         for (const k of p.keys) keys.push(k);
         to++;
       }
-      const batch = from === 0 && to === all.length ? all : all.slice(from, to);
+      this.#send(from === 0 && to === all.length ? all : all.slice(from, to), keys, sizes, deadline);
       from = to;
-      let run: Promise<unknown>;
-      try {
-        run = runScript(this.client, decideArgs(batch, keys, this.#minTtl));
-      } catch (err) {
-        // Thrown before Redis was asked (a client that throws instead of rejecting): this
-        // run's stacks fail now; the tick's other runs go on.
+    }
+  };
+
+  /** Sends one batched script run and settles its stacks from the reply. */
+  #send(batch: readonly PendingStack[], keys: readonly string[], sizes: readonly number[], deadline: number): void {
+    let reply: Promise<unknown>;
+    try {
+      reply = runScript(this.#port, decideArgs(batch, keys, this.#minTtl));
+    } catch (err) {
+      // Thrown before Redis was asked (a client that throws instead of rejecting): this
+      // run's stacks fail now; the tick's other runs go on.
+      for (const p of batch) if (!p.done) this.#fail(p, err);
+      return;
+    }
+    const run: BatchRun = { stacks: batch, deadline, open: true };
+    this.#watch(run);
+    reply.then(
+      (r) => this.#answer(run, r, sizes),
+      (err: unknown) => {
+        if (run.open) this.#settle(run);
         for (const p of batch) if (!p.done) this.#fail(p, err);
+      },
+    );
+  }
+
+  /** A batched run's reply: each stack not yet answered (by its deadline) gets its decision. */
+  #answer(run: BatchRun, reply: unknown, sizes: readonly number[]): void {
+    if (run.open) this.#settle(run);
+    const batch = run.stacks;
+    let ds: StoreDecision[];
+    try {
+      ds = parseDecisions(reply, sizes);
+    } catch (err) {
+      for (const p of batch) if (!p.done) this.#fail(p, err);
+      return;
+    }
+    for (let j = 0; j < batch.length; j++) {
+      const p = batch[j] as PendingStack;
+      if (p.done) continue; // past the deadline: the policy answered
+      p.done = true;
+      const d = ds[j] as StoreDecision;
+      try {
+        this.#answered(p.cmd, p.ops, p.keys, p.now, d);
+      } catch (listenerError) {
+        // A 'breaker' listener threw: this decision rejects with its error.
+        p.resolve(Promise.reject(listenerError));
         continue;
       }
-      open++;
-      run.then(
-        (reply) => {
-          let ds: StoreDecision[];
-          try {
-            ds = parseDecisions(reply, sizes);
-          } catch (err) {
-            for (const p of batch) if (!p.done) this.#fail(p, err);
-            settled();
-            return;
-          }
-          for (let j = 0; j < batch.length; j++) {
-            const p = batch[j] as PendingStack;
-            if (p.done) continue; // past the deadline: the policy answered
-            p.done = true;
-            const d = ds[j] as StoreDecision;
-            try {
-              this.#answered(p.cmd, p.ops, p.keys, p.now, d);
-            } catch (listenerError) {
-              // A 'breaker' listener threw: this decision rejects with its error.
-              p.resolve(Promise.reject(listenerError));
-              continue;
-            }
-            p.resolve(d);
-          }
-          settled();
-        },
-        (err: unknown) => {
-          for (const p of batch) if (!p.done) this.#fail(p, err);
-          settled();
-        },
-      );
+      p.resolve(d);
     }
-    if (open === 0) clearTimeout(timer);
-  };
+  }
 
   async #refundRemote(ops: readonly StoreOp[], keys: string[], at: number, now: number | undefined): Promise<void> {
     const groups = this.#groups(keys);
     if (groups === undefined) {
-      await runScript(this.client, refundArgs(ops, keys, now, at, this.#minTtl));
+      await runScript(this.#port, refundArgs(ops, keys, now, at, this.#minTtl));
       return;
     }
     await Promise.all(
@@ -680,7 +745,7 @@ export class RedisStore extends EventEmitter implements Store {
         const k = idx.map((i) => keys[i] as string);
         const groupAt = this.#groupTimes.get(`${at}|${k[0]}`) ?? at;
         return runScript(
-          this.client,
+          this.#port,
           refundArgs(
             idx.map((i) => ops[i] as StoreOp),
             k,

@@ -21,7 +21,7 @@ function heldClient(): { client: ConstructorParameters<typeof RedisStore>[0]['cl
     new Promise((resolve, reject) => {
       calls.push({ resolve, reject });
     });
-  const client = { evalsha: run, eval: run, evalshaBuffer: run, evalBuffer: run, del: async () => 0 };
+  const client = { evalsha: run, eval: run, evalshaBuffer: run, evalBuffer: run, del: async () => 0, call: async () => 0, callBuffer: run };
   return { client, calls };
 }
 
@@ -45,7 +45,10 @@ function twoDenied(client: ConstructorParameters<typeof RedisStore>[0]['client']
 
 describe('RedisStore batched deadline', () => {
   beforeEach(() => {
-    vi.useFakeTimers();
+    // The store measures deadlines on the monotonic clock (performance.now()): faked too.
+    vi.useFakeTimers({
+      toFake: ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate', 'setInterval', 'clearInterval', 'Date', 'performance'],
+    });
   });
   afterEach(() => {
     vi.useRealTimers();
@@ -112,6 +115,9 @@ describe('RedisStore batched deadline', () => {
       [false, 'deny'],
     ]);
     expect(errors).toEqual([boom, boom]);
+    // The deadline timer fires once more at most, finds nothing to fail, and is gone.
+    await vi.advanceTimersByTimeAsync(50);
+    expect(errors).toEqual([boom, boom]);
     expect(vi.getTimerCount()).toBe(timers);
   });
 
@@ -140,12 +146,89 @@ describe('RedisStore batched deadline', () => {
     const thrower = () => {
       throw boom;
     };
-    const client = { evalsha: thrower, eval: thrower, evalshaBuffer: thrower, evalBuffer: thrower, del: async () => 0 };
+    const client = {
+      evalsha: thrower,
+      eval: thrower,
+      evalshaBuffer: thrower,
+      evalBuffer: thrower,
+      del: async () => 0,
+      call: async () => 0,
+      callBuffer: thrower,
+    };
     const { errors, timers, asked } = twoDenied(client);
     await vi.advanceTimersByTimeAsync(0);
     const ds = await asked;
     expect(ds.map((d) => d.degraded)).toEqual(['deny', 'deny']);
     expect(errors).toEqual([boom, boom]);
     expect(vi.getTimerCount()).toBe(timers);
+  });
+
+  it('bug: every batched tick armed and cleared a deadline timer of its own (a request alone in its tick paid for one)', async () => {
+    const { client, calls } = heldClient();
+    const store = new RedisStore({ client, timeoutMs: 50, onStoreError: 'deny', denyCache: false });
+    const l = limiterOn(store);
+    const spy = vi.spyOn(globalThis, 'setTimeout');
+    try {
+      for (let i = 0; i < 20; i++) {
+        const d = store.consume(l.resolve({ ip: 'a' }));
+        await vi.advanceTimersByTimeAsync(0);
+        (calls[i] as Call).resolve(admitted(Date.now()));
+        expect((await d).degraded).toBeUndefined();
+        await vi.advanceTimersByTimeAsync(1);
+      }
+      // One deadline timer for the twenty runs (it was twenty), and its re-arming while
+      // nothing is in flight holds nothing: time running on past every deadline fails none.
+      expect(spy.mock.calls.length).toBeLessThanOrEqual(2);
+      await vi.advanceTimersByTimeAsync(200);
+      expect(spy.mock.calls.length).toBeLessThanOrEqual(2);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  it('a run answered in time does not delay the deadline of a later one', async () => {
+    const { client, calls } = heldClient();
+    const store = new RedisStore({ client, timeoutMs: 50, onStoreError: 'deny', denyCache: false });
+    const l = limiterOn(store);
+    const t0 = Date.now();
+    const first = store.consume(l.resolve({ ip: 'a' }));
+    await vi.advanceTimersByTimeAsync(10);
+    (calls[0] as Call).resolve(admitted(Date.now()));
+    expect((await first).allowed).toBe(true);
+    await vi.advanceTimersByTimeAsync(20);
+    let at = -1;
+    const second = store.consume(l.resolve({ ip: 'b' })).then((d) => {
+      at = Date.now() - t0;
+      return d;
+    });
+    await vi.advanceTimersByTimeAsync(49);
+    expect(at).toBe(-1);
+    await vi.advanceTimersByTimeAsync(1);
+    expect((await second).degraded).toBe('deny');
+    expect(at).toBe(80);
+  });
+});
+
+/** The packed reply of one admitted single-rule stack (see args.ts parseDecisions). */
+function admitted(now: number): Buffer {
+  const b = Buffer.alloc(6 * 8);
+  for (const [i, x] of [1, now, 1, 9, 60_000, 0].entries()) b.writeDoubleLE(x, i * 8);
+  return b;
+}
+
+describe('RedisStore batched deadline, real timers', () => {
+  it('holds no timer that keeps the process alive once every run is answered', async () => {
+    const { client, calls } = heldClient();
+    const store = new RedisStore({ client, timeoutMs: 5000, onStoreError: 'deny', denyCache: false });
+    const l = limiterOn(store);
+    const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const before = timers();
+    const d = store.consume(l.resolve({ ip: 'a' }));
+    await new Promise((r) => setImmediate(r));
+    expect(timers()).toBe(before + 1); // the deadline, while the run is in flight
+    (calls[0] as Call).resolve(admitted(Date.now()));
+    expect((await d).degraded).toBeUndefined();
+    expect(timers()).toBe(before);
+    await store.close();
   });
 });

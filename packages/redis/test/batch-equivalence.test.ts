@@ -10,6 +10,7 @@ import { RedisStore } from '@tollgate/redis';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLIENTS, type Connected } from '../../../test/setup/clients.js';
 import { keysWithoutExpiry, type RedisServer, startRedis } from '../../../test/setup/redis.js';
 
 interface Req {
@@ -46,18 +47,17 @@ const callArb: fc.Arbitrary<Call> = fc.record({
 const roundArb = fc.record({ calls: fc.array(callArb, { minLength: 1, maxLength: 12 }), advance: fc.integer({ min: -200, max: 1500 }) });
 
 let server: RedisServer;
-let client: Redis;
+/** The client under test: each client's describe block connects its own (CLIENTS). */
+let client: object;
 let admin: Redis;
 let run = 0;
 
 beforeAll(async () => {
   server = await startRedis();
-  client = new Redis({ port: server.port, host: '127.0.0.1' });
   admin = new Redis({ port: server.port, host: '127.0.0.1' });
 });
 
 afterAll(async () => {
-  client.disconnect();
   admin.disconnect();
   await server.destroy();
 });
@@ -67,7 +67,14 @@ async function scriptRuns(): Promise<number> {
   return m ? Number(m[1]) : 0;
 }
 
-describe('a batch decides as its stacks one after the other', () => {
+describe.each(CLIENTS)('a batch decides as its stacks one after the other, on $name', (kind) => {
+  let c: Connected;
+  beforeAll(async () => {
+    c = await kind.standalone(server.port);
+    client = c.client;
+  });
+  afterAll(() => c.close());
+
   it('random stacks sharing keys, fired in one tick, equal MemoryStore in order', async () => {
     await fc.assert(
       fc.asyncProperty(
@@ -108,11 +115,14 @@ describe('a batch decides as its stacks one after the other', () => {
       ),
       { numRuns: Number(process.env.EQ_RUNS ?? 100) },
     );
-    expect(await keysWithoutExpiry(client, 'be:*')).toEqual([]);
+    expect(await keysWithoutExpiry(admin, 'be:*')).toEqual([]);
   }, 60_000);
 });
 
 describe('bug: an entry read as expired came back when the supplied clock stepped back', () => {
+  beforeAll(() => {
+    client = admin;
+  });
   it('is dropped when read, as MemoryStore drops it', async () => {
     const rules: Rule<Req>[] = [
       { name: 'r', key: (req: Req) => req.k, algorithm: 'fixed-window', limit: 1, window: 1000, cost: (req: Req) => req.n },

@@ -3,13 +3,15 @@
  * memory store = Redis store on the same inputs). Random stacks of one to three rules of
  * every algorithm and option (burst, queue, countRejected, blockFor, dryRun, calendar
  * quotas, fractional leaky intervals) receive random consumes, peeks, refunds, resets and
- * clock moves (backwards too); every decision of `RedisStore` must equal `MemoryStore`'s.
+ * clock moves (backwards too); every decision of `RedisStore` must equal `MemoryStore`'s,
+ * on every client the store takes (ioredis, node-redis 5 and 6).
  */
 import { createLimiter, type Decision, type Limiter, ManualClock, MemoryStore, type Rule } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLIENTS, type Connected } from '../../../test/setup/clients.js';
 import { keysWithoutExpiry, type RedisServer, startRedis } from '../../../test/setup/redis.js';
 
 interface Req {
@@ -79,16 +81,19 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
 );
 
 let server: RedisServer;
-let client: Redis;
+/** Inspects the keys, whatever the client under test. */
+let admin: Redis;
+/** The client under test: each client's describe block connects its own (CLIENTS). */
+let client: object;
 let run = 0;
 
 beforeAll(async () => {
   server = await startRedis();
-  client = new Redis({ port: server.port, host: '127.0.0.1' });
+  admin = new Redis({ port: server.port, host: '127.0.0.1' });
 });
 
 afterAll(async () => {
-  client.disconnect();
+  admin.disconnect();
   await server.destroy();
 });
 
@@ -132,7 +137,14 @@ async function replay(bodies: RuleBody[], actions: Action[], start: number, deny
   await store.close();
 }
 
-describe('RedisStore decides exactly as MemoryStore', () => {
+describe.each(CLIENTS)('RedisStore on $name decides exactly as MemoryStore', (kind) => {
+  let c: Connected;
+  beforeAll(async () => {
+    c = await kind.standalone(server.port);
+    client = c.client;
+  });
+  afterAll(() => c.close());
+
   it('a long sliding log (hundreds of entries, the chunked encoding) with refunds', async () => {
     const actions: Action[] = [];
     for (let i = 0; i < 260; i++) {
@@ -153,7 +165,7 @@ describe('RedisStore decides exactly as MemoryStore', () => {
         ),
         { numRuns: Number(process.env.EQ_RUNS ?? 120) },
       );
-      expect(await keysWithoutExpiry(client, 'eq:*')).toEqual([]);
+      expect(await keysWithoutExpiry(admin, 'eq:*')).toEqual([]);
     }, 60_000);
   }
 });

@@ -1,9 +1,9 @@
-// `node client.mjs <port> <n>`: n GET / requests over 4 keep-alive connections; exits
-// non-zero unless every answer is 200.
+// `node client.mjs <port> <n> [connections=4]`: n GET / requests over that many keep-alive
+// connections; exits non-zero unless every answer is 200.
 import http from 'node:http';
 
-const [port, n] = process.argv.slice(2).map(Number);
-const agent = new http.Agent({ keepAlive: true, maxSockets: 4 });
+const [port, n, c = 4] = process.argv.slice(2).map(Number);
+const agent = new http.Agent({ keepAlive: true, maxSockets: c });
 let ok = 0;
 const one = () =>
   new Promise((resolve, reject) => {
@@ -18,8 +18,8 @@ const one = () =>
       .on('error', reject);
   });
 await Promise.all(
-  Array.from({ length: 4 }, async (_, w) => {
-    for (let i = w; i < n; i += 4) await one();
+  Array.from({ length: c }, async (_, w) => {
+    for (let i = w; i < n; i += c) await one();
   }),
 );
 agent.destroy();

@@ -27,6 +27,8 @@ export interface RuleConfig extends Omit<Rule, 'key' | 'cost'> {
 
 export interface AppConfig {
   framework: 'express' | 'fastify';
+  /** The Redis client the store runs on (test/setup/clients.ts). @default 'ioredis' */
+  client?: 'ioredis' | 'node-redis 5' | 'node-redis 6';
   /** Standalone Redis port, or the startup nodes of a Cluster. */
   redis: { port: number } | { cluster: number[] };
   rules: RuleConfig[];
@@ -55,27 +57,57 @@ export const DEGRADED_HEADER = 'x-tollgate-degraded';
 const config = JSON.parse(process.argv[2] as string) as AppConfig;
 const send = (m: AppMessage) => process.send?.(m);
 
-const client =
-  'port' in config.redis
-    ? new Redis({
-        port: config.redis.port,
-        host: '127.0.0.1',
-        // Reconnect quickly after an outage; the store's deadline bounds every call anyway.
-        retryStrategy: () => 50,
-        maxRetriesPerRequest: 1,
-        connectionName: 'tollgate-app',
-      })
-    : new Cluster(
-        config.redis.cluster.map((port) => ({ host: '127.0.0.1', port })),
-        {
-          clusterRetryStrategy: () => 50,
-          redisOptions: { maxRetriesPerRequest: 1, connectionName: 'tollgate-app' },
-          slotsRefreshTimeout: 500,
-          slotsRefreshInterval: 1000,
-        },
-      );
-// Connection errors are expected in a fault test; the store reports what matters.
-client.on('error', () => {});
+/** A node-redis client (5 or 6) of the same settings as the ioredis one below. */
+async function nodeRedisClient(lib: typeof import('redis')): Promise<{ client: object; close: () => void }> {
+  // Reconnect quickly after an outage; commands fail at once while disconnected (as
+  // ioredis' maxRetriesPerRequest: 1 makes them) instead of queueing for the reconnect.
+  const socket = { host: '127.0.0.1', reconnectStrategy: () => 50 };
+  if ('port' in config.redis) {
+    const c = lib.createClient({ socket: { ...socket, port: config.redis.port }, disableOfflineQueue: true, name: 'tollgate-app' });
+    c.on('error', () => {});
+    await c.connect();
+    return { client: c, close: () => c.destroy() };
+  }
+  const c = lib.createCluster({
+    rootNodes: config.redis.cluster.map((port) => ({ socket: { ...socket, port } })),
+    defaults: { socket, disableOfflineQueue: true, name: 'tollgate-app' },
+  });
+  c.on('error', () => {});
+  await c.connect();
+  return { client: c, close: () => c.destroy() };
+}
+
+function ioredisClient(): { client: object; close: () => void } {
+  const c =
+    'port' in config.redis
+      ? new Redis({
+          port: config.redis.port,
+          host: '127.0.0.1',
+          // Reconnect quickly after an outage; the store's deadline bounds every call anyway.
+          retryStrategy: () => 50,
+          maxRetriesPerRequest: 1,
+          connectionName: 'tollgate-app',
+        })
+      : new Cluster(
+          config.redis.cluster.map((port) => ({ host: '127.0.0.1', port })),
+          {
+            clusterRetryStrategy: () => 50,
+            redisOptions: { maxRetriesPerRequest: 1, connectionName: 'tollgate-app' },
+            slotsRefreshTimeout: 500,
+            slotsRefreshInterval: 1000,
+          },
+        );
+  // Connection errors are expected in a fault test; the store reports what matters.
+  c.on('error', () => {});
+  return { client: c, close: () => c.disconnect() };
+}
+
+const { client, close: closeClient } =
+  config.client === 'node-redis 5'
+    ? await nodeRedisClient(await import('redis'))
+    : config.client === 'node-redis 6'
+      ? await nodeRedisClient((await import('redis6')) as unknown as typeof import('redis'))
+      : ioredisClient();
 
 const store = new RedisStore({
   client,
@@ -176,7 +208,7 @@ process.on('message', async (m) => {
     stopping = true;
     await close();
     await store.close();
-    client.disconnect();
+    closeClient();
     process.disconnect();
   }
 });

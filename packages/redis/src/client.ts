@@ -1,0 +1,177 @@
+/**
+ * The client port: the few Redis operations the stores run, over whichever client the
+ * app built. Two families fit, recognised by their shape (never by importing them, so
+ * both stay optional peer dependencies):
+ *
+ * - ioredis (5, 6) and its fork iovalkey: `Redis` (standalone or Sentinel, `new Redis({
+ *   sentinels, name })`) and `Cluster`. They have `evalshaBuffer` / `evalBuffer` (the
+ *   Buffer-reply commands ioredis defines at runtime); a Cluster says `isCluster`.
+ * - node-redis (the `redis` package, 5 and 6): `createClient`, `createCluster` and
+ *   `createSentinel`, all driven through `sendCommand` with a type mapping that answers
+ *   bulk strings as Buffers. A cluster has `masters` and `nodeClient`; a Sentinel client
+ *   `getMasterNode`. Connecting (`await client.connect()`) stays the app's business.
+ *
+ * Everything client-specific (Buffer replies, routing by key on a Cluster, reaching every
+ * master, how a Redis error reply is recognised) lives here; the script runner and the
+ * stores only call a {@link RedisPort}.
+ */
+
+/** One Redis server or a Cluster, as the stores use it. */
+export interface RedisPort {
+  /** The client family, for messages and the docs' support matrix. */
+  readonly family: 'ioredis' | 'node-redis';
+  /** A Cluster: ops are routed by key slot, and a script or library is per master. */
+  readonly cluster: boolean;
+  /** `EVALSHA sha numkeys ...keys ...args`, bulk replies as Buffers; routed by `keys[0]`. */
+  evalsha(sha: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+  /** `EVAL script numkeys ...keys ...args`, bulk replies as Buffers; routed by `keys[0]`. */
+  eval(script: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+  /** `FCALL fn numkeys ...keys ...args`, bulk replies as Buffers; routed by `keys[0]`. */
+  fcall(fn: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+  /**
+   * Any other command (`FUNCTION LOAD`, `TIME`, `CONFIG GET`, `ZREM`...), replies as the
+   * client decodes them by default (bulk strings as text). On a Cluster it goes to the node
+   * of `key` when given, else to any node; use {@link masters} for every master.
+   */
+  command(args: readonly string[], key?: string): Promise<unknown>;
+  /**
+   * One port per master: the server itself when standalone; every master a Cluster knows
+   * right now (for loading a library or script on each, or checking each one's settings).
+   */
+  masters(): Promise<RedisPort[]>;
+}
+
+/** Type mapping of node-redis' RESP decoder: a blob string (`$`, type 36) as a Buffer. */
+const BUFFERS = { typeMapping: { 36: Buffer } } as const;
+
+type Fn = (...args: never[]) => unknown;
+const isFn = (x: unknown): x is Fn => typeof x === 'function';
+
+/** The ioredis / iovalkey calls the port makes (ioredis' typings leave the Buffer ones out). */
+interface IoredisLike {
+  evalshaBuffer(sha: string, numkeys: number, ...args: string[]): Promise<unknown>;
+  evalBuffer(script: string, numkeys: number, ...args: string[]): Promise<unknown>;
+  fcallBuffer?(fn: string, numkeys: number, ...args: string[]): Promise<unknown>;
+  callBuffer(command: string, ...args: string[]): Promise<unknown>;
+  call(command: string, ...args: string[]): Promise<unknown>;
+  readonly isCluster?: boolean;
+  nodes?(role: 'master'): IoredisLike[];
+}
+
+interface NodeRedisOptions {
+  readonly typeMapping: Record<number, unknown>;
+}
+/** node-redis standalone: `sendCommand(args, options)`. */
+interface NodeRedisClient {
+  sendCommand(args: readonly string[], options?: NodeRedisOptions): Promise<unknown>;
+}
+/** node-redis cluster: `sendCommand(firstKey, isReadonly, args, options)`, its masters. */
+interface NodeRedisCluster {
+  sendCommand(firstKey: string | undefined, isReadonly: boolean, args: readonly string[], options?: NodeRedisOptions): Promise<unknown>;
+  readonly masters: readonly object[];
+  nodeClient(node: object): Promise<NodeRedisClient> | NodeRedisClient;
+}
+/** node-redis Sentinel: `sendCommand(isReadonly, args, options)`, always to the master. */
+interface NodeRedisSentinel {
+  sendCommand(isReadonly: boolean, args: readonly string[], options?: NodeRedisOptions): Promise<unknown>;
+}
+
+function isIoredis(c: Record<string, unknown>): boolean {
+  return isFn(c.evalshaBuffer) && isFn(c.evalBuffer) && isFn(c.callBuffer) && isFn(c.call);
+}
+
+/** The port over `client`, or undefined when it is neither client family. */
+export function portOf(client: unknown): RedisPort | undefined {
+  if ((typeof client !== 'object' && typeof client !== 'function') || client === null) return undefined;
+  const c = client as Record<string, unknown>;
+  if (isIoredis(c)) return ioredisPort(client as IoredisLike);
+  if (!isFn(c.sendCommand)) return undefined;
+  if (isFn(c.nodeClient) && 'masters' in c) return nodeRedisClusterPort(client as NodeRedisCluster);
+  if (isFn(c.getMasterNode)) return nodeRedisSentinelPort(client as NodeRedisSentinel);
+  // A standalone node-redis client (a `withTypeMapping` proxy of one too).
+  if (isFn(c.withTypeMapping)) return nodeRedisPort(client as NodeRedisClient);
+  return undefined;
+}
+
+function ioredisPort(c: IoredisLike): RedisPort {
+  const cluster = c.isCluster === true;
+  return {
+    family: 'ioredis',
+    cluster,
+    // Spread into one argument list: ioredis writes an all-string command as one string.
+    evalsha: (sha, keys, args) => c.evalshaBuffer(sha, keys.length, ...keys, ...args),
+    eval: (script, keys, args) => c.evalBuffer(script, keys.length, ...keys, ...args),
+    // fcallBuffer where ioredis has it: with enableAutoPipelining, ioredis 5 and 6 drop the
+    // command name of a `callBuffer`.
+    fcall: isFn(c.fcallBuffer)
+      ? (fn, keys, args) => (c.fcallBuffer as Fn & IoredisLike['evalBuffer'])(fn, keys.length, ...keys, ...args)
+      : (fn, keys, args) => c.callBuffer('FCALL', fn, String(keys.length), ...keys, ...args),
+    // ioredis routes `call` on a Cluster by the command's first key (FUNCTION LOAD has none:
+    // any node).
+    command: (args) => c.call(args[0] as string, ...args.slice(1)),
+    masters: () => Promise.resolve(cluster && isFn(c.nodes) ? c.nodes('master').map(ioredisPort) : [ioredisPort(c)]),
+  };
+}
+
+function nodeRedisPort(c: NodeRedisClient): RedisPort {
+  const port: RedisPort = {
+    family: 'node-redis',
+    cluster: false,
+    evalsha: (sha, keys, args) => c.sendCommand(['EVALSHA', sha, String(keys.length), ...keys, ...args], BUFFERS),
+    eval: (script, keys, args) => c.sendCommand(['EVAL', script, String(keys.length), ...keys, ...args], BUFFERS),
+    fcall: (fn, keys, args) => c.sendCommand(['FCALL', fn, String(keys.length), ...keys, ...args], BUFFERS),
+    command: (args) => c.sendCommand(args),
+    masters: () => Promise.resolve([port]),
+  };
+  return port;
+}
+
+function nodeRedisSentinelPort(c: NodeRedisSentinel): RedisPort {
+  const port: RedisPort = {
+    family: 'node-redis',
+    cluster: false,
+    evalsha: (sha, keys, args) => c.sendCommand(false, ['EVALSHA', sha, String(keys.length), ...keys, ...args], BUFFERS),
+    eval: (script, keys, args) => c.sendCommand(false, ['EVAL', script, String(keys.length), ...keys, ...args], BUFFERS),
+    fcall: (fn, keys, args) => c.sendCommand(false, ['FCALL', fn, String(keys.length), ...keys, ...args], BUFFERS),
+    command: (args) => c.sendCommand(false, args),
+    masters: () => Promise.resolve([port]),
+  };
+  return port;
+}
+
+function nodeRedisClusterPort(c: NodeRedisCluster): RedisPort {
+  // Scripts write: never sent to a replica (isReadonly false).
+  return {
+    family: 'node-redis',
+    cluster: true,
+    evalsha: (sha, keys, args) => c.sendCommand(keys[0], false, ['EVALSHA', sha, String(keys.length), ...keys, ...args], BUFFERS),
+    eval: (script, keys, args) => c.sendCommand(keys[0], false, ['EVAL', script, String(keys.length), ...keys, ...args], BUFFERS),
+    fcall: (fn, keys, args) => c.sendCommand(keys[0], false, ['FCALL', fn, String(keys.length), ...keys, ...args], BUFFERS),
+    command: (args, key) => c.sendCommand(key, false, args),
+    masters: async () => Promise.all(c.masters.map(async (m) => nodeRedisPort(await c.nodeClient(m)))),
+  };
+}
+
+/** Constructor names of the two families' error replies (ioredis' redis-errors; node-redis). */
+const REPLY_ERRORS = new Set(['ReplyError', 'ErrorReply']);
+
+/**
+ * The code word of a Redis error reply (`NOSCRIPT`, `BUSY`, `NOPERM`...), or undefined when
+ * `err` is not an error reply. Redis error replies start with an upper-case code word;
+ * both families hand the raw reply over as the message of their reply error class
+ * (ioredis `ReplyError`, node-redis `ErrorReply` and its subclasses), found here by the
+ * class names on the prototype chain. An arbitrary error's text is never searched.
+ */
+export function replyCode(err: unknown): string | undefined {
+  if (!(err instanceof Error)) return undefined;
+  let isReply = false;
+  for (let p: object | null = Object.getPrototypeOf(err); p !== null && p !== Error.prototype; p = Object.getPrototypeOf(p)) {
+    if (REPLY_ERRORS.has((p as { constructor: { name: string } }).constructor.name)) {
+      isReply = true;
+      break;
+    }
+  }
+  if (!isReply) return undefined;
+  const m = /^[A-Z][A-Z_]*(?=\s|$)/.exec(err.message);
+  return m ? m[0] : undefined;
+}
