@@ -16,6 +16,7 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 import {
   type ConcurrencyOptions,
   constant,
+  type HeadersOption,
   ManualClock,
   ManualTimers,
   MemorySlotStore,
@@ -41,7 +42,7 @@ export type Behaviour =
 
 export type Stage =
   | { kind: 'shed'; options: ShedOptions<AnyReq> }
-  | { kind: 'slowDown'; options: Omit<ThrottleOptions<AnyReq>, 'defaultKey'> & { timers: ManualTimers } }
+  | { kind: 'slowDown'; options: Omit<ThrottleOptions<AnyReq>, 'defaultKey'> & { timers: ManualTimers; headers?: HeadersOption } }
   | {
       kind: 'rateLimit';
       options: { rules: Rule<AnyReq>[]; store: Store; clock: ManualClock; timers: ManualTimers; skip?: (req: AnyReq) => boolean };
@@ -133,13 +134,13 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
     }
 
     describe('throttle (SPEC 8.1)', () => {
-      const throttle = (timers: ManualTimers, clock: ManualClock, store: Store, extra: Partial<ThrottleOptions<AnyReq>> = {}): Stage => ({
+      const throttle = (timers: ManualTimers, clock: ManualClock, store: Store, extra: Partial<ThrottleOptions<AnyReq>> & { headers?: HeadersOption } = {}): Stage => ({
         kind: 'slowDown',
         options: { window: '10s', delayAfter: 2, delay: 5000, store, clock, timers, ...extra },
       });
 
       it('window 10 s, delayAfter 2, delay 5 s: 5 simultaneous → 2 at once, 3 after 5 s, none refused', async () => {
-        const t = await start(({ timers, clock, store }) => [throttle(timers, clock, store)]);
+        const t = await start(({ timers, clock, store }) => [throttle(timers, clock, store, { headers: 'draft-10' })]);
         const sent = Array.from({ length: 5 }, () => t.get('/'));
         await until(() => t.starts.length === 2 && t.timers.pending === 3, 'two answered, three delayed');
         await t.timers.advance(4999);
@@ -148,10 +149,11 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
         const replies = await all(sent);
         expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
         expect(t.starts.map((s) => s.at)).toEqual([0, 0, 5000, 5000, 5000]);
-        // The throttle's own figures, never zeros: q = delayAfter, w = window, r = arrivals left.
+        // The throttle's own figures when asked for: q = delayAfter, w = window, r = arrivals
+        // left, never 0 (a throttle never refuses, and r=0 tells clients to stop).
         for (const r of replies) expect(r.headers['ratelimit-policy']).toBe('"slow-down";q=2;w=10');
         const remaining = replies.map((r) => /r=(\d+)/.exec(String(r.headers.ratelimit))?.[1]).sort();
-        expect(remaining).toEqual(['0', '0', '0', '0', '1']);
+        expect(remaining).toEqual(['1', '1', '1', '1', '1']);
         for (const r of replies) expect(r.headers.ratelimit).toMatch(/;t=10$/);
       });
 
@@ -210,7 +212,7 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
       it('throttle then limiter: the limiter counts at processing time, so a request delayed past a later one is refused', async () => {
         // docs/slow-down.md walks through this timeline.
         const t = await start(({ timers, clock, store }) => [
-          throttle(timers, clock, store, { delayAfter: 1, delay: (hits: number) => (hits - 1) * 1000 }),
+          throttle(timers, clock, store, { delayAfter: 1, delay: (hits: number) => (hits - 1) * 1000, headers: 'draft-10' }),
           {
             kind: 'rateLimit',
             options: {

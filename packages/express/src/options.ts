@@ -4,20 +4,18 @@
  * functions it already holds.
  */
 import {
-  type Clock,
   checkOptionNames,
   configError,
   type Decision,
   describeValue,
   type HttpLimiterOptions,
-  type HttpOptions,
   type HttpOptionsWording,
   normalizeHttpOptions,
   type OptionNameFixes,
   type Rule,
-  type Store,
   type TrustProxy,
 } from '@tollgate/core';
+import type { RateLimitSource } from '@tollgate/core/http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 
 /** What to do when the store fails to decide (Redis down, timeout). */
@@ -65,16 +63,20 @@ export interface RateLimitOptions extends HttpLimiterOptions {
   passOnStoreError?: boolean;
 }
 
-/** Route-level rules added to an app-level limiter (`limiter.route({ rules })`). */
+/** Route-level rules of an app-level limiter (`limiter.route({ rules, mode })`). */
 export interface RouteOptions {
   rules: Rule<Request>[];
+  /**
+   * `'add'`: the route's rules join the app-level ones (both must admit). `'replace'`: the
+   * route's rules stand alone for this route (e.g. a bulk endpoint with a higher limit);
+   * mount the route before `app.use(limiter)` so the app-level rules never refuse it.
+   * @default 'add'
+   */
+  mode?: 'add' | 'replace';
 }
 
-export interface Normalised extends HttpOptions<Request, RateLimitOptions> {
+export interface Normalised extends RateLimitSource<Request, RateLimitOptions> {
   rules: Rule<Request>[];
-  store: Store | undefined;
-  clock: Clock | undefined;
-  prefix: string | undefined;
 }
 
 const KNOWN: ReadonlySet<string> = new Set([
@@ -149,12 +151,35 @@ export function normalise(options: RateLimitOptions): Normalised {
   };
 }
 
+/** Validates `limiter.route()` options. */
+export function routeOptions(o: unknown): RouteOptions {
+  if (typeof o !== 'object' || o === null) {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'route',
+      expected: 'an options object { rules, mode? }',
+      received: describeValue(o),
+      fix: "Call limiter.route({ rules: [{ name: 'login', limit: 5, window: '15m' }] }).",
+    });
+  }
+  const extra = Object.keys(o).find((k) => k !== 'rules' && k !== 'mode');
+  if (extra !== undefined) {
+    throw configError('TG_UNKNOWN_OPTION', {
+      path: `route.${extra}`,
+      expected: 'rules or mode',
+      received: JSON.stringify(extra),
+      fix: 'Route-level options other than rules and mode come from the app-level limiter.',
+    });
+  }
+  return o as RouteOptions;
+}
+
 /** The middleware `rateLimit()` returns, with its route-level extension. */
 export interface RateLimitMiddleware extends RequestHandler {
   /**
    * A route-level middleware adding `rules` to this limiter's: the route's request
    * passes only if both the app-level and the route-level rules admit it, and a
-   * route-level refusal gives back what the app-level check consumed.
+   * route-level refusal gives back what the app-level check consumed. With
+   * `mode: 'replace'` the route's rules stand instead of the app-level ones.
    * @example app.post('/login', limiter.route({ rules: [{ name: 'login', limit: 5, window: '15m' }] }), login)
    */
   route(options: RouteOptions): RequestHandler;

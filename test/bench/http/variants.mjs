@@ -28,6 +28,9 @@ function expressServer(install) {
         new Promise((resolve) => {
           server = app.listen(0, '127.0.0.1', () => resolve({ port: server.address().port }));
         }),
+      get raw() {
+        return server;
+      },
       close: async () => {
         await new Promise((r) => server.close(r));
         await cleanup();
@@ -46,6 +49,9 @@ function fastifyServer(install) {
       listen: async () => {
         await app.listen({ port: 0, host: '127.0.0.1' });
         return { port: app.server.address().port };
+      },
+      get raw() {
+        return app.server;
       },
       close: async () => {
         await app.close();

@@ -1,0 +1,50 @@
+/**
+ * @tollgate/core/http — the request pipeline every HTTP adapter shares: the framework
+ * port an adapter implements, the limiter's flow (`createRateLimit`), the controls'
+ * flows (`slowDownFlow`, `concurrencyFlow`, `shedFlow`), option normalisation and the
+ * request-lifetime helpers. Plumbing for adapters: applications import an adapter
+ * (`@tollgate/express`, `@tollgate/fastify`, `@tollgate/node`) instead.
+ */
+export { guardAppFn, guardRules, isAppError, markAppError } from '../app-errors.js';
+export { countedRules, type FinishingResponse, refundUncountedOnFinish } from '../count-if.js';
+export {
+  type ClientAddressOptions,
+  checkOptionNames,
+  clientAddressKey,
+  type HttpLimiterOptions,
+  type HttpOptions,
+  type HttpOptionsInput,
+  type HttpOptionsWording,
+  normalizeHttpOptions,
+  type OptionNameFixes,
+  splitClientAddress,
+} from '../http-options.js';
+export { mergeDecisions } from '../merge.js';
+export { type NextAdmission, nextAdmission } from '../next-admission.js';
+export { asMessage, asSkip, isThenable, settle } from './callbacks.js';
+export {
+  type ConcurrencyFlowOptions,
+  concurrencyFlow,
+  type SlowDownFlowOptions,
+  type Stage,
+  shedFlow,
+  slowDownFlow,
+} from './controls.js';
+export { holdRequest, isGone, onceOver, whenGone } from './lifetime.js';
+export { type HttpPort, type NodeNext, nodePort, sendRefusal, writeFields, writeRefusalHead } from './port.js';
+export {
+  createRateLimit,
+  type Decide,
+  type RateLimitCore,
+  type RateLimitSetup,
+  type RateLimitSource,
+  type RouteMode,
+  routeMode,
+} from './rate-limit.js';
+export {
+  FORWARDED_UNTRUSTED_WARNING,
+  PROXY_WARNING_CHANNEL,
+  type ProxyWarningOptions,
+  proxyWarnings,
+  TRUST_PROXY_UNSET_WARNING,
+} from './warnings.js';
