@@ -134,7 +134,12 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
     }
 
     describe('throttle (SPEC 8.1)', () => {
-      const throttle = (timers: ManualTimers, clock: ManualClock, store: Store, extra: Partial<ThrottleOptions<AnyReq>> & { headers?: HeadersOption } = {}): Stage => ({
+      const throttle = (
+        timers: ManualTimers,
+        clock: ManualClock,
+        store: Store,
+        extra: Partial<ThrottleOptions<AnyReq>> & { headers?: HeadersOption } = {},
+      ): Stage => ({
         kind: 'slowDown',
         options: { window: '10s', delayAfter: 2, delay: 5000, store, clock, timers, ...extra },
       });

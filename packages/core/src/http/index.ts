@@ -31,6 +31,15 @@ export {
   slowDownFlow,
 } from './controls.js';
 export { holdRequest, isGone, onceOver, whenGone } from './lifetime.js';
+export {
+  type AdapterWording,
+  type HttpCallbackOptions,
+  LIMITER_OPTION_NAMES,
+  type LimiterOptionsOf,
+  normalizeLimiterOptions,
+  type StoreErrorPolicyOf,
+} from './options.js';
+export { FASTIFY_RATE_LIMIT_OPTIONS } from './peers.js';
 export { type HttpPort, type NodeNext, nodePort, sendRefusal, writeFields, writeRefusalHead } from './port.js';
 export {
   createRateLimit,
