@@ -166,11 +166,12 @@ export function createRateLimit<Req, Res, Next>(
     );
   }
 
+  const warnings = o.trusted ? undefined : proxyWarnings({ adapter: port.name, trusted: false });
   const pipelines = new WeakMap<Limiter<Req>, Pipeline<Req, Res, Next>>();
   function pipelineOf(lim: Limiter<Req>): Pipeline<Req, Res, Next> {
     let p = pipelines.get(lim);
     if (p === undefined) {
-      p = pipeline(port, lim, o, s, lim === limiter ? slot : undefined, limiter);
+      p = pipeline(port, lim, o, s, lim === limiter ? slot : undefined, limiter, warnings);
       pipelines.set(lim, p);
     }
     return p;
@@ -178,7 +179,8 @@ export function createRateLimit<Req, Res, Next>(
 
   function stack(lim: Limiter<Req>): Decide<Req, Res, Next> {
     const p = pipelineOf(lim);
-    if (skip === undefined) return (req, res, next) => p(req, res, next, undefined, false);
+    // Called with three arguments: no prior decision, headers appended.
+    if (skip === undefined) return p as Decide<Req, Res, Next>;
     return (req, res, next) => skipThen(req, res, next, () => p(req, res, next, undefined, false));
   }
 
@@ -188,15 +190,7 @@ export function createRateLimit<Req, Res, Next>(
     return createLimiter<Req>({ rules: guarded, ...common });
   }
 
-  const decideApp: Decide<Req, Res, Next> = limiter === undefined ? (_req, _res, next) => port.pass(next) : stack(limiter);
-  const warnings = o.trusted ? undefined : proxyWarnings({ adapter: port.name, trusted: false });
-  const handle: Decide<Req, Res, Next> =
-    warnings === undefined
-      ? decideApp
-      : (req, res, next) => {
-          warnings(port.rawRequest(req), port.frameworkTrust, req);
-          decideApp(req, res, next);
-        };
+  const handle: Decide<Req, Res, Next> = limiter === undefined ? (_req, _res, next) => port.pass(next) : stack(limiter);
 
   return {
     limiter,
@@ -243,8 +237,8 @@ export function createRateLimit<Req, Res, Next>(
   };
 }
 
-/** `(req, res, next, prior, fresh)`: `prior` is given back on a refusal; `fresh` replaces earlier headers. */
-type Pipeline<Req, Res, Next> = (req: Req, res: Res, next: Next, prior: Decision | undefined, fresh: boolean) => void;
+/** `(req, res, next, prior?, fresh?)`: `prior` is given back on a refusal; `fresh` replaces earlier headers. */
+type Pipeline<Req, Res, Next> = (req: Req, res: Res, next: Next, prior?: Decision, fresh?: boolean) => void;
 
 function callbacks<Req, Res, Next>(o: RateLimitSource<Req>, setup: RateLimitSetup<Req, Res, Next>): Callbacks<Req, Res, Next> {
   return {
@@ -263,6 +257,7 @@ function pipeline<Req, Res, Next>(
   s: RateLimitSetup<Req, Res, Next> & Callbacks<Req, Res, Next>,
   remember: symbol | undefined,
   owner: Limiter<Req> | undefined,
+  warnings: ReturnType<typeof proxyWarnings> | undefined,
 ): Pipeline<Req, Res, Next> {
   const { format, pk, dryRun, name, statusCode } = o;
   const { handler, message, onRejected, onStoreError } = s;
@@ -426,7 +421,8 @@ function pipeline<Req, Res, Next>(
     }
   }
 
-  return function decide(req, res, next, prior, fresh): void {
+  return function decide(req, res, next, prior, fresh = false): void {
+    if (warnings !== undefined) warnings(port.rawRequest(req), port.frameworkTrust, req);
     const t0 = deadline === undefined ? 0 : performance.now();
     let d: Decision | Promise<Decision>;
     try {
