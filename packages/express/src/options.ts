@@ -3,12 +3,12 @@
  * validated once at construction (`normalizeLimiterOptions`), plus express-rate-limit's
  * `passOnStoreError` spelling.
  */
-import { configError, type Decision, describeValue, type Rule } from '@tollgate/core';
+import { configError, type Decision, describeValue } from '@tollgate/core';
 import {
   type LimiterOptionsOf,
   normalizeLimiterOptions,
   type RateLimitSource,
-  type RouteMode,
+  type RouteOptionsOf,
   type StoreErrorPolicyOf,
 } from '@tollgate/core/http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
@@ -27,16 +27,7 @@ export interface RateLimitOptions extends LimiterOptionsOf<Request, Response, Ne
 }
 
 /** Route-level rules of an app-level limiter (`limiter.route({ rules, mode })`). */
-export interface RouteOptions {
-  rules: Rule<Request>[];
-  /**
-   * `'add'`: the route's rules join the app-level ones (both must admit). `'replace'`: the
-   * route's rules stand alone (e.g. a bulk endpoint with a higher limit); declare the
-   * route before `app.use(limiter)` so that the app-level rules never refuse it.
-   * @default 'add'
-   */
-  mode?: RouteMode;
-}
+export type RouteOptions = RouteOptionsOf<Request>;
 
 const ONLY_ONE = {
   path: 'rateLimit.passOnStoreError',
@@ -75,20 +66,6 @@ export function normalise(options: RateLimitOptions): RateLimitSource<Request, R
       unknown: () => 'Remove the option or check its spelling (docs/migrating.md maps express-rate-limit options).',
     },
   });
-}
-
-/** Validates `limiter.route()` options. */
-export function routeOptions(o: unknown): RouteOptions {
-  const extra = typeof o === 'object' && o !== null ? Object.keys(o).find((k) => k !== 'rules' && k !== 'mode') : undefined;
-  if (typeof o !== 'object' || o === null || extra !== undefined) {
-    throw configError(extra === undefined ? 'TG_INVALID_OPTION' : 'TG_UNKNOWN_OPTION', {
-      path: extra === undefined ? 'route' : `route.${extra}`,
-      expected: extra === undefined ? 'an options object { rules, mode? }' : 'rules or mode',
-      received: extra === undefined ? describeValue(o) : JSON.stringify(extra),
-      fix: "Call limiter.route({ rules: [{ name: 'login', limit: 5, window: '15m' }] }); other options come from the app-level limiter.",
-    });
-  }
-  return o as RouteOptions;
 }
 
 /** The middleware `rateLimit()` returns, with its route-level extension. */

@@ -6,9 +6,9 @@
  * app-level ones (or replaces them), decided as one all-or-nothing decision.
  */
 import type { Decision } from '@tollgate/core';
-import { createRateLimit, type HttpPort, nodePort, routeMode } from '@tollgate/core/http';
+import { createRateLimit, type HttpPort, nodePort, routeOptionsOf } from '@tollgate/core/http';
 import type { NextFunction, Request, Response } from 'express';
-import { normalise, type RateLimitMiddleware, type RateLimitOptions, routeOptions } from './options.js';
+import { normalise, type RateLimitMiddleware, type RateLimitOptions } from './options.js';
 
 declare global {
   namespace Express {
@@ -43,8 +43,8 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
     handle(req, res, next);
   } as RateLimitMiddleware;
   middleware.route = function route(options) {
-    const r = routeOptions(options);
-    const stage = core.route(r.rules, routeMode(r.mode, 'route.mode'), 'route rules');
+    const r = routeOptionsOf<Request>(options);
+    const stage = core.route(r.rules, r.mode, 'route rules');
     return function rateLimitRoute(req: Request, res: Response, next: NextFunction): void {
       stage(req, res, next);
     };

@@ -23,6 +23,8 @@ import {
   type NodeNext,
   nodePort,
   normalizeLimiterOptions,
+  type RouteOptionsOf,
+  routeOptionsOf,
   type SlowDownFlowOptions,
   type Stage,
   shedFlow,
@@ -139,6 +141,11 @@ export function rateLimit(options: RateLimitOptions): NodeLimiter & {
   reset(req: Req): Promise<void>;
   /** Decides the request without consuming anything. */
   peek(req: Req): Promise<Decision>;
+  /**
+   * A route-level stage adding `rules` to this limiter's (call it after the limiter; one
+   * all-or-nothing decision), or standing instead of them with `mode: 'replace'`.
+   */
+  route(options: RouteOptionsOf<Req>): NodeLimiter;
 } {
   const { onError, ...rest } = options ?? ({} as RateLimitOptions);
   const o = normalizeLimiterOptions<Req, RateLimitOptions>(rest, {
@@ -155,7 +162,14 @@ export function rateLimit(options: RateLimitOptions): NodeLimiter & {
   });
   const core = createRateLimit(nodePort, o, { path: 'rateLimit' });
   const limiter = core.limiter as NonNullable<typeof core.limiter>;
-  return forms(core.handle, onError, { reset: (req: Req) => limiter.reset(req), peek: (req: Req) => limiter.peek(req) });
+  return forms(core.handle, onError, {
+    reset: (req: Req) => limiter.reset(req),
+    peek: (req: Req) => limiter.peek(req),
+    route(options: RouteOptionsOf<Req>) {
+      const r = routeOptionsOf<Req>(options);
+      return forms(core.route(r.rules, r.mode, 'route rules'), onError, {});
+    },
+  });
 }
 
 /** Delays requests from a key once it has sent more than `delayAfter` in `window`. */

@@ -37,6 +37,8 @@ export {
   LIMITER_OPTION_NAMES,
   type LimiterOptionsOf,
   normalizeLimiterOptions,
+  type RouteOptionsOf,
+  routeOptionsOf,
   type StoreErrorPolicyOf,
 } from './options.js';
 export { FASTIFY_RATE_LIMIT_OPTIONS } from './peers.js';

@@ -14,7 +14,8 @@ import {
 } from '../http-options.js';
 import type { Rule } from '../rules.js';
 import type { Decision } from '../types.js';
-import type { RateLimitSource } from './rate-limit.js';
+import { configError, describe } from '../errors.js';
+import { type RateLimitSource, type RouteMode, routeMode } from './rate-limit.js';
 
 /** What to do when the store fails to decide (Redis down, timeout). */
 export type StoreErrorPolicyOf<Req, Res, Next> = 'allow' | 'deny' | 'error' | ((error: unknown, req: Req, res: Res, next: Next) => void);
@@ -110,4 +111,31 @@ export function normalizeLimiterOptions<Req, O extends LimiterOptionsOf<Req, nev
   };
   const shared = normalizeHttpOptions<Req, O>(options, wording);
   return { ...shared, rules: options.rules, store: options.store, clock: options.clock, prefix: options.prefix };
+}
+
+/** Route-level rules of an app-level limiter (`limiter.route({ rules, mode })`). */
+export interface RouteOptionsOf<Req> {
+  rules: Rule<Req>[];
+  /**
+   * `'add'`: the route's rules join the app-level ones (both must admit). `'replace'`: the
+   * route's rules stand alone (e.g. a bulk endpoint with a higher limit); mount the route
+   * before the app-level limiter so that the app-level rules never refuse it.
+   * @default 'add'
+   */
+  mode?: RouteMode;
+}
+
+/** Validates `limiter.route()` options. */
+export function routeOptionsOf<Req>(o: unknown): Required<RouteOptionsOf<Req>> {
+  const extra = typeof o === 'object' && o !== null ? Object.keys(o).find((k) => k !== 'rules' && k !== 'mode') : undefined;
+  if (typeof o !== 'object' || o === null || extra !== undefined) {
+    throw configError(extra === undefined ? 'TG_INVALID_OPTION' : 'TG_UNKNOWN_OPTION', {
+      path: extra === undefined ? 'route' : `route.${extra}`,
+      expected: extra === undefined ? 'an options object { rules, mode? }' : 'rules or mode',
+      received: extra === undefined ? describe(o) : JSON.stringify(extra),
+      fix: "Call limiter.route({ rules: [{ name: 'login', limit: 5, window: '15m' }] }); other options come from the app-level limiter.",
+    });
+  }
+  const r = o as RouteOptionsOf<Req>;
+  return { rules: r.rules, mode: routeMode(r.mode, 'route.mode') };
 }
