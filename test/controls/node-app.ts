@@ -14,17 +14,17 @@ function mount(stage: Stage): { run: NodeLimiter; close: () => unknown } {
   };
   switch (stage.kind) {
     case 'slowDown': {
-      const m = slowDown({ ...(stage.options as never), onError });
+      const m = slowDown({ ...(stage.options as never as object), onError } as never);
       return { run: m, close: () => m.close() };
     }
     case 'rateLimit':
-      return { run: rateLimit({ ...(stage.options as never), onError }), close: () => {} };
+      return { run: rateLimit({ ...(stage.options as never as object), onError } as never), close: () => {} };
     case 'concurrency': {
-      const m = concurrency({ ...(stage.options as never), onError });
+      const m = concurrency({ ...(stage.options as never as object), onError } as never);
       return { run: m, close: () => m.close() };
     }
     case 'shed': {
-      const m = shed({ ...(stage.options as never), onError });
+      const m = shed({ ...(stage.options as never as object), onError } as never);
       return { run: m, close: () => m.close() };
     }
   }

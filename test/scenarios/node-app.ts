@@ -16,7 +16,12 @@ export async function nodeApp(spec: AppSpec): Promise<ListeningApp> {
     ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
     ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
   });
-  const routes = new Map(spec.routes.map((r) => [`${r.method} ${r.path}`, r.rules ? limit.route({ rules: r.rules as never }) : null]));
+  const routes = new Map(
+    spec.routes.map((r) => [
+      `${r.method} ${r.path}`,
+      { mode: r.mode, stage: r.rules ? limit.route({ rules: r.rules as never, ...(r.mode ? { mode: r.mode } : {}) }) : null },
+    ]),
+  );
   const server = http.createServer({ maxHeaderSize: spec.maxHeaderSize }, async (req, res) => {
     const path = new URL(req.url ?? '/', 'http://localhost').pathname;
     const route = routes.get(`${req.method} ${path}`);
@@ -25,8 +30,9 @@ export async function nodeApp(spec: AppSpec): Promise<ListeningApp> {
       res.end();
       return;
     }
-    if (!(await limit(req, res))) return;
-    if (route && !(await route(req, res))) return;
+    // A route whose rules replace the app-level ones runs its own stage alone.
+    if (route?.mode !== 'replace' && !(await limit(req, res))) return;
+    if (route?.stage && !(await route.stage(req, res))) return;
     res.setHeader('Content-Type', 'application/json');
     res.end(JSON.stringify({ route: path, rateLimit: req.rateLimit ?? null }));
   });

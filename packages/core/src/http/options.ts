@@ -5,6 +5,8 @@
  * adapter adds its own options (Fastify's `hook`, Express' `passOnStoreError`) and its
  * callbacks' signatures for the wording of errors.
  */
+
+import { configError, describe } from '../errors.js';
 import {
   checkOptionNames,
   type HttpLimiterOptions,
@@ -14,7 +16,6 @@ import {
 } from '../http-options.js';
 import type { Rule } from '../rules.js';
 import type { Decision } from '../types.js';
-import { configError, describe } from '../errors.js';
 import { type RateLimitSource, type RouteMode, routeMode } from './rate-limit.js';
 
 /** What to do when the store fails to decide (Redis down, timeout). */

@@ -312,8 +312,9 @@ function pipeline<Req, Res, Next>(
     port.send(res, r.status, r.contentType, JSON.stringify(r.body));
   }
 
-  function answer(req: Req, res: Res, next: Next, d: Decision, all: Decision, nextMs: NextMs, fresh: boolean): void {
-    if (format !== undefined) headers(req, res, d, all, nextMs, fresh);
+  /** `shown`: the decision whose rules the headers list (the request's whole state after a refund). */
+  function answer(req: Req, res: Res, next: Next, d: Decision, all: Decision, nextMs: NextMs, fresh: boolean, shown = d): void {
+    if (format !== undefined) headers(req, res, shown, all, nextMs, fresh);
     publishDecision(d, req, name, dryRun);
     if (d.allowed || dryRun) {
       if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, req, port.rawResponse(res), d, name);
@@ -331,9 +332,9 @@ function pipeline<Req, Res, Next>(
   }
 
   /** Answers, guarding the app's callbacks: whatever they throw goes to the error handler. */
-  function safely(req: Req, res: Res, next: Next, d: Decision, all: Decision, nextMs: NextMs, fresh: boolean): void {
+  function safely(req: Req, res: Res, next: Next, d: Decision, all: Decision, nextMs: NextMs, fresh: boolean, shown = d): void {
     try {
-      answer(req, res, next, d, all, nextMs, fresh);
+      answer(req, res, next, d, all, nextMs, fresh, shown);
     } catch (err) {
       port.fail(next, err);
     }
@@ -350,7 +351,8 @@ function pipeline<Req, Res, Next>(
         () => {
           const after = afterRefund(all, prior);
           (req as WithDecision).rateLimit = after;
-          safely(req, res, next, d, after, undefined, fresh);
+          // Every item again, in place of what the earlier stages wrote before the refund.
+          safely(req, res, next, d, after, undefined, true, after);
         },
         (err) => {
           publishStoreError(err, req, name, 'allow');
