@@ -57,5 +57,6 @@ export {
   PROXY_WARNING_CHANNEL,
   type ProxyWarningOptions,
   proxyWarnings,
+  resetProxyWarnings,
   TRUST_PROXY_UNSET_WARNING,
 } from './warnings.js';

@@ -36,6 +36,11 @@ function isInternal(address: string | undefined): boolean {
   return range === 'loopback' || range === 'private' || range === 'uniqueLocal' || range === 'linkLocal';
 }
 
+/** Forgets which warnings were given (tests that check each adapter in one process). */
+export function resetProxyWarnings(): void {
+  warned.clear();
+}
+
 export interface ProxyWarningOptions {
   /** The adapter's name in the message (`express`, `fastify`, `node`). */
   adapter: string;
