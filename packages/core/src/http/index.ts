@@ -6,7 +6,11 @@
  * (`@tollgate/express`, `@tollgate/fastify`, `@tollgate/node`) instead.
  */
 export { guardAppFn, guardRules, isAppError, markAppError } from '../app-errors.js';
+export { acquireWhileConnected } from '../controls/concurrency.js';
+export { hold, onceDone, type ResponseLike } from '../controls/hold.js';
+export { publishControl } from '../controls/publish.js';
 export { countedRules, type FinishingResponse, refundUncountedOnFinish } from '../count-if.js';
+export { appendHeaderValue, applyHeaders } from '../headers.js';
 export {
   type ClientAddressOptions,
   checkOptionNames,
@@ -21,6 +25,7 @@ export {
 } from '../http-options.js';
 export { mergeDecisions } from '../merge.js';
 export { type NextAdmission, nextAdmission } from '../next-admission.js';
+export { messageContentType, messageText, storeFailureRefusal } from '../response.js';
 export { asMessage, asSkip, isThenable, settle } from './callbacks.js';
 export {
   type ConcurrencyFlowOptions,
