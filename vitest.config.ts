@@ -3,11 +3,14 @@ import { defineConfig } from 'vitest/config';
 
 const pkg = (name: string) => fileURLToPath(new URL(`./packages/${name}/src/index.ts`, import.meta.url));
 
+// '@tollgate/core/http' first: an alias also matches the start of a longer specifier.
 const alias = {
+  '@tollgate/core/http': fileURLToPath(new URL('./packages/core/src/http/index.ts', import.meta.url)),
   '@tollgate/core': pkg('core'),
   '@tollgate/redis': pkg('redis'),
   '@tollgate/express': pkg('express'),
   '@tollgate/fastify': pkg('fastify'),
+  '@tollgate/node': pkg('node'),
   '@tollgate/client': pkg('client'),
   '@tollgate/cli': pkg('cli'),
   '@tollgate/otel': pkg('otel'),

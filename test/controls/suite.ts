@@ -13,9 +13,11 @@
  * - `stream`: writes `chunks` chunks `everyMs` apart (virtual), then ends.
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
+import net from 'node:net';
 import {
   type ConcurrencyOptions,
   constant,
+  type HeadersOption,
   ManualClock,
   ManualTimers,
   MemorySlotStore,
@@ -25,6 +27,7 @@ import {
   type SlotStore,
   type Store,
   type ThrottleOptions,
+  user,
 } from '@tollgate/core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Reply, type SendOptions, type Sent, send, until } from './http.js';
@@ -41,10 +44,17 @@ export type Behaviour =
 
 export type Stage =
   | { kind: 'shed'; options: ShedOptions<AnyReq> }
-  | { kind: 'slowDown'; options: Omit<ThrottleOptions<AnyReq>, 'defaultKey'> & { timers: ManualTimers } }
+  | { kind: 'slowDown'; options: Omit<ThrottleOptions<AnyReq>, 'defaultKey'> & { timers: ManualTimers; headers?: HeadersOption } }
   | {
       kind: 'rateLimit';
-      options: { rules: Rule<AnyReq>[]; store: Store; clock: ManualClock; timers: ManualTimers; skip?: (req: AnyReq) => boolean };
+      options: {
+        rules: Rule<AnyReq>[];
+        store: Store;
+        clock: ManualClock;
+        timers: ManualTimers;
+        skip?: (req: AnyReq) => boolean;
+        message?: (req: AnyReq) => unknown;
+      };
     }
   | { kind: 'concurrency'; options: Omit<ConcurrencyOptions<AnyReq>, 'defaultKey'> & { timers: ManualTimers } };
 
@@ -125,7 +135,7 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
       });
       const get = (path = '/', o: Omit<SendOptions, 'path'> = {}): Sent => send(app.port, { ...o, path });
       const at = () => clock.now() - startMs;
-      return { clock, timers, starts, get, at, ...stores, startMs };
+      return { clock, timers, starts, get, at, ...stores, startMs, port: app.port };
     }
 
     async function all(sent: Sent[]): Promise<Reply[]> {
@@ -133,13 +143,18 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
     }
 
     describe('throttle (SPEC 8.1)', () => {
-      const throttle = (timers: ManualTimers, clock: ManualClock, store: Store, extra: Partial<ThrottleOptions<AnyReq>> = {}): Stage => ({
+      const throttle = (
+        timers: ManualTimers,
+        clock: ManualClock,
+        store: Store,
+        extra: Partial<ThrottleOptions<AnyReq>> & { headers?: HeadersOption } = {},
+      ): Stage => ({
         kind: 'slowDown',
         options: { window: '10s', delayAfter: 2, delay: 5000, store, clock, timers, ...extra },
       });
 
       it('window 10 s, delayAfter 2, delay 5 s: 5 simultaneous → 2 at once, 3 after 5 s, none refused', async () => {
-        const t = await start(({ timers, clock, store }) => [throttle(timers, clock, store)]);
+        const t = await start(({ timers, clock, store }) => [throttle(timers, clock, store, { headers: 'draft-10' })]);
         const sent = Array.from({ length: 5 }, () => t.get('/'));
         await until(() => t.starts.length === 2 && t.timers.pending === 3, 'two answered, three delayed');
         await t.timers.advance(4999);
@@ -148,10 +163,11 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
         const replies = await all(sent);
         expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
         expect(t.starts.map((s) => s.at)).toEqual([0, 0, 5000, 5000, 5000]);
-        // The throttle's own figures, never zeros: q = delayAfter, w = window, r = arrivals left.
+        // The throttle's own figures when asked for: q = delayAfter, w = window, r = arrivals
+        // left, never 0 (a throttle never refuses, and r=0 tells clients to stop).
         for (const r of replies) expect(r.headers['ratelimit-policy']).toBe('"slow-down";q=2;w=10');
         const remaining = replies.map((r) => /r=(\d+)/.exec(String(r.headers.ratelimit))?.[1]).sort();
-        expect(remaining).toEqual(['0', '0', '0', '0', '1']);
+        expect(remaining).toEqual(['1', '1', '1', '1', '1']);
         for (const r of replies) expect(r.headers.ratelimit).toMatch(/;t=10$/);
       });
 
@@ -210,7 +226,7 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
       it('throttle then limiter: the limiter counts at processing time, so a request delayed past a later one is refused', async () => {
         // docs/slow-down.md walks through this timeline.
         const t = await start(({ timers, clock, store }) => [
-          throttle(timers, clock, store, { delayAfter: 1, delay: (hits: number) => (hits - 1) * 1000 }),
+          throttle(timers, clock, store, { delayAfter: 1, delay: (hits: number) => (hits - 1) * 1000, headers: 'draft-10' }),
           {
             kind: 'rateLimit',
             options: {
@@ -653,6 +669,228 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
         expect(blocked.headers['retry-after']).toBe('60');
         await t.timers.advance(60 * 1000);
         expect((await t.get('/login').reply).status).toBe(200);
+      });
+    });
+
+    describe('regressions: hostile clients and misused callbacks', () => {
+      /** Several HTTP/1.1 requests in one write, then the connection closes at once. */
+      async function pipelinedThenClose(port: number, paths: string[]): Promise<void> {
+        const socket = net.connect({ port, host: '127.0.0.1' });
+        await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+        socket.write(paths.map((p) => `GET ${p} HTTP/1.1\r\nHost: x\r\n\r\n`).join(''));
+        await new Promise((r) => setTimeout(r, 50));
+        socket.destroy();
+      }
+
+      it('pipelined requests and a disconnect: concurrency slots are released exactly once', async () => {
+        const t = await start(
+          ({ timers, slots }) => [{ kind: 'concurrency', options: { global: 2, store: slots, timers } }],
+          (path) => (path === '/slow' ? { kind: 'slow', ms: 60_000 } : { kind: 'ok' }),
+        );
+        await pipelinedThenClose(t.port, ['/slow', '/slow', '/slow']);
+        await until(async () => (await t.slots.count('tg-cc:concurrency:*')) === 0, 'every slot released');
+        // Everyone else is admitted again, and the count never went below zero.
+        expect((await t.get('/ok').reply).status).toBe(200);
+        expect((await t.get('/ok').reply).status).toBe(200);
+        expect(await t.slots.count('tg-cc:concurrency:*')).toBe(0);
+        await t.timers.advance(60_000);
+      });
+
+      it('pipelined requests and a disconnect: shed in-flight counts are released', async () => {
+        const t = await start(
+          () => [{ kind: 'shed', options: { maxInFlight: 2 } }],
+          (path) => (path === '/slow' ? { kind: 'slow', ms: 60_000 } : { kind: 'ok' }),
+        );
+        await pipelinedThenClose(t.port, ['/slow', '/slow', '/slow']);
+        await until(() => t.starts.length >= 2, 'the pipelined requests ran');
+        await new Promise((r) => setTimeout(r, 50));
+        // Had the abandoned requests stayed in flight, this pair would exceed maxInFlight.
+        const one = t.get('/slow');
+        await until(() => t.starts.length >= 3, 'one more in flight');
+        expect((await t.get('/ok').reply).status).toBe(200);
+        await t.timers.advance(60_000);
+        expect((await one.reply).status).toBe(200);
+      });
+
+      it('pipelined requests and a disconnect: requests held by slowDown never reach the handler', async () => {
+        const t = await start(({ timers, clock, store }) => [
+          { kind: 'slowDown', options: { window: '10s', delayAfter: 0, delay: 1000, store, clock, timers } },
+        ]);
+        await pipelinedThenClose(t.port, ['/a', '/b', '/c']);
+        await until(() => t.timers.pending === 0, 'held requests cancelled');
+        await t.timers.advance(5000);
+        expect(t.starts).toEqual([]);
+      });
+
+      it('pipelined requests and a disconnect: requests held in a leaky-bucket queue never reach the handler', async () => {
+        const t = await start(({ timers, clock, store }) => [
+          {
+            kind: 'rateLimit',
+            options: {
+              rules: [{ name: 'q', key: constant('q'), algorithm: 'leaky-bucket', mode: 'queue', limit: 10, window: '10s' }],
+              store,
+              clock,
+              timers,
+            },
+          },
+        ]);
+        await pipelinedThenClose(t.port, ['/a', '/b', '/c']);
+        await until(() => t.timers.pending === 0, 'queued requests cancelled');
+        await t.timers.advance(5000);
+        // The first departs at once (no wait); the queued ones never run.
+        expect(t.starts.length).toBeLessThanOrEqual(1);
+      });
+
+      it('throwing callbacks in concurrency go to the error handler, never through', async () => {
+        const t = await start(({ timers, slots }) => [
+          {
+            kind: 'concurrency',
+            options: {
+              max: 1,
+              store: slots,
+              timers,
+              key: () => {
+                throw new Error('key bug');
+              },
+            },
+          },
+        ]);
+        expect((await t.get('/').reply).status).toBe(500);
+        expect(t.starts).toEqual([]);
+      });
+
+      it('throwing callbacks in slowDown go to the error handler, never through', async () => {
+        const t = await start(({ timers, clock, store }) => [
+          {
+            kind: 'slowDown',
+            options: {
+              window: '10s',
+              delayAfter: 0,
+              store,
+              clock,
+              timers,
+              skip: () => {
+                throw new Error('skip bug');
+              },
+            },
+          },
+        ]);
+        expect((await t.get('/').reply).status).toBe(500);
+        expect(t.starts).toEqual([]);
+      });
+
+      it('an async skip does not switch slowDown off', async () => {
+        const t = await start(({ timers, clock, store }) => [
+          {
+            kind: 'slowDown',
+            options: {
+              window: '10s',
+              delayAfter: 0,
+              delay: 1000,
+              store,
+              clock,
+              timers,
+              skip: async (req: AnyReq) => req.url === '/health',
+            },
+          },
+        ]);
+        const held = t.get('/');
+        await until(() => t.timers.pending === 1, 'the request is delayed');
+        expect((await t.get('/health').reply).status).toBe(200);
+        await t.timers.advance(1000);
+        expect((await held.reply).status).toBe(200);
+        expect(t.starts.map((s) => [s.path, s.at])).toEqual([
+          ['/health', 0],
+          ['/', 1000],
+        ]);
+      });
+
+      it('a delay function returning a promise is awaited; one returning undefined is a coded error', async () => {
+        const t = await start(({ timers, clock, store }) => [
+          {
+            kind: 'slowDown',
+            options: {
+              window: '10s',
+              delayAfter: 0,
+              store,
+              clock,
+              timers,
+              delay: ((_hits: number, req: AnyReq) => (req.url === '/bad' ? undefined : Promise.resolve(2000))) as never,
+            },
+          },
+        ]);
+        const held = t.get('/');
+        await until(() => t.timers.pending === 1, 'the request is delayed');
+        await t.timers.advance(1999);
+        expect(t.starts).toEqual([]);
+        await t.timers.advance(1);
+        expect((await held.reply).status).toBe(200);
+        expect((await t.get('/bad').reply).status).toBe(500);
+      });
+
+      it('an async key does not make every client share one key ([object Promise])', async () => {
+        const t = await start(({ timers, clock, store }) => [
+          {
+            kind: 'rateLimit',
+            options: {
+              rules: [{ name: 'user', key: async (req: AnyReq) => req.headers['x-user'], limit: 1, window: '1m' }],
+              store,
+              clock,
+              timers,
+            },
+          },
+        ]);
+        expect((await t.get('/', { headers: { 'x-user': 'alice' } }).reply).status).toBe(200);
+        expect((await t.get('/', { headers: { 'x-user': 'bob' } }).reply).status).toBe(200);
+        expect((await t.get('/', { headers: { 'x-user': 'alice' } }).reply).status).toBe(429);
+      });
+
+      it('user() returning an object is a coded error, not a rule switched off', async () => {
+        const t = await start(({ timers, clock, store }) => [
+          {
+            kind: 'rateLimit',
+            options: {
+              rules: [{ name: 'user', key: user((req: AnyReq) => ({ id: req.headers['x-user'] })), limit: 1, window: '1m' }],
+              store,
+              clock,
+              timers,
+            },
+          },
+        ]);
+        expect((await t.get('/', { headers: { 'x-user': 'alice' } }).reply).status).toBe(500);
+        expect(t.starts).toEqual([]);
+      });
+
+      it('an async message is sent, not {}', async () => {
+        const t = await start(({ timers, clock, store }) => [
+          {
+            kind: 'rateLimit',
+            options: {
+              rules: [{ name: 'ip', limit: 1, window: '1m' }],
+              store,
+              clock,
+              timers,
+              message: async () => ({ error: 'slow down' }),
+            },
+          },
+        ]);
+        expect((await t.get('/').reply).status).toBe(200);
+        const refused = await t.get('/').reply;
+        expect(refused.status).toBe(429);
+        expect(refused.body).toEqual({ error: 'slow down' });
+      });
+
+      it('a throttle never announces r=0 (polite clients keep sending)', async () => {
+        const t = await start(({ timers, clock, store }) => [
+          { kind: 'slowDown', options: { window: '10s', delayAfter: 1, delay: 500, store, clock, timers } },
+        ]);
+        expect((await t.get('/').reply).headers.ratelimit).toBeUndefined();
+        const held = t.get('/');
+        await until(() => t.timers.pending === 1, 'delayed');
+        await t.timers.advance(500);
+        const r = await held.reply;
+        expect(r.status).toBe(200);
+        expect(r.headers.ratelimit ?? '').not.toMatch(/r=0/);
       });
     });
   });

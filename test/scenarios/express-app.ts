@@ -20,15 +20,19 @@ export function expressApp(express: ExpressFactory) {
       ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
       ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
     });
-    app.use(limiter);
     const answer = (path: string) => (req: express5.Request, res: express5.Response) => {
       res.json({ route: path, rateLimit: req.rateLimit ?? null });
     };
-    for (const route of spec.routes) {
-      const handlers = route.rules ? [limiter.route({ rules: route.rules as never }), answer(route.path)] : [answer(route.path)];
+    const mount = (route: AppSpec['routes'][number]) => {
+      const stage = route.rules ? [limiter.route({ rules: route.rules as never, ...(route.mode ? { mode: route.mode } : {}) })] : [];
+      const handlers = [...stage, answer(route.path)];
       if (route.method === 'GET') app.get(route.path, ...handlers);
       else app.post(route.path, ...handlers);
-    }
+    };
+    // A route whose rules replace the app-level ones is declared before app.use(limiter).
+    for (const route of spec.routes) if (route.mode === 'replace') mount(route);
+    app.use(limiter);
+    for (const route of spec.routes) if (route.mode !== 'replace') mount(route);
     app.get('/', answer('/'));
     const server = http.createServer({ maxHeaderSize: spec.maxHeaderSize }, app);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

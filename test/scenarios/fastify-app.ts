@@ -28,7 +28,7 @@ async function build(spec: AppSpec): Promise<FastifyInstance> {
     app.route({
       method: route.method,
       url: route.path,
-      ...(route.rules ? { config: { rateLimit: { rules: route.rules as never } } } : {}),
+      ...(route.rules ? { config: { rateLimit: { rules: route.rules as never, ...(route.mode ? { mode: route.mode } : {}) } } } : {}),
       handler: answer(route.path),
     });
   }

@@ -42,8 +42,10 @@ export interface ScenarioRequest {
 export interface RouteSpec {
   method: 'GET' | 'POST';
   path: string;
-  /** Rules added to the app-level stack for this route. */
+  /** Rules added to the app-level stack for this route (or replacing it, `mode: 'replace'`). */
   rules?: Rule<ScenarioRequest>[];
+  /** @default 'add' */
+  mode?: 'add' | 'replace';
 }
 
 export interface AppSpec {
@@ -218,6 +220,51 @@ export function httpScenarios(name: string, makeApp: MakeApp, makeStore?: (clock
       const blocked = await request(login);
       expect(blocked.status).toBe(429);
       expect(blocked.body['violated-policies']).toContain('ip');
+    });
+
+    it('double refund: a route-level refusal gives the app-level unit back once, even when the app-level rule does not count refusals', async () => {
+      const { request } = await start({
+        rules: [{ name: 'ip', limit: 3, window: '1m', algorithm: 'fixed-window', countIf: (status: number) => status < 400 }],
+        routes: [{ method: 'POST', path: '/login', rules: [{ name: 'login', limit: 1, window: '15m', algorithm: 'fixed-window' }] }],
+      });
+      const login = { method: 'POST' as const, path: '/login' };
+      expect((await request(login)).status).toBe(200);
+      // Each refused login consumes an app-level unit and must give back exactly that one.
+      expect(await statuses(request, 4, login)).toEqual([429, 429, 429, 429]);
+      // One unit of 3 used: two more pass, then the app-level rule refuses.
+      expect(await statuses(request, 3)).toEqual([200, 200, 429]);
+    });
+
+    it('headers after a route-level refusal report the app-level rule after its refund', async () => {
+      const { request } = await start({
+        rules: [{ name: 'ip', limit: 10, window: '1m', algorithm: 'fixed-window' }],
+        routes: [{ method: 'POST', path: '/login', rules: [{ name: 'login', limit: 1, window: '15m', algorithm: 'fixed-window' }] }],
+      });
+      const login = { method: 'POST' as const, path: '/login' };
+      expect((await request(login)).headers.ratelimit).toBe('"ip";r=9;t=60, "login";r=0;t=900');
+      const refused = await request(login);
+      expect(refused.status).toBe(429);
+      // 9 are left: the refused request's unit went back before the headers were written.
+      expect(refused.headers.ratelimit).toContain('"ip";r=9;t=60');
+      expect(refused.body['violated-policies']).toEqual(['login']);
+      expect((await request()).headers.ratelimit).toBe('"ip";r=8;t=60');
+    });
+
+    it("a route's rules can replace the app-level ones (mode: 'replace'): a bulk endpoint with a higher limit", async () => {
+      const { request } = await start({
+        rules: [{ name: 'ip', limit: 2, window: '1m', algorithm: 'fixed-window' }],
+        routes: [
+          { method: 'POST', path: '/bulk', mode: 'replace', rules: [{ name: 'bulk', limit: 5, window: '1m', algorithm: 'fixed-window' }] },
+        ],
+      });
+      const bulk = { method: 'POST' as const, path: '/bulk' };
+      const first = await request(bulk);
+      expect(first.status).toBe(200);
+      expect(first.headers['ratelimit-policy']).toBe('"bulk";q=5;w=60');
+      expect(first.body.rateLimit.rules.map((r: { name: string }) => r.name)).toEqual(['bulk']);
+      expect(await statuses(request, 5, bulk)).toEqual([200, 200, 200, 200, 429]);
+      // The app-level budget was never touched by the bulk route.
+      expect(await statuses(request, 3)).toEqual([200, 200, 429]);
     });
 
     it('routes naming the same group share one budget', async () => {

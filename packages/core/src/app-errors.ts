@@ -7,7 +7,7 @@
  * rejected `limiter.consume()`, so the app's functions are wrapped once, at
  * construction, and whatever they throw is marked here.
  */
-import { configError, describe } from './errors.js';
+import { configError, describe, type TollgateError } from './errors.js';
 import type { Rule } from './rules.js';
 
 const marked = new WeakSet<object>();
@@ -22,6 +22,11 @@ export function markAppError(err: unknown): object {
 /** True when `err` was thrown by a function of the app wrapped with {@link guardAppFn}. */
 export function isAppError(err: unknown): boolean {
   return typeof err === 'object' && err !== null && marked.has(err);
+}
+
+/** A callback's result of the wrong type at request time: the app's error, coded. */
+export function callbackResultError(path: string, expected: string, received: unknown, fix: string): TollgateError {
+  return markAppError(configError('TG_INVALID_CALLBACK_RESULT', { path, expected, received: describe(received), fix })) as TollgateError;
 }
 
 /** Wraps an app function so that whatever it throws is marked as the app's error. */

@@ -26,6 +26,7 @@ export const ERROR_CODES = {
   TG_STORE_ERROR: 'A store failed to decide (wraps the cause).',
   TG_STORE_TIMEOUT: 'A store call did not answer within its deadline.',
   TG_INVALID_TIME: 'A clock gave a time that is not a finite number of milliseconds.',
+  TG_INVALID_CALLBACK_RESULT: 'A callback (key, cost, skip, message, handler, delay) returned a value of the wrong type at request time.',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

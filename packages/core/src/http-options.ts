@@ -118,6 +118,8 @@ export interface HttpOptionsWording {
 /** The shared options after validation; the function types are the adapter's own. */
 export interface HttpOptions<Req, O extends HttpOptionsInput> {
   defaultKey: KeyFn<Req>;
+  /** Whether `trustProxy` names a proxy (the misconfiguration warnings are off then). */
+  trusted: boolean;
   format: HeaderFormatter | undefined;
   pk: boolean;
   statusCode: number;
@@ -249,6 +251,7 @@ export function normalizeHttpOptions<Req, O extends HttpOptionsInput>(o: O, w: H
   }
   return {
     defaultKey: clientAddressKey<Req>(o),
+    trusted: o.trustProxy !== undefined && o.trustProxy !== false,
     format: compileHeaders(o.headers, o.partitionKey === undefined ? {} : { partitionKey: o.partitionKey }),
     pk: o.partitionKey !== undefined && o.partitionKey !== false,
     statusCode,

@@ -7,10 +7,8 @@
 
 export type { Algorithm, Check, State } from './algorithms/index.js';
 export { algorithms } from './algorithms/index.js';
-export { guardAppFn, guardRules, isAppError, markAppError } from './app-errors.js';
 export { type Clock, checkTime, ManualClock, systemClock } from './clock.js';
 export {
-  acquireWhileConnected,
   type ConcurrencyFigures,
   type ConcurrencyLimit,
   type ConcurrencyOptions,
@@ -21,15 +19,10 @@ export {
   createConcurrency,
   createShedder,
   createThrottle,
-  hold,
-  isGone,
   type LoopDelaySource,
   ManualTimers,
   MemorySlotStore,
   monitorLoopDelay,
-  onceDone,
-  publishControl,
-  type ResponseLike,
   type Shedder,
   type ShedOptions,
   type ShedOutcome,
@@ -45,7 +38,6 @@ export {
   type Timers,
   throttleDecision,
 } from './controls/index.js';
-export { countedRules, type FinishingResponse, refundUncountedOnFinish } from './count-if.js';
 export {
   CHANNEL_NAMES,
   channels,
@@ -72,8 +64,6 @@ export {
 } from './duration.js';
 export { configError, describe as describeValue, ERROR_CODES, type ErrorCode, type ErrorDetails, TollgateError } from './errors.js';
 export {
-  appendHeaderValue,
-  applyHeaders,
   compileHeaders,
   type HeaderContext,
   type HeaderField,
@@ -87,18 +77,7 @@ export {
   resetMsOf,
   windowSeconds,
 } from './headers.js';
-export {
-  type ClientAddressOptions,
-  checkOptionNames,
-  clientAddressKey,
-  type HttpLimiterOptions,
-  type HttpOptions,
-  type HttpOptionsInput,
-  type HttpOptionsWording,
-  normalizeHttpOptions,
-  type OptionNameFixes,
-  splitClientAddress,
-} from './http-options.js';
+export type { ClientAddressOptions, HttpLimiterOptions } from './http-options.js';
 export {
   compileTrust,
   constant,
@@ -116,7 +95,6 @@ export {
 export { createLimiter, type Limiter, type LimiterOptions, sanitizeKey } from './limiter.js';
 export { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
 export { mergeDecisions } from './merge.js';
-export { type NextAdmission, nextAdmission } from './next-admission.js';
 export {
   CAPACITY_RETRY_AFTER_MS,
   capacityProblem,
@@ -124,8 +102,6 @@ export {
   isCapacityRefusal,
   MESSAGE_JSON_TYPE,
   MESSAGE_TEXT_TYPE,
-  messageContentType,
-  messageText,
   PROBLEM_CONTENT_TYPE,
   PROBLEM_QUOTA_EXCEEDED,
   PROBLEM_REDUCED_CAPACITY,
@@ -134,7 +110,6 @@ export {
   type Refusal,
   refusal,
   retryAfterSeconds,
-  storeFailureRefusal,
 } from './response.js';
 export { type CompiledRule, compileRule, compileRules, type KeyFn, type Rule } from './rules.js';
 export { checkRule, decideStack, type Entry, entryExpiresAt, refundEntry } from './stack.js';

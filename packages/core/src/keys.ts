@@ -17,6 +17,7 @@
 import parseForwarded from 'forwarded-parse';
 import ipaddr from 'ipaddr.js';
 import proxyaddr from 'proxy-addr';
+import { callbackResultError } from './app-errors.js';
 import { configError, describe } from './errors.js';
 import { unknownOptionFix } from './suggest.js';
 
@@ -392,12 +393,26 @@ function idExtractor<R>(what: 'user' | 'tenant', fn: (req: R) => unknown): (req:
       fix: `Pass e.g. ${what}((req) => req.${what}?.id).`,
     });
   }
-  return function idKey(req: R): string | undefined {
-    const id = fn(req);
+  const asId = (id: unknown): string | undefined => {
     if (typeof id === 'string') return id === '' ? undefined : id;
     if (typeof id === 'number' || typeof id === 'bigint') return String(id);
-    // Anything else (undefined, null, an object) means "no id": the rule does not apply.
-    return undefined;
+    // Absent means "no id": the rule does not apply. Anything else is a bug that would
+    // switch the rule off unnoticed (the user object instead of its id): a coded error.
+    if (id === undefined || id === null) return undefined;
+    throw callbackResultError(
+      what,
+      `a ${what} id (string or number), undefined or null`,
+      id,
+      `Return the id, e.g. ${what}((req) => req.${what}?.id).`,
+    );
+  };
+  return function idKey(req: R): string | undefined {
+    const id = fn(req);
+    if (typeof id === 'object' && id !== null && typeof (id as { then?: unknown }).then === 'function') {
+      // An async extractor: the limiter awaits the key.
+      return Promise.resolve(id).then(asId) as unknown as string | undefined;
+    }
+    return asId(id);
   };
 }
 

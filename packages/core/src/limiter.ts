@@ -5,6 +5,7 @@
  * undefined/null, and hands the rest to the store as one all-or-nothing decision.
  */
 import { createHash } from 'node:crypto';
+import { callbackResultError, markAppError } from './app-errors.js';
 import type { Clock } from './clock.js';
 import { channels, DURATION } from './diagnostics.js';
 import { configError, describe } from './errors.js';
@@ -49,20 +50,58 @@ export interface Limiter<R> {
    * `consume` would reject with.
    */
   consumeSync(req: R, options?: { cost?: number }): Decision | undefined;
+  /**
+   * The same decision as `consume`, synchronously when every key and cost function
+   * returns a plain value and the store decides in-process, otherwise as a promise (an
+   * async key or cost is awaited). What adapters call: one evaluation of each function.
+   */
+  decide(req: R, options?: { cost?: number }): Decision | Promise<Decision>;
   /** Decides without consuming. */
   peek(req: R, options?: { cost?: number }): Promise<Decision>;
-  /** Gives back what `decision` consumed (no-op for a rejected decision). */
+  /**
+   * Gives back what `decision` consumed (no-op for a rejected decision). A rule's units
+   * are given back at most once per decision, whichever path asks first.
+   */
   refund(req: R, decision: Decision, options?: { rules?: readonly string[] }): Promise<void>;
   /** Forgets the request's keys for every rule. */
   reset(req: R): Promise<void>;
   /** A limiter deciding this stack plus `rules` as one stack (same store, clock, prefix). */
   extend(rules: readonly Rule<R>[]): Limiter<R>;
-  /** The ops this request maps to (for adapters and diagnostics). */
+  /**
+   * The ops this request maps to (for adapters and diagnostics). Throws
+   * `TG_INVALID_CALLBACK_RESULT` when a key or cost function returns a promise (use
+   * `resolveAsync`).
+   */
   resolve(req: R, cost?: number): StoreOp[];
+  /** The ops this request maps to, awaiting async key and cost functions. */
+  resolveAsync(req: R, cost?: number): StoreOp[] | Promise<StoreOp[]>;
 }
 
 const RECEIPT = Symbol('tollgate.receipt');
-type WithReceipt = Decision & { [RECEIPT]?: StoreOp[] };
+/** The rule names of a decision already given back: a unit is refunded at most once. */
+const REFUNDED = Symbol('tollgate.refunded');
+type WithReceipt = Decision & { [RECEIPT]?: StoreOp[]; [REFUNDED]?: Set<string> };
+
+/** What an admitted decision consumed, rule by rule (undefined for a refusal). */
+export function decisionOps(decision: Decision): readonly StoreOp[] | undefined {
+  return (decision as WithReceipt)[RECEIPT];
+}
+
+function isThenable(v: unknown): v is PromiseLike<unknown> {
+  return typeof v === 'object' && v !== null && typeof (v as { then?: unknown }).then === 'function';
+}
+
+/** A key function's result as a key: strings and numbers; null and undefined skip the rule. */
+function keyOf(k: unknown, name: string): string {
+  if (typeof k === 'string') return k;
+  if ((typeof k === 'number' && Number.isFinite(k)) || typeof k === 'bigint') return String(k);
+  throw callbackResultError(
+    `rules.${name}.key`,
+    'a string, a number, undefined or null (or a promise of one)',
+    k,
+    'Return an id such as req.user?.id, not the object that holds it.',
+  );
+}
 
 const KEY_MAX = 128;
 
@@ -107,11 +146,23 @@ export function sanitizeKey(key: string): string {
   return h;
 }
 
-function resolveCost<R>(rule: CompiledRule<R>, req: R, override: number | undefined): number {
-  const raw = override ?? rule.cost ?? (rule.costFn as (req: R) => number)(req);
+function costOf<R>(rule: CompiledRule<R>, raw: unknown): number {
+  if (typeof raw !== 'number') {
+    throw callbackResultError(
+      `rules.${rule.spec.name}.cost`,
+      'a number (or a promise of one)',
+      raw,
+      "Return the request's cost as a number.",
+    );
+  }
   // A cost that is not a finite non-negative number fails closed: the rule refuses it.
-  if (typeof raw !== 'number' || !(raw >= 0) || raw === Number.POSITIVE_INFINITY) return rule.spec.maxCost + 1;
+  if (!(raw >= 0) || raw === Number.POSITIVE_INFINITY) return rule.spec.maxCost + 1;
   return Math.ceil(raw);
+}
+
+/** A rejected key or cost promise is the app's error, as a throw would be. */
+function rethrowAsApp(err: unknown): never {
+  throw markAppError(err);
 }
 
 const NONE: string[] = Object.freeze([]) as unknown as string[];
@@ -251,7 +302,7 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
   // scan, or a hash lookup for 'GET /') is most of what a rule's key costs.
   const lastRaw: (string | undefined)[] = new Array(n).fill(undefined);
   const lastKey: string[] = new Array(n).fill('');
-  function keyOf(i: number, raw: string): string {
+  function cachedKey(i: number, raw: string): string {
     if (raw === lastRaw[i]) return lastKey[i] as string;
     const key = sanitizeKey(raw);
     lastRaw[i] = raw;
@@ -259,28 +310,67 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
     return key;
   }
 
-  function resolve(req: R, cost?: number): StoreOp[] {
+  /** One rule's op from its key (already a plain value) and cost; a promise when the cost is async. */
+  function opOf(i: number, k: unknown, req: R, override: number | undefined): StoreOp | Promise<StoreOp> {
+    const rule = compiled[i] as CompiledRule<R>;
+    const raw = keyOf(k, rule.spec.name);
+    const key = cachedKey(i, raw);
+    const c = override ?? rule.cost ?? (rule.costFn as (req: R) => unknown)(req);
+    if (isThenable(c)) return Promise.resolve(c).then((v) => ({ rule: rule.spec, key, raw, cost: costOf(rule, v) }), rethrowAsApp);
+    return { rule: rule.spec, key, raw, cost: costOf(rule, c) };
+  }
+
+  /** One rule's op, or undefined when its key is absent; a promise when a function is async. */
+  function ruleOp(i: number, req: R, cost: number | undefined): StoreOp | undefined | Promise<StoreOp | undefined> {
+    const k: unknown = (keyFns[i] as KeyFn<R>)(req);
+    if (k === undefined || k === null) return undefined;
+    if (isThenable(k)) {
+      return Promise.resolve(k).then((v) => (v === undefined || v === null ? undefined : opOf(i, v, req, cost)), rethrowAsApp);
+    }
+    return opOf(i, k, req, cost);
+  }
+
+  function resolveAsync(req: R, cost?: number): StoreOp[] | Promise<StoreOp[]> {
     if (n === 1) {
       // One rule, the common case: an array of exactly one op, not a growable empty one.
-      const k = (keyFns[0] as KeyFn<R>)(req);
-      if (k === undefined || k === null) return [];
-      const rule = compiled[0] as CompiledRule<R>;
-      const raw = typeof k === 'string' ? k : String(k);
-      return [{ rule: rule.spec, key: keyOf(0, raw), raw, cost: resolveCost(rule, req, cost) }];
+      const op = ruleOp(0, req, cost);
+      if (op === undefined) return [];
+      if (op instanceof Promise) return op.then((o) => (o === undefined ? [] : [o]));
+      return [op];
     }
     const ops: StoreOp[] = [];
+    let pending: Array<StoreOp | undefined | Promise<StoreOp | undefined>> | undefined;
     for (let i = 0; i < n; i++) {
-      const k = (keyFns[i] as KeyFn<R>)(req);
-      if (k === undefined || k === null) continue;
-      const rule = compiled[i] as CompiledRule<R>;
-      const raw = typeof k === 'string' ? k : String(k);
-      ops.push({ rule: rule.spec, key: keyOf(i, raw), raw, cost: resolveCost(rule, req, cost) });
+      const op = ruleOp(i, req, cost);
+      if (pending !== undefined) pending.push(op);
+      else if (op instanceof Promise) pending = [...ops, op];
+      else if (op !== undefined) ops.push(op);
+    }
+    if (pending === undefined) return ops;
+    return Promise.all(pending).then((all) => all.filter((o): o is StoreOp => o !== undefined));
+  }
+
+  function resolve(req: R, cost?: number): StoreOp[] {
+    const ops = resolveAsync(req, cost);
+    if (ops instanceof Promise) {
+      ops.catch(() => {});
+      throw callbackResultError(
+        'rules',
+        'key and cost functions that return plain values here',
+        ops,
+        'Use consume, decide or resolveAsync.',
+      );
     }
     return ops;
   }
 
   const now = clock ? () => clock.now() : () => undefined;
   const consumeSync = store.consumeSync;
+  // In-process stores decide synchronously: no promise per decision.
+  const decideOps =
+    consumeSync !== undefined
+      ? (ops: StoreOp[], t0: number) => finish(ops, consumeSync.call(store, ops, now()), t0)
+      : (ops: StoreOp[], t0: number) => store.consume(ops, now()).then((d) => finish(ops, d, t0));
 
   const limiter: Limiter<R> = {
     rules: compiled,
@@ -288,17 +378,20 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
     clock,
     prefix,
     resolve,
+    resolveAsync,
     consume(req, o) {
-      const t0 = started();
-      let ops: StoreOp[];
       try {
-        ops = resolve(req, o?.cost);
-        // In-process stores decide synchronously: one promise per decision, not two.
-        if (consumeSync !== undefined) return Promise.resolve(finish(ops, consumeSync.call(store, ops, now()), t0));
+        const d = limiter.decide(req, o);
+        return d instanceof Promise ? d : Promise.resolve(d);
       } catch (err) {
         return Promise.reject(err);
       }
-      return store.consume(ops, now()).then((d) => finish(ops, d, t0));
+    },
+    decide(req, o) {
+      const t0 = started();
+      const ops = resolveAsync(req, o?.cost);
+      if (ops instanceof Promise) return ops.then((x) => decideOps(x, t0));
+      return decideOps(ops, t0);
     },
     consumeSync(req, o) {
       if (consumeSync === undefined) return undefined;
@@ -307,7 +400,7 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
       return finish(ops, consumeSync.call(store, ops, now()), t0);
     },
     async peek(req, o) {
-      const ops = resolve(req, o?.cost);
+      const ops = await resolveAsync(req, o?.cost);
       return toResults(ops, await store.peek(ops, now()));
     },
     async refund(_req, decision, o) {
@@ -319,11 +412,18 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
       }
       // A rule that did not admit (dry-run refusal) consumed nothing: nothing to give back.
       const admitted = new Set(decision.rules.filter((r) => r.allowed).map((r) => r.name));
-      ops = ops.filter((op) => admitted.has(op.rule.name));
-      if (ops.length > 0) await store.refund(ops, decision.at, now());
+      // Each rule at most once: a refusal's refund and an uncounted status's refund of the
+      // same decision must not give the unit back twice.
+      const w = decision as WithReceipt;
+      const done = w[REFUNDED] ?? new Set<string>();
+      ops = ops.filter((op) => admitted.has(op.rule.name) && !done.has(op.rule.name));
+      if (ops.length === 0) return;
+      for (const op of ops) done.add(op.rule.name);
+      w[REFUNDED] = done;
+      await store.refund(ops, decision.at, now());
     },
     async reset(req) {
-      await Promise.all(resolve(req).map((op) => store.reset(op.rule, op.key, op.raw)));
+      await Promise.all((await resolveAsync(req)).map((op) => store.reset(op.rule, op.key, op.raw)));
     },
     extend(rules) {
       return build([...compiled, ...extendRules(compiled, rules, prefix)], store, clock, prefix, defaultKey);

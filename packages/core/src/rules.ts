@@ -7,8 +7,11 @@ import { configError, describe, TollgateError } from './errors.js';
 import { closest, didYouMean, unknownOptionFix } from './suggest.js';
 import type { AlgorithmName, RuleSpec } from './types.js';
 
-/** A key function: the string a rule counts under, or `undefined`/`null` to not apply. */
-export type KeyFn<R> = (req: R) => string | number | undefined | null;
+/**
+ * A key function: the string a rule counts under, or `undefined`/`null` to not apply; or
+ * a promise of one (awaited; a plain value keeps the decision synchronous).
+ */
+export type KeyFn<R> = (req: R) => string | number | undefined | null | Promise<string | number | undefined | null>;
 
 /**
  * One limit.
@@ -36,7 +39,7 @@ export interface Rule<R = unknown> {
   /** token-bucket / leaky-bucket meter capacity. @default limit */
   burst?: number;
   /** Units a request consumes: a number or a function of the request. @default 1 */
-  cost?: number | ((req: R) => number);
+  cost?: number | ((req: R) => number | Promise<number>);
   /** Once rejected by this rule, a key stays rejected this long. */
   blockFor?: Duration;
   /** Rules naming the same group share one counter. */
@@ -66,7 +69,7 @@ export interface CompiledRule<R = unknown> {
   readonly key: KeyFn<R> | undefined;
   /** Static cost, or `undefined` when `costFn` decides per request. */
   readonly cost: number | undefined;
-  readonly costFn: ((req: R) => number) | undefined;
+  readonly costFn: ((req: R) => number | Promise<number>) | undefined;
   /** Outcome filter for adapters: `true` means the request counts. Undefined: always counts. */
   readonly countIf: ((statusCode: number) => boolean) | undefined;
   readonly source: Rule<R>;
@@ -285,7 +288,7 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
   }
   const maxCost = isBucket ? (mode === 'queue' ? queue : burst) : limit;
   let cost: number | undefined = 1;
-  let costFn: ((req: R) => number) | undefined;
+  let costFn: ((req: R) => number | Promise<number>) | undefined;
   if (typeof rule.cost === 'function') {
     cost = undefined;
     costFn = rule.cost;

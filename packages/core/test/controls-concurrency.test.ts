@@ -1,14 +1,7 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { EventEmitter } from 'node:events';
-import {
-  acquireWhileConnected,
-  type ConcurrencyOutcome,
-  createConcurrency,
-  ManualClock,
-  ManualTimers,
-  MemorySlotStore,
-  TollgateError,
-} from '@tollgate/core';
+import { type ConcurrencyOutcome, createConcurrency, ManualClock, ManualTimers, MemorySlotStore, TollgateError } from '@tollgate/core';
+import { acquireWhileConnected } from '@tollgate/core/http';
 import { describe, expect, it } from 'vitest';
 
 type Req = { k?: string };

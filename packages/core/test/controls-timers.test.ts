@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
-import { hold, ManualClock, ManualTimers, onceDone } from '@tollgate/core';
+import { ManualClock, ManualTimers } from '@tollgate/core';
+import { hold, onceDone } from '@tollgate/core/http';
 import { describe, expect, it } from 'vitest';
 
 class FakeResponse extends EventEmitter {

@@ -3,7 +3,8 @@
  * back when the response finishes with a status the rule does not count.
  */
 import { EventEmitter } from 'node:events';
-import { constant, countedRules, createLimiter, ManualClock, MemoryStore, refundUncountedOnFinish } from '@tollgate/core';
+import { constant, createLimiter, ManualClock, MemoryStore } from '@tollgate/core';
+import { countedRules, refundUncountedOnFinish } from '@tollgate/core/http';
 import { describe, expect, it } from 'vitest';
 
 class FakeResponse extends EventEmitter {

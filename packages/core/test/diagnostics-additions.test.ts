@@ -13,10 +13,10 @@ import {
   type InFlightMessage,
   ManualClock,
   MemoryStore,
-  publishControl,
   publishDecision,
   shedDecision,
 } from '@tollgate/core';
+import { publishControl } from '@tollgate/core/http';
 import { afterEach, describe, expect, it } from 'vitest';
 
 const unsubscribe: (() => void)[] = [];

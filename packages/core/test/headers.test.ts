@@ -1,15 +1,14 @@
 import {
-  applyHeaders,
   compileHeaders,
   constant,
   createLimiter,
   type HeaderField,
   type HeaderFormatter,
   ManualClock,
-  nextAdmission,
   type RuleResult,
   TollgateError,
 } from '@tollgate/core';
+import { applyHeaders, nextAdmission } from '@tollgate/core/http';
 import { describe, expect, it } from 'vitest';
 
 function rule(over: Partial<RuleResult> & { name: string }): RuleResult {

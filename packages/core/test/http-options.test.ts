@@ -2,16 +2,8 @@
  * The shared HTTP adapter options (SPEC 9, 13): one validation for Express and Fastify,
  * whose errors carry the adapter's own name and signatures.
  */
-import {
-  checkOptionNames,
-  type HttpOptionsWording,
-  ManualClock,
-  ManualTimers,
-  normalizeHttpOptions,
-  type RequestLike,
-  splitClientAddress,
-  TollgateError,
-} from '@tollgate/core';
+import { ManualClock, ManualTimers, type RequestLike, TollgateError } from '@tollgate/core';
+import { checkOptionNames, type HttpOptionsWording, normalizeHttpOptions, splitClientAddress } from '@tollgate/core/http';
 import { describe, expect, it } from 'vitest';
 
 const WORDING: HttpOptionsWording = {

@@ -192,7 +192,8 @@ describe('other extractors', () => {
     expect(u({ id: 42 })).toBe('42');
     expect(u({ id: '' })).toBeUndefined();
     expect(u({})).toBeUndefined();
-    expect(u({ id: { toString: () => 'x' } })).toBeUndefined();
+    // An object is a bug (the user instead of its id): a coded error, never the rule switched off.
+    expect(() => u({ id: { toString: () => 'x' } })).toThrow(expect.objectContaining({ code: 'TG_INVALID_CALLBACK_RESULT' }));
     expect(tenant((r: { org: string }) => r.org)({ org: 'acme' })).toBe('acme');
     expect(() => user('x' as never)).toThrow(TollgateError);
   });

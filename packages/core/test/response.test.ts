@@ -6,16 +6,14 @@ import {
   type Decision,
   type DecisionMessage,
   ManualClock,
-  messageContentType,
-  messageText,
   PROBLEM_QUOTA_EXCEEDED,
   PROBLEM_REDUCED_CAPACITY,
   publishDecision,
   publishStoreError,
   refusal,
   retryAfterSeconds,
-  storeFailureRefusal,
 } from '@tollgate/core';
+import { messageContentType, messageText, storeFailureRefusal } from '@tollgate/core/http';
 import { describe, expect, it } from 'vitest';
 
 function refused(over: Partial<Decision> = {}): Decision {

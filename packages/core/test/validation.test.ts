@@ -296,8 +296,16 @@ describe('odd input at request time gives a well-defined decision', () => {
     for (const k of ['192.0.2.1', '2001:db8::/56', 'user:42', 'tenant|acme~eu']) expect(sanitizeKey(k)).toBe(k);
   });
 
-  it('a cost function returning NaN, a negative, Infinity or a non-number is refused, never free', async () => {
-    for (const n of [Number.NaN, -1, Number.POSITIVE_INFINITY, '1', null]) {
+  it('a cost function returning a non-number is a coded error, never free', async () => {
+    for (const n of ['1', null]) {
+      const { store, l } = make();
+      await expect(l.consume({ k: 'a', n })).rejects.toMatchObject({ code: 'TG_INVALID_CALLBACK_RESULT' });
+      await store.close();
+    }
+  });
+
+  it('a cost function returning NaN, a negative or Infinity is refused, never free', async () => {
+    for (const n of [Number.NaN, -1, Number.POSITIVE_INFINITY]) {
       const { store, l } = make();
       const d = await l.consume({ k: 'a', n });
       expect(d.allowed, String(n)).toBe(false);

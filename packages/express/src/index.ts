@@ -1,10 +1,8 @@
 /**
- * @tollgate/express — Express 4 and 5 middleware.
+ * @tollgate/express — Express 4 and 5 middleware (SPEC 9).
  *
- * `rateLimit` and its route-level extension; the key extractors and the types users
- * write rules with are re-exported so an app needs one import.
- *
- * @module @tollgate/express
+ * `rateLimit` and its route-level extension, and the controls; the key extractors and
+ * the types users write rules with are re-exported so an app needs one import.
  */
 export {
   constant,
@@ -22,8 +20,16 @@ export {
   tenant,
   user,
 } from '@tollgate/core';
-export { type ConcurrencyMiddleware, type ConcurrencyMiddlewareOptions, concurrency } from './concurrency.js';
+export {
+  type ClientAddressOptions,
+  type ConcurrencyMiddleware,
+  type ConcurrencyMiddlewareOptions,
+  concurrency,
+  type ShedMiddleware,
+  type SlowDownMiddleware,
+  type SlowDownOptions,
+  shed,
+  slowDown,
+} from './controls.js';
 export type { RateLimitMiddleware, RateLimitOptions, RouteOptions, StoreErrorPolicy } from './options.js';
 export { rateLimit } from './rate-limit.js';
-export { type ShedMiddleware, shed } from './shed.js';
-export { type SlowDownMiddleware, type SlowDownOptions, slowDown } from './slow-down.js';

@@ -11,11 +11,7 @@ declare module 'fastify' {
     rateLimit?: Decision;
   }
   interface FastifyContextConfig {
-    /**
-     * Rules added to the plugin-level stack for this route, or `false` to turn every
-     * tollgate registration off for it.
-     * @example { config: { rateLimit: { rules: [{ name: 'login', limit: 5, window: '15m' }] } } }
-     */
+    /** Rules for this route (added to or replacing the plugin-level stack), or `false` to turn tollgate off for it. */
     rateLimit?: RouteRateLimit | false;
   }
 }

@@ -1,78 +1,123 @@
 /**
- * The Fastify plugin: `await app.register(tollgate, { rules, ... })`.
+ * The Fastify plugin (SPEC 9): `await app.register(tollgate, { rules, ... })`.
  *
- * Wrapped with fastify-plugin, so it acts in the scope it is registered in (and that
- * scope's children) and nowhere else: registered inside a prefix-scoped plugin it
- * limits that scope only. Nothing is added to a scope-wide hook list. Instead an
- * `onRoute` hook gives every route of the scope its own decision hook, built once when
- * the route is declared:
+ * Wrapped with fastify-plugin, so it acts in the scope it is registered in and that
+ * scope's children. An `onRoute` hook gives every route of the scope its own decision
+ * hook, built once when the route is declared: the plugin-level stack; with
+ * `config.rateLimit: { rules }` that stack plus the route's rules as one all-or-nothing
+ * stack (or the route's rules alone, `mode: 'replace'`); with `config.rateLimit: false`
+ * none. Registrations stack (outer first, draft-10 items appended, `request.rateLimit`
+ * merged); a route's rules join the innermost registration that sees it.
  *
- * - no `config.rateLimit`: the plugin-level stack (one limiter and one hook shared by
- *   every such route);
- * - `config.rateLimit: { rules }`: the plugin-level stack extended with the route's
- *   rules (`limiter.extend`), decided as one all-or-nothing stack;
- * - `config.rateLimit: false`: no hook at all.
- *
- * Registrations stack: a route in the scope of two registrations (say one at the root,
- * one in `/api`) gets both hooks, outer first; their draft-10 items are appended and
- * `request.rateLimit` merges both decisions. A route's `config.rateLimit.rules` join the
- * innermost registration that sees the route (the one registered last along the
- * route's scope chain), so they are counted once.
+ * Routes declared before the plugin loaded (`app.register(tollgate, ...)` without
+ * `await`, then routes) never pass through its `onRoute` hook: a scope-level hook then
+ * decides them too, so no route of the scope is left unlimited whatever the order.
  */
-import {
-  createLimiter,
-  guardAppFn,
-  guardRules,
-  type KeyFn,
-  type Limiter,
-  type LimiterOptions,
-  MemoryStore,
-  type Rule,
-} from '@tollgate/core';
-import type { FastifyInstance, FastifyPluginCallback, FastifyRequest, RouteOptions } from 'fastify';
+import type { Limiter } from '@tollgate/core';
+import { createRateLimit, type Decide } from '@tollgate/core/http';
+import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
-import { type Decide, decider } from './decide.js';
-import { normalise, routeOption, type TollgateHook, type TollgateOptions } from './options.js';
+import { normalise, type RouteRateLimit, routeOption, type TollgateHook, type TollgateOptions } from './options.js';
+import { fastifyPort } from './port.js';
 
+type Hook = Decide<FastifyRequest, FastifyReply, HookHandlerDoneFunction>;
 /** The registration that owns route-level rules in a scope (inherited by child scopes). */
 const OWNER = Symbol.for('tollgate.fastify.owner');
 /** Marks tollgate's own hook functions in a route's hook lists. */
 const MARK = Symbol.for('tollgate.fastify.hook');
+/** Marks the config of a route the `onRoute` hook saw, per registration. */
+const SEEN = Symbol('tollgate.fastify.seen');
 
 type HookFn = ((...args: never[]) => void) & { [MARK]?: true };
 type Scope = FastifyInstance & { [OWNER]?: object };
+type Config = { rateLimit?: unknown; [SEEN]?: Set<object> };
 
 /** The same decision as a `preParsing` hook, whose callback comes fourth. */
-function asHook(decide: Decide, hook: TollgateHook): HookFn {
+function asHook(decide: Hook, hook: TollgateHook): HookFn {
   const fn: HookFn =
     hook === 'preParsing'
-      ? function tollgatePreParsing(request: FastifyRequest, reply, _payload: unknown, done) {
+      ? function tollgatePreParsing(request: FastifyRequest, reply: FastifyReply, _payload: unknown, done: HookHandlerDoneFunction) {
           decide(request, reply, done);
         }
-      : function tollgateHook(request: FastifyRequest, reply, done) {
-          decide(request, reply, done);
-        };
+      : decide;
   fn[MARK] = true;
   return fn;
 }
 
 /**
  * Adds `fn` to a route's own hook list without touching the list the route was declared
- * with (Fastify copies it to the implicit HEAD route). Early hooks go before the route's
- * own hooks, so a refusal comes before their work; `preValidation` and `preHandler`
- * go after them, so keys can read what the route's own hooks (authentication) set.
+ * with. Early hooks go before the route's own hooks (a refusal comes before their work);
+ * `preValidation` and `preHandler` after them (keys can read what authentication set).
  */
 function install(route: RouteOptions, hook: TollgateHook, fn: HookFn): void {
   const r = route as unknown as Record<TollgateHook, HookFn | HookFn[] | undefined>;
   const existing = r[hook];
   const list = existing === undefined ? [] : Array.isArray(existing) ? existing : [existing];
-  if (hook === 'onRequest' || hook === 'preParsing') {
-    let at = 0;
-    while (at < list.length && (list[at] as HookFn)[MARK] === true) at++;
-    r[hook] = [...list.slice(0, at), fn, ...list.slice(at)];
-  } else {
-    r[hook] = [...list, fn];
+  let at = list.length;
+  if (hook === 'onRequest' || hook === 'preParsing') for (at = 0; at < list.length && (list[at] as HookFn)[MARK] === true; ) at++;
+  r[hook] = [...list.slice(0, at), fn, ...list.slice(at)];
+}
+
+function register(fastify: FastifyInstance, options: TollgateOptions): void {
+  const o = normalise(options);
+  const { handler } = o;
+  const core = createRateLimit(fastifyPort, o, {
+    path: 'tollgate',
+    allowEmpty: true,
+    ...(typeof handler === 'function' ? { handler: (req, res, _done, d) => handler(req, res, d) } : {}),
+  });
+  const owner = {};
+  const baseHooks = new Map<TollgateHook, HookFn>();
+  const baseHook = (hook: TollgateHook): HookFn => {
+    const fn = baseHooks.get(hook) ?? asHook(core.handle, hook);
+    baseHooks.set(hook, fn);
+    return fn;
+  };
+  /** The decision of a route stack, built once per route config. */
+  const routeDecide = (own: RouteRateLimit, where: string): Hook =>
+    core.stack(core.routeLimiter(own.rules ?? [], own.mode ?? 'add', `${where} config.rateLimit.rules`) as Limiter<FastifyRequest>);
+  const owns = (scope: Scope, own: RouteRateLimit) => own.rules !== undefined && own.rules.length > 0 && scope[OWNER] === owner;
+  const wantsBase = core.limiter !== undefined;
+
+  if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
+  (fastify as Scope)[OWNER] = owner;
+
+  if (fastify.printRoutes() !== '(empty tree)') lateRoutes(fastify as Scope);
+
+  fastify.addHook('onRoute', function tollgateRoute(this: Scope, route) {
+    const config = (route.config ?? {}) as Config;
+    if (config.rateLimit === false) return;
+    const where = `${Array.isArray(route.method) ? route.method.join(',') : route.method} ${route.url}`;
+    const own = config.rateLimit === undefined ? {} : routeOption(config.rateLimit, where);
+    const hook = own.hook ?? o.hook;
+    // The config is copied into the route's context after this hook: mark it seen.
+    route.config = { ...config, [SEEN]: new Set([...(config[SEEN] ?? []), owner]) } as NonNullable<typeof route.config>;
+    if (owns(this, own)) install(route, hook, asHook(routeDecide(own, where), hook));
+    else if (wantsBase) install(route, hook, baseHook(hook));
+  });
+
+  /** A scope-level hook for routes declared before this plugin loaded, which `onRoute` never saw. */
+  function lateRoutes(scope: Scope): void {
+    const stacks = new WeakMap<object, Hook | null>();
+    scope.addHook(o.hook as 'onRequest', function tollgateLateRoute(request, reply, done) {
+      const config = request.routeOptions.config as Config;
+      if (config[SEEN]?.has(owner)) return done();
+      let decide = stacks.get(config);
+      if (decide === undefined) {
+        const where = `${request.method} ${request.routeOptions.url}`;
+        const own = config.rateLimit === false ? false : config.rateLimit === undefined ? {} : routeOption(config.rateLimit, where);
+        decide =
+          own === false ? null : own.rules !== undefined && own.rules.length > 0 ? routeDecide(own, where) : wantsBase ? core.handle : null;
+        stacks.set(config, decide);
+      }
+      if (decide === null) done();
+      else decide(request, reply, done);
+    });
   }
+
+  fastify.addHook('onClose', function closeTollgateStore(_instance, next) {
+    core.close().then(() => next(), next);
+  });
 }
 
 const tollgatePlugin: FastifyPluginCallback<TollgateOptions> = function tollgate(fastify, options, done) {
@@ -84,61 +129,6 @@ const tollgatePlugin: FastifyPluginCallback<TollgateOptions> = function tollgate
   }
   done();
 };
-
-function register(fastify: FastifyInstance, options: TollgateOptions): void {
-  const o = normalise(options);
-  // One store for the plugin-level stack and every route extension, so that route rules
-  // naming the same group share a counter even without plugin-level rules.
-  const ownStore = o.store === undefined ? new MemoryStore(o.clock ? { clock: o.clock } : {}) : undefined;
-  const common: Omit<LimiterOptions<FastifyRequest>, 'rules'> = {
-    store: o.store ?? (ownStore as MemoryStore),
-    ...(o.clock !== undefined ? { clock: o.clock } : {}),
-    ...(o.prefix !== undefined ? { prefix: o.prefix } : {}),
-    defaultKey: guardAppFn(o.defaultKey) as KeyFn<FastifyRequest>,
-  };
-  const rules = guardRules(o.rules, 'rules');
-  const base = rules.length > 0 ? createLimiter<FastifyRequest>({ rules, ...common }) : undefined;
-  const baseDecide = base === undefined ? undefined : decider(base, o);
-  const baseHooks = new Map<TollgateHook, HookFn>();
-  const owner = {};
-
-  function baseHook(hook: TollgateHook): HookFn {
-    let fn = baseHooks.get(hook);
-    if (fn === undefined) {
-      fn = asHook(baseDecide as Decide, hook);
-      baseHooks.set(hook, fn);
-    }
-    return fn;
-  }
-
-  function routeLimiter(routeRules: Rule<FastifyRequest>[], where: string): Limiter<FastifyRequest> {
-    const guarded = guardRules(routeRules, `${where} config.rateLimit.rules`);
-    return base === undefined ? createLimiter<FastifyRequest>({ rules: guarded, ...common }) : base.extend(guarded);
-  }
-
-  if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
-  (fastify as Scope)[OWNER] = owner;
-
-  fastify.addHook('onRoute', function tollgateRoute(this: Scope, route) {
-    const config = (route.config as { rateLimit?: unknown } | undefined)?.rateLimit;
-    if (config === false) return;
-    const where = `${Array.isArray(route.method) ? route.method.join(',') : route.method} ${route.url}`;
-    const own = config === undefined ? {} : routeOption(config, where);
-    const hook = own.hook ?? o.hook;
-    // Route rules belong to the innermost registration only: the others add their own stack.
-    if (own.rules !== undefined && own.rules.length > 0 && this[OWNER] === owner) {
-      install(route, hook, asHook(decider(routeLimiter(own.rules, where), o), hook));
-      return;
-    }
-    if (baseDecide !== undefined) install(route, hook, baseHook(hook));
-  });
-
-  if (ownStore !== undefined) {
-    fastify.addHook('onClose', function closeTollgateStore(_instance, next) {
-      ownStore.close().then(() => next(), next);
-    });
-  }
-}
 
 /**
  * Rate-limits the routes of the scope it is registered in.

@@ -75,7 +75,7 @@ describe('Fastify control bindings', () => {
     const clock = new ManualClock(0);
     const timers = new ManualTimers(clock);
     const app = Fastify();
-    const hook = slowDownHook({ window: '1m', delayAfter: 1, delay: 3000, clock, timers });
+    const hook = slowDownHook({ window: '1m', delayAfter: 1, delay: 3000, clock, timers, headers: 'draft-10' });
     app.addHook('onClose', async () => hook.close());
     const starts: number[] = [];
     app.post('/login', { onRequest: hook }, async () => {
@@ -83,7 +83,7 @@ describe('Fastify control bindings', () => {
       return { ok: true };
     });
     const port = await listen(app);
-    expect((await send(port, { path: '/login', method: 'POST' }).reply).headers.ratelimit).toBe('"slow-down";r=0;t=60');
+    expect((await send(port, { path: '/login', method: 'POST' }).reply).headers.ratelimit).toBe('"slow-down";r=1;t=60');
     const second = send(port, { path: '/login', method: 'POST' });
     await until(() => timers.pending === 1, 'second delayed');
     await timers.advance(3000);

@@ -760,3 +760,43 @@ describe('types', () => {
     expect(await statusOf(app, '/typed')).toBe(200);
   });
 });
+
+describe('registration slips: register without await', () => {
+  const statuses = async (app: FastifyInstance, n: number, url = '/x') => {
+    const out: number[] = [];
+    for (let i = 0; i < n; i++) out.push((await app.inject({ method: 'GET', url })).statusCode);
+    return out;
+  };
+
+  it('register without await, then routes: the routes are limited anyway', async () => {
+    const app = fastify();
+    void app.register(tollgate, { rules: [fixed('ip', 2)], clock: clock() });
+    app.get('/x', async () => 'x');
+    app.get('/own', { config: { rateLimit: { rules: [fixed('own', 1)] } } }, async () => 'own');
+    app.get('/free', { config: { rateLimit: false } }, async () => 'free');
+    await app.ready();
+    expect(await statuses(app, 3)).toEqual([200, 200, 429]);
+    // The route's own rules join the plugin-level stack; `false` still turns limiting off.
+    expect((await app.inject({ method: 'GET', url: '/own' })).headers['ratelimit-policy']).toBe('"ip";q=2;w=60, "own";q=1;w=60');
+    expect(await statuses(app, 3, '/free')).toEqual([200, 200, 200]);
+  });
+
+  it('routes, then register without await: the routes are limited too', async () => {
+    const app = fastify();
+    app.get('/x', async () => 'x');
+    void app.register(tollgate, { rules: [fixed('ip', 2)], clock: clock() });
+    app.get('/y', async () => 'y');
+    await app.ready();
+    expect(await statuses(app, 2)).toEqual([200, 200]);
+    // One budget for both routes, each request counted once.
+    expect(await statuses(app, 1, '/y')).toEqual([429]);
+  });
+
+  it('awaited registration decides each route once (no scope-level hook)', async () => {
+    const app = fastify();
+    await app.register(tollgate, { rules: [fixed('ip', 2)], clock: clock() });
+    app.get('/x', async () => 'x');
+    await app.ready();
+    expect((await app.inject({ method: 'GET', url: '/x' })).headers.ratelimit).toBe('"ip";r=1;t=60');
+  });
+});

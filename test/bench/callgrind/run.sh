@@ -1,31 +1,44 @@
 #!/usr/bin/env bash
-# Instructions per request of an Express hello-world: bare, with tollgate's rateLimit (one
-# rule), and with express-rate-limit (draft-8 and draft-7 headers), counted by valgrind's
+# Instructions per request of a hello-world on Express, Fastify and node:http: bare, with
+# tollgate (one rule and the four-rule stack, memory store) and with the peer of each
+# framework (express-rate-limit draft-8, @fastify/rate-limit), counted by valgrind's
 # callgrind in the server process. Instruction counts do not depend on what else runs on
 # the machine, so this is the figure to compare when the machine is shared and
-# throughput is noise (docs/benchmarks.md, "Express").
+# throughput is noise (docs/benchmarks.md, "Instructions per request").
 #
 #   pnpm build && test/bench/callgrind/run.sh [warmup=8000] [batch=2000] [batches=3]
 #
-# Each variant runs under valgrind in its own process, all in parallel (contention does
+# VARIANTS='express bare|fastify bare' (names of ../http/variants.mjs, separated by |)
+# measures a subset; the default is every variant the variants file has of the list below.
+# Each variant runs under valgrind in its own process, two at a time (contention does
 # not change the counts); node runs --single-threaded so that background compilation and
-# GC threads do not add work that varies from run to run. After `warmup` uninstrumented requests (JIT, caches), it counts
-# `batches` batches of `batch` requests and prints instructions per request per batch.
-# Needs valgrind and callgrind_control; takes about 15 minutes on 2 cores.
+# GC threads do not add work that varies from run to run. After `warmup` uninstrumented
+# requests (JIT, caches), it counts `batches` batches of `batch` requests and prints
+# instructions per request per batch. Needs valgrind and callgrind_control.
 set -euo pipefail
 cd "$(dirname "$0")"
 warmup=${1:-8000}
 batch=${2:-2000}
 batches=${3:-3}
+jobs=${JOBS:-2}
 out=$(mktemp -d)
+default='express bare|express tollgate memory 1 rule|express tollgate memory 4 rules|express express-rate-limit memory|fastify bare|fastify tollgate memory 1 rule|fastify tollgate memory 4 rules|fastify @fastify/rate-limit memory|node bare|node tollgate memory 1 rule|node tollgate memory 4 rules'
+IFS='|' read -r -a wanted <<< "${VARIANTS:-$default}"
+known=$(node -e "import('../http/variants.mjs').then((m) => console.log(Object.keys(m.variants).join('\n')))")
+list=()
+for v in "${wanted[@]}"; do
+  if grep -qxF "$v" <<< "$known"; then list+=("$v"); fi
+done
 
 measure() {
-  local v=$1 port=$2
+  local i=$1 v=$2
   valgrind --tool=callgrind --instr-atstart=no --smc-check=all-non-file \
-    --callgrind-out-file="$out/cg.$v" node --single-threaded server.mjs "$v" "$port" > "$out/vg.$v.log" 2>&1 &
-  for _ in $(seq 1 180); do grep -q ready "$out/vg.$v.log" && break; sleep 1; done
+    --callgrind-out-file="$out/cg.$i" node --single-threaded server.mjs "$v" > "$out/vg.$i.log" 2>&1 &
+  for _ in $(seq 1 300); do grep -q '^ready' "$out/vg.$i.log" && break; sleep 1; done
+  local port
+  port=$(grep -m1 -oE '^ready [0-9]+' "$out/vg.$i.log" | cut -d' ' -f2)
   # Not local: the EXIT trap reads it after the function returns.
-  pid=$(grep -m1 -oE '^==[0-9]+==' "$out/vg.$v.log" | tr -d '=')
+  pid=$(grep -m1 -oE '^==[0-9]+==' "$out/vg.$i.log" | tr -d '=')
   # Whatever happens below, stop this variant's server.
   trap 'kill "$pid" 2> /dev/null || true' EXIT
   node client.mjs "$port" "$warmup"
@@ -35,23 +48,23 @@ measure() {
     callgrind_control -d "$pid" > /dev/null
     callgrind_control -i off "$pid" > /dev/null
   done
+  kill "$pid" 2> /dev/null || true
 }
 
-port=$((40000 + RANDOM % 10000))
-for v in bare tollgate erl8 erl7; do
-  (measure "$v" "$port") &
-  port=$((port + 1))
+for i in "${!list[@]}"; do
+  (measure "$i" "${list[$i]}") &
+  if (( (i + 1) % jobs == 0 )); then wait; fi
 done
 wait
 
 echo "| variant | instructions per request, per batch (thousands) |"
 echo "| --- | --- |"
-for v in bare tollgate erl8 erl7; do
+for i in "${!list[@]}"; do
   row=""
-  for f in "$out"/cg."$v".*; do
+  for f in "$out"/cg."$i".*; do
     total=$(grep -E '^totals:' "$f" | awk '{print $2}')
     row="$row $((total / batch / 1000))k"
   done
-  echo "| $v |$row |"
+  echo "| ${list[$i]} |$row |"
 done
 rm -rf "$out"

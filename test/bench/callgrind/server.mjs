@@ -1,31 +1,16 @@
-// One Express hello-world variant for the instruction-count benchmark (run.sh):
-// `node server.mjs <bare|tollgate|erl8|erl7> <port>`; prints "ready" when listening.
-import { pathToFileURL } from 'node:url';
-import express from 'express';
+// One hello-world variant for the instruction-count benchmark (run.sh), taken from the
+// throughput benchmark's variants (../http/variants.mjs, memory store only):
+// `node server.mjs '<variant name>'`; prints "ready <port>" when listening.
+import { variants } from '../http/variants.mjs';
 
-const [variant, port] = process.argv.slice(2);
-const app = express();
-app.disable('x-powered-by');
-if (variant === 'tollgate') {
-  const url = process.env.TOLLGATE_EXPRESS
-    ? pathToFileURL(process.env.TOLLGATE_EXPRESS).href
-    : new URL('../../../packages/express/dist/esm/index.js', import.meta.url).href;
-  const { rateLimit } = await import(url);
-  app.use(rateLimit({ rules: [{ name: 'ip', limit: 1_000_000_000, window: '1m' }] }));
-} else if (variant === 'erl8' || variant === 'erl7') {
-  const { rateLimit } = await import('express-rate-limit');
-  app.use(
-    rateLimit({
-      windowMs: 60_000,
-      limit: 1_000_000_000,
-      standardHeaders: variant === 'erl8' ? 'draft-8' : 'draft-7',
-      legacyHeaders: false,
-    }),
-  );
-} else if (variant !== 'bare') {
-  throw new Error(`unknown variant ${variant}`);
+const [name] = process.argv.slice(2);
+const make = variants[name];
+if (!make) {
+  console.error(`unknown variant ${name}; known: ${Object.keys(variants).join(', ')}`);
+  process.exit(2);
 }
-app.get('/', (_req, res) => res.send('hello'));
-const server = app.listen(Number(port), '127.0.0.1', () => console.log('ready'));
+const server = await make({});
+const { port } = await server.listen();
 // Under valgrind everything is ~50x slower: keep idle keep-alive sockets open between batches.
-server.keepAliveTimeout = 600_000;
+if (server.raw) server.raw.keepAliveTimeout = 600_000;
+console.log(`ready ${port}`);

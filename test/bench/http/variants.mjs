@@ -28,6 +28,9 @@ function expressServer(install) {
         new Promise((resolve) => {
           server = app.listen(0, '127.0.0.1', () => resolve({ port: server.address().port }));
         }),
+      get raw() {
+        return server;
+      },
       close: async () => {
         await new Promise((r) => server.close(r));
         await cleanup();
@@ -47,6 +50,9 @@ function fastifyServer(install) {
         await app.listen({ port: 0, host: '127.0.0.1' });
         return { port: app.server.address().port };
       },
+      get raw() {
+        return app.server;
+      },
       close: async () => {
         await app.close();
         await cleanup();
@@ -55,7 +61,31 @@ function fastifyServer(install) {
   };
 }
 
-// TOLLGATE_EXPRESS / TOLLGATE_FASTIFY=/path/to/dist/esm/index.js measure a private build (a
+function nodeServer(install) {
+  return async (opts) => {
+    const http = await import('node:http');
+    const guard = (await install?.(opts)) ?? null;
+    const server = http.createServer(async (req, res) => {
+      if (guard !== null && !(await guard(req, res))) return;
+      res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+      res.end(body);
+    });
+    return {
+      listen: () => new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ port: server.address().port }))),
+      close: () => new Promise((r) => server.close(r)),
+      raw: server,
+    };
+  };
+}
+
+function tgNode(n) {
+  return nodeServer(async () => {
+    const { rateLimit } = await tollgate('@tollgate/node', 'TOLLGATE_NODE');
+    return rateLimit({ rules: await tgRules(n, ALLOW, '1m') });
+  });
+}
+
+// TOLLGATE_EXPRESS / TOLLGATE_FASTIFY / TOLLGATE_NODE=/path/to/dist/esm/index.js measure a private build (a
 // shared checkout's dist may be rebuilt by someone else in the middle of a run).
 const tollgate = (name, env) => (process.env[env] ? import(pathToFileURL(process.env[env]).href) : import(name));
 
@@ -106,6 +136,9 @@ function tgFastify(kind, n, reject, extra = {}) {
 }
 
 export const variants = {
+  'node bare': nodeServer(),
+  'node tollgate memory 1 rule': tgNode(1),
+  'node tollgate memory 4 rules': tgNode(4),
   'express bare': expressServer(),
   'express tollgate memory 1 rule': tgExpress('memory', 1, false),
   'express tollgate memory 1 rule, no headers': tgExpress('memory', 1, false, { headers: false }),

@@ -13,6 +13,7 @@
  * since a slot freed by another instance sends no signal.
  */
 import { randomUUID } from 'node:crypto';
+import { callbackResultError, guardAppFn, markAppError } from '../app-errors.js';
 import { publishInFlight, publishStoreError } from '../diagnostics.js';
 import type { Duration } from '../duration.js';
 import { configError } from '../errors.js';
@@ -60,7 +61,7 @@ export interface ConcurrencyOptions<R = unknown> {
    * Requests for which this returns true take no slot.
    * @example (req) => req.url === '/health'
    */
-  skip?: (req: R) => boolean;
+  skip?: (req: R) => boolean | Promise<boolean>;
   /**
    * The policy name in headers; the global limit is `<name>-global`.
    * @default 'concurrency'
@@ -201,8 +202,11 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
   const leaseMs = o.lease === undefined ? 30_000 : boundedDuration(o.lease, `${path}.lease`, MAX_TIMER_MS);
   const pollMs = o.pollInterval === undefined ? 100 : boundedDuration(o.pollInterval, `${path}.pollInterval`, MAX_TIMER_MS);
   const retryAfterMs = o.retryAfter === undefined ? 1000 : boundedDuration(o.retryAfter, `${path}.retryAfter`, MAX_TIMER_MS);
-  const skip = optionalFn<(req: R) => boolean>(o.skip, `${path}.skip`, '(req) => boolean');
-  const keyFn = optionalFn<KeyFn<R>>(o.key, `${path}.key`, '(req) => string | undefined') ?? o.defaultKey ?? (ip() as KeyFn<R>);
+  const rawSkip = optionalFn<(req: R) => unknown>(o.skip, `${path}.skip`, '(req) => boolean');
+  const skip = rawSkip === undefined ? undefined : guardAppFn(rawSkip);
+  const rawKey = optionalFn<KeyFn<R>>(o.key, `${path}.key`, '(req) => string | undefined');
+  // The app's callbacks: what they throw or reject with is the app's error, never a store failure.
+  const keyFn: (req: R) => unknown = rawKey !== undefined ? guardAppFn(rawKey) : (o.defaultKey ?? (ip() as KeyFn<R>));
   const name = o.name ?? 'concurrency';
   if (typeof name !== 'string' || !NAME_RE.test(name)) {
     throw configError('TG_INVALID_OPTION', {
@@ -236,10 +240,35 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
   let dirtyAll = false;
   let closed = false;
 
-  function resolveKey(req: R): string | undefined {
+  async function resolveKey(req: R): Promise<string | undefined> {
     if (max === undefined) return undefined;
-    const k = keyFn(req);
-    return k === undefined || k === null ? undefined : sanitizeKey(String(k));
+    let k: unknown;
+    try {
+      k = await keyFn(req);
+    } catch (err) {
+      throw markAppError(err);
+    }
+    if (k === undefined || k === null) return undefined;
+    if (typeof k === 'string') return sanitizeKey(k);
+    if ((typeof k === 'number' && Number.isFinite(k)) || typeof k === 'bigint') return sanitizeKey(String(k));
+    throw callbackResultError(
+      `${path}.key`,
+      'a string, a number, undefined or null (or a promise of one)',
+      k,
+      'Return an id, not the object that holds it.',
+    );
+  }
+
+  async function skipped(req: R): Promise<boolean> {
+    if (skip === undefined) return false;
+    let v: unknown;
+    try {
+      v = await skip(req);
+    } catch (err) {
+      throw markAppError(err);
+    }
+    if (v === true || v === false) return v;
+    throw callbackResultError(`${path}.skip`, 'true or false (or a promise of one)', v, 'Return a boolean: true skips the request.');
   }
 
   async function attempt(key: string | undefined, id: string): Promise<Attempt> {
@@ -402,9 +431,9 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
       return waiters.size;
     },
     async acquire(req, signal) {
-      if (skip?.(req)) return undefined;
+      if (await skipped(req)) return undefined;
       if (signal?.aborted) return { admitted: false, reason: 'aborted' };
-      const key = resolveKey(req);
+      const key = await resolveKey(req);
       if (key === undefined && global === undefined) return undefined;
       const id = `${instance}:${++seq}`;
       const first = await attempt(key, id);
@@ -450,7 +479,7 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
       });
     },
     async count(req) {
-      const key = resolveKey(req);
+      const key = await resolveKey(req);
       return {
         key: key === undefined ? undefined : await store.count(keySlot(key)),
         global: global === undefined ? undefined : await store.count(globalSlot),

@@ -19,6 +19,7 @@
  * The delay is `delay(hits)` once `hits > delayAfter`, clamped to `[0, maxDelay]`;
  * waiting is the adapter's job (see `hold`), one timer per request, no queue.
  */
+import { callbackResultError, guardAppFn, markAppError } from '../app-errors.js';
 import type { Clock } from '../clock.js';
 import type { Duration } from '../duration.js';
 import { configError, describe } from '../errors.js';
@@ -44,7 +45,7 @@ export interface ThrottleOptions<R = unknown> {
    * @default (hits) => (hits - delayAfter) * 1000
    * @example (hits) => hits * hits * 1000
    */
-  delay?: number | ((hits: number, req: R) => number);
+  delay?: number | ((hits: number, req: R) => number | Promise<number>);
   /**
    * Upper bound of any delay. Finite so that a runaway client cannot park a request
    * (and its socket) for ever; a minute is already longer than most proxies wait.
@@ -60,7 +61,7 @@ export interface ThrottleOptions<R = unknown> {
    * Requests for which this returns true are neither counted nor delayed.
    * @example (req) => req.url === '/health'
    */
-  skip?: (req: R) => boolean;
+  skip?: (req: R) => boolean | Promise<boolean>;
   /**
    * The policy name in headers.
    * @default 'slow-down'
@@ -148,7 +149,9 @@ export function createThrottle<R = unknown>(options: ThrottleOptions<R>): Thrott
   const windowMs = boundedDuration(o.window, `${path}.window`, Number.MAX_SAFE_INTEGER);
   const delayAfter = wholeNumber(o.delayAfter, `${path}.delayAfter`, 0);
   const maxDelayMs = o.maxDelay === undefined ? DEFAULT_MAX_DELAY : boundedDuration(o.maxDelay, `${path}.maxDelay`, MAX_TIMER_MS);
-  const skip = optionalFn<(req: R) => boolean>(o.skip, `${path}.skip`, '(req) => boolean');
+  const rawSkip = optionalFn<(req: R) => unknown>(o.skip, `${path}.skip`, '(req) => boolean');
+  // The app's callbacks: what they throw or reject with is the app's error, never a store failure.
+  const skip = rawSkip === undefined ? undefined : guardAppFn(rawSkip);
   const maxHits = o.maxHits === undefined ? delayAfter + 1000 : wholeNumber(o.maxHits, `${path}.maxHits`, 1);
   if (maxHits <= delayAfter) {
     throw configError('TG_INVALID_LIMIT', {
@@ -158,9 +161,9 @@ export function createThrottle<R = unknown>(options: ThrottleOptions<R>): Thrott
       fix: 'Leave maxHits out (default delayAfter + 1000), or raise it.',
     });
   }
-  let delayFn: (hits: number, req: R) => number;
+  let delayFn: (hits: number, req: R) => unknown;
   if (o.delay === undefined) delayFn = (hits) => (hits - delayAfter) * 1000;
-  else if (typeof o.delay === 'function') delayFn = o.delay;
+  else if (typeof o.delay === 'function') delayFn = guardAppFn(o.delay);
   else if (typeof o.delay === 'number' && Number.isFinite(o.delay) && o.delay >= 0) {
     const fixed = o.delay;
     delayFn = () => fixed;
@@ -177,7 +180,7 @@ export function createThrottle<R = unknown>(options: ThrottleOptions<R>): Thrott
     rules: [
       {
         name,
-        ...(o.key !== undefined ? { key: o.key } : {}),
+        ...(o.key !== undefined ? { key: typeof o.key === 'function' ? guardAppFn(o.key) : o.key } : {}),
         limit: maxHits,
         window: windowMs,
         algorithm: 'sliding-log',
@@ -190,10 +193,35 @@ export function createThrottle<R = unknown>(options: ThrottleOptions<R>): Thrott
     ...(o.defaultKey !== undefined ? { defaultKey: o.defaultKey } : {}),
   });
 
-  function clamp(ms: number): number {
-    // A delay function that returns garbage throttles as hard as allowed rather than not at all.
+  function clamp(ms: unknown): number {
+    if (typeof ms !== 'number') {
+      throw callbackResultError(`${path}.delay`, 'a number of ms (or a promise of one)', ms, 'Return the delay in milliseconds.');
+    }
+    // A delay of NaN throttles as hard as allowed rather than not at all.
     if (Number.isNaN(ms)) return maxDelayMs;
     return Math.min(maxDelayMs, Math.max(0, Math.ceil(ms)));
+  }
+
+  async function skipped(req: R): Promise<boolean> {
+    if (skip === undefined) return false;
+    let v: unknown;
+    try {
+      v = await skip(req);
+    } catch (err) {
+      throw markAppError(err);
+    }
+    if (v === true || v === false) return v;
+    throw callbackResultError(`${path}.skip`, 'true or false (or a promise of one)', v, 'Return a boolean: true skips the request.');
+  }
+
+  async function delayOf(hits: number, req: R): Promise<number> {
+    let v: unknown;
+    try {
+      v = await delayFn(hits, req);
+    } catch (err) {
+      throw markAppError(err);
+    }
+    return clamp(v);
   }
 
   return {
@@ -203,14 +231,14 @@ export function createThrottle<R = unknown>(options: ThrottleOptions<R>): Thrott
     maxDelayMs,
     store: limiter.store,
     async hit(req) {
-      if (skip?.(req)) return undefined;
+      if (await skipped(req)) return undefined;
       const d = await limiter.consume(req);
       const r = d.rules[0];
       if (r === undefined) return undefined;
       // Refused by the log (it is full, or the key is blocked as saturated): over maxHits.
       const saturated = !r.allowed;
       const hits = saturated ? maxHits + 1 : r.limit - r.remaining;
-      const delayMs = hits > delayAfter ? clamp(delayFn(hits, req)) : 0;
+      const delayMs = hits > delayAfter ? await delayOf(hits, req) : 0;
       return {
         hits,
         saturated,

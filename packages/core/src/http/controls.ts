@@ -1,0 +1,199 @@
+/**
+ * The request flows of the controls beside the limiter (SPEC 8.1, 8.3, 8.4), written
+ * once for every framework: `slowDown` (count, headers if asked, hold), `concurrency`
+ * (take a slot while the client waits, answer, release once when the request is over)
+ * and `shed` (decide at once, count in flight until the request is over). Deciding is
+ * the core controls' (`createThrottle`, `createConcurrency`, `createShedder`); adapters
+ * reach the framework through their {@link HttpPort}.
+ *
+ * A store that fails lets the request through (a control slows or limits, it never
+ * takes the site down); a callback of the app that throws, rejects or returns the wrong
+ * type is the app's error and goes to the framework's error handler.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isAppError } from '../app-errors.js';
+import {
+  type ConcurrencyLimit,
+  type ConcurrencyOptions,
+  type ConcurrencyOutcome,
+  concurrencyDecision,
+  concurrencyHeaderFields,
+  concurrencyRefusal,
+  createConcurrency,
+} from '../controls/concurrency.js';
+import { publishControl } from '../controls/publish.js';
+import { createShedder, type Shedder, type ShedOptions, shedDecision, shedRefusal } from '../controls/shed.js';
+import { createThrottle, type Throttle, type ThrottleOptions, type ThrottleResult, throttleDecision } from '../controls/throttle.js';
+import type { Timers } from '../controls/timers.js';
+import { publishStoreError } from '../diagnostics.js';
+import { compileHeaders, type HeadersOption } from '../headers.js';
+import { type ClientAddressOptions, splitClientAddress } from '../http-options.js';
+import { holdRequest, isGone, onceOver, whenGone } from './lifetime.js';
+import { type HttpPort, sendRefusal, writeFields } from './port.js';
+
+/** A control as a request handler in the framework's continuation style. */
+export type Stage<Req, Res, Next> = (req: Req, res: Res, next: Next) => void;
+
+export interface SlowDownFlowOptions<Req> extends Omit<ThrottleOptions<Req>, 'defaultKey'>, ClientAddressOptions {
+  /**
+   * Rate-limit headers carrying the throttle's figures. Off by default: a throttle never
+   * refuses, and a `RateLimit` item at `r=0` would tell RateLimit-aware clients to stop.
+   * With headers on, the items describe the delay-free budget (`q` = delayAfter) and `r`
+   * never reaches 0 on a response that was only delayed (see docs/slow-down.md).
+   * @default false
+   */
+  headers?: HeadersOption;
+  /** Where delays get their timers (tests: `ManualTimers`). @default systemTimers */
+  timers?: Timers;
+}
+
+export interface ConcurrencyFlowOptions<Req> extends Omit<ConcurrencyOptions<Req>, 'defaultKey'>, ClientAddressOptions {
+  /** Send draft-10 items with `qu="concurrent-requests"`. @default true */
+  headers?: boolean;
+}
+
+type WithSlowDown = { slowDown?: ThrottleResult };
+
+/**
+ * The slow-down throttle's flow.
+ * @example const { stage, throttle } = slowDownFlow(port, { window: '10s', delayAfter: 5, delay: 500 })
+ */
+export function slowDownFlow<Req, Res, Next>(
+  port: HttpPort<Req, Res, Next>,
+  options: SlowDownFlowOptions<Req>,
+): { stage: Stage<Req, Res, Next>; throttle: Throttle<Req> } {
+  const { headers, timers, ...rest } = options ?? ({} as SlowDownFlowOptions<Req>);
+  const [core, defaultKey] = splitClientAddress<Req, typeof rest>(rest);
+  const throttle = createThrottle<Req>({ ...core, defaultKey } as ThrottleOptions<Req>);
+  const format = headers === undefined ? undefined : compileHeaders(headers);
+  const clock = core.clock;
+
+  function proceed(req: Req, res: Res, next: Next, t: ThrottleResult | undefined): void {
+    if (t === undefined) {
+      port.pass(next);
+      return;
+    }
+    (req as WithSlowDown).slowDown = t;
+    const at = clock?.now() ?? Date.now();
+    if (format !== undefined) {
+      // A delayed response is still admitted: never `r=0`, which announces a refusal.
+      const result = t.result.remaining > 0 ? t.result : { ...t.result, remaining: 1 };
+      writeFields(port, res, format([result], at));
+    }
+    publishControl(req, throttle.name, () => throttleDecision(t, at));
+    if (t.delayMs === 0) {
+      port.pass(next);
+      return;
+    }
+    // A client that leaves while delayed never reaches the handler.
+    holdRequest(port.rawRequest(req), port.rawResponse(res), t.delayMs, timers).then((stillThere) => {
+      if (stillThere) port.pass(next);
+    });
+  }
+
+  const stage: Stage<Req, Res, Next> = (req, res, next) => {
+    throttle.hit(req).then(
+      (t) => proceed(req, res, next, t),
+      (err) => {
+        if (isAppError(err)) {
+          port.fail(next, err);
+          return;
+        }
+        // It slows, it never blocks: a failing store lets the request through undelayed.
+        publishStoreError(err, req, throttle.name, 'allow');
+        port.pass(next);
+      },
+    );
+  };
+  return { stage, throttle };
+}
+
+/**
+ * The concurrency limit's flow: a slot is taken while the client is still there and
+ * released exactly once when the request is over (finished, closed, or abandoned with
+ * its connection, pipelined requests included).
+ */
+export function concurrencyFlow<Req, Res, Next>(
+  port: HttpPort<Req, Res, Next>,
+  options: ConcurrencyFlowOptions<Req>,
+): { stage: Stage<Req, Res, Next>; limit: ConcurrencyLimit<Req> } {
+  const { headers = true, ...rest } = options ?? ({} as ConcurrencyFlowOptions<Req>);
+  const [core, defaultKey] = splitClientAddress<Req, typeof rest>(rest);
+  const limit = createConcurrency<Req>({ ...core, defaultKey } as ConcurrencyOptions<Req>);
+
+  function answer(req: Req, res: Res, next: Next, raw: IncomingMessage, out: ServerResponse, o: ConcurrencyOutcome | undefined): void {
+    if (o === undefined) {
+      port.pass(next);
+      return;
+    }
+    if (!o.admitted && o.reason === 'aborted') return; // the client is gone: nothing to answer
+    publishControl(req, limit.name, () => concurrencyDecision(o));
+    if (!o.admitted) {
+      if (headers) writeFields(port, res, concurrencyHeaderFields(o.figures));
+      sendRefusal(port, res, concurrencyRefusal(o));
+      return;
+    }
+    if (isGone(raw, out)) {
+      o.release();
+      return;
+    }
+    onceOver(raw, out, o.release);
+    if (headers) writeFields(port, res, concurrencyHeaderFields(o.figures));
+    port.pass(next);
+  }
+
+  const stage: Stage<Req, Res, Next> = (req, res, next) => {
+    const raw = port.rawRequest(req);
+    const out = port.rawResponse(res);
+    // Give up waiting in the queue as soon as the client goes away.
+    const abort = new AbortController();
+    const stop = whenGone(raw, out, () => abort.abort());
+    limit.acquire(req, abort.signal).then(
+      (o) => {
+        stop();
+        answer(req, res, next, raw, out, o);
+      },
+      (err) => {
+        stop();
+        if (isAppError(err)) {
+          port.fail(next, err);
+          return;
+        }
+        publishStoreError(err, req, limit.name, 'allow');
+        answer(req, res, next, raw, out, undefined);
+      },
+    );
+  };
+  return { stage, limit };
+}
+
+/** Load shedding's flow: decided at once, in flight until the request is over. */
+export function shedFlow<Req, Res, Next>(
+  port: HttpPort<Req, Res, Next>,
+  options: ShedOptions<Req>,
+): { stage: Stage<Req, Res, Next>; shedder: Shedder<Req> } {
+  const shedder = createShedder<Req>(options);
+  const stage: Stage<Req, Res, Next> = (req, res, next) => {
+    let o: ReturnType<Shedder<Req>['check']>;
+    try {
+      o = shedder.check(req);
+    } catch (err) {
+      port.fail(next, err);
+      return;
+    }
+    if (o === undefined) {
+      port.pass(next);
+      return;
+    }
+    if (o.shed) {
+      publishControl(req, 'shed', () => shedDecision(o));
+      sendRefusal(port, res, shedRefusal(o));
+      return;
+    }
+    const raw = port.rawRequest(req);
+    const out = port.rawResponse(res);
+    onceOver(raw, out, o.release);
+    if (!isGone(raw, out)) port.pass(next);
+  };
+  return { stage, shedder };
+}

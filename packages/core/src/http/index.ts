@@ -1,0 +1,67 @@
+/**
+ * @tollgate/core/http — the request pipeline every HTTP adapter shares: the framework
+ * port an adapter implements, the limiter's flow (`createRateLimit`), the controls'
+ * flows (`slowDownFlow`, `concurrencyFlow`, `shedFlow`), option normalisation and the
+ * request-lifetime helpers. Plumbing for adapters: applications import an adapter
+ * (`@tollgate/express`, `@tollgate/fastify`, `@tollgate/node`) instead.
+ */
+export { guardAppFn, guardRules, isAppError, markAppError } from '../app-errors.js';
+export { acquireWhileConnected } from '../controls/concurrency.js';
+export { hold, onceDone, type ResponseLike } from '../controls/hold.js';
+export { publishControl } from '../controls/publish.js';
+export { countedRules, type FinishingResponse, refundUncountedOnFinish } from '../count-if.js';
+export { appendHeaderValue, applyHeaders } from '../headers.js';
+export {
+  type ClientAddressOptions,
+  checkOptionNames,
+  clientAddressKey,
+  type HttpLimiterOptions,
+  type HttpOptions,
+  type HttpOptionsInput,
+  type HttpOptionsWording,
+  normalizeHttpOptions,
+  type OptionNameFixes,
+  splitClientAddress,
+} from '../http-options.js';
+export { mergeDecisions } from '../merge.js';
+export { type NextAdmission, nextAdmission } from '../next-admission.js';
+export { messageContentType, messageText, storeFailureRefusal } from '../response.js';
+export { asMessage, asSkip, isThenable, settle } from './callbacks.js';
+export {
+  type ConcurrencyFlowOptions,
+  concurrencyFlow,
+  type SlowDownFlowOptions,
+  type Stage,
+  shedFlow,
+  slowDownFlow,
+} from './controls.js';
+export { holdRequest, isGone, onceOver, whenGone } from './lifetime.js';
+export {
+  type AdapterWording,
+  type HttpCallbackOptions,
+  LIMITER_OPTION_NAMES,
+  type LimiterOptionsOf,
+  normalizeLimiterOptions,
+  type RouteOptionsOf,
+  routeOptionsOf,
+  type StoreErrorPolicyOf,
+} from './options.js';
+export { FASTIFY_RATE_LIMIT_OPTIONS } from './peers.js';
+export { type HttpPort, type NodeNext, nodePort, sendRefusal, writeFields, writeRefusalHead } from './port.js';
+export {
+  createRateLimit,
+  type Decide,
+  type RateLimitCore,
+  type RateLimitSetup,
+  type RateLimitSource,
+  type RouteMode,
+  routeMode,
+} from './rate-limit.js';
+export {
+  FORWARDED_UNTRUSTED_WARNING,
+  PROXY_WARNING_CHANNEL,
+  type ProxyWarningOptions,
+  proxyWarnings,
+  resetProxyWarnings,
+  TRUST_PROXY_UNSET_WARNING,
+} from './warnings.js';

@@ -1,0 +1,28 @@
+/**
+ * Option names of the peers users migrate from, with what replaces each in tollgate
+ * (docs/migrating.md has the whole map): adapters turn an unknown option that a peer
+ * knows into a pointed hint instead of a bare "unknown option".
+ */
+
+/** @fastify/rate-limit option names. */
+export const FASTIFY_RATE_LIMIT_OPTIONS: Readonly<Record<string, string>> = {
+  max: "a rule's limit: rules: [{ name: 'ip', limit: 100, window: '1m' }]",
+  timeWindow: "a rule's window: rules: [{ name: 'ip', limit: 100, window: '1m' }]",
+  keyGenerator: "a rule's key: rules: [{ name: 'ip', rate: '100/min', key: (req) => ... }]",
+  groupId: "a rule's group: rules: [{ name: 'export', group: 'export', ... }]",
+  global: 'rules: [] (only routes with config.rateLimit.rules are limited)',
+  allowList: 'skip: (request) => allowed.has(request.ip)',
+  errorResponseBuilder: 'message: (request, decision) => body, or handler',
+  skipOnError: "onStoreError: 'allow' (the default)",
+  addHeaders: 'headers',
+  addHeadersOnExceeding: 'headers',
+  enableDraftSpec: "headers: 'draft-6' (or the default 'draft-10')",
+  nameSpace: 'prefix',
+  onExceeding: 'the tollgate:decision diagnostics channel',
+  onExceeded: 'onRejected',
+  exponentialBackoff: "a rule's blockFor, or countRejected: true",
+  ban: "a rule's blockFor",
+  continueExceeding: 'countRejected: true on the rule',
+  redis: 'store: new RedisStore({ client })',
+  cache: 'store: new MemoryStore({ maxKeys })',
+};

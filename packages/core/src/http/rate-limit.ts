@@ -1,0 +1,445 @@
+/**
+ * The request pipeline of a limiter (SPEC 4, 7, 9), written once for every framework:
+ * skip → keys and costs → one store decision → merge with the decisions the request met
+ * before → headers → diagnostics → counting by outcome → pass, hold or refuse, and the
+ * store-error policy when the store fails. Adapters reach it through their
+ * {@link HttpPort} and mount what {@link createRateLimit} returns.
+ *
+ * Everything is built once per limiter (or per route stack); a request only calls
+ * functions that already exist, and with an in-process store and synchronous
+ * callbacks it is answered in the tick it arrived in.
+ */
+
+import { guardAppFn, guardRules, isAppError } from '../app-errors.js';
+import type { Clock } from '../clock.js';
+import { systemTimers } from '../controls/timers.js';
+import { countedRules, refundUncountedOnFinish } from '../count-if.js';
+import { publishDecision, publishStoreError } from '../diagnostics.js';
+import { configError, describe } from '../errors.js';
+import type { HeaderContext } from '../headers.js';
+import type { HttpOptions, HttpOptionsInput } from '../http-options.js';
+import { createLimiter, decisionOps, type Limiter } from '../limiter.js';
+import { MemoryStore } from '../memory-store.js';
+import { mergeDecisions } from '../merge.js';
+import { nextAdmission } from '../next-admission.js';
+import { isCapacityRefusal, messageContentType, messageText, refusal, storeFailureRefusal } from '../response.js';
+import type { KeyFn, Rule } from '../rules.js';
+import type { Decision, RuleResult, Store } from '../types.js';
+import { asAny, asMessage, asSkip, call, isThenable, settle } from './callbacks.js';
+import { holdRequest } from './lifetime.js';
+import { type HttpPort, sendRefusal, writeRefusalHead } from './port.js';
+import { proxyWarnings } from './warnings.js';
+
+/** How a route's rules combine with the app-level (plugin-level) ones. */
+export type RouteMode = 'add' | 'replace';
+
+/** A limiter's options as the adapter normalised them (`normalizeHttpOptions` and its own). */
+export interface RateLimitSource<Req, O extends HttpOptionsInput = HttpOptionsInput> extends HttpOptions<Req, O> {
+  rules: readonly Rule<Req>[];
+  store: Store | undefined;
+  clock: Clock | undefined;
+  prefix: string | undefined;
+}
+
+/** How the adapter mounts the pipeline. */
+export interface RateLimitSetup<Req, Res, Next> {
+  /** The adapter's root in error paths (`'rateLimit'`, `'tollgate'`). */
+  path: string;
+  /** Allow an empty app-level stack (Fastify: only routes with rules are limited). */
+  allowEmpty?: boolean;
+  /** The `handler` option in the pipeline's signature, when the adapter's differs. */
+  handler?: ((req: Req, res: Res, next: Next, decision: Decision) => unknown) | undefined;
+}
+
+/** The callbacks of a limiter in the pipeline's own (port-neutral) signatures. */
+interface Callbacks<Req, Res, Next> {
+  skip: ((req: Req, res: Res) => unknown) | undefined;
+  message: ((req: Req, decision: Decision) => unknown) | undefined;
+  handler: ((req: Req, res: Res, next: Next, decision: Decision) => unknown) | undefined;
+  onRejected: ((req: Req, res: Res, decision: Decision) => unknown) | undefined;
+  onStoreError: 'allow' | 'deny' | 'error' | ((err: unknown, req: Req, res: Res, next: Next) => unknown);
+}
+
+/** One stack's decision as a request handler in the framework's continuation style. */
+export type Decide<Req, Res, Next> = (req: Req, res: Res, next: Next) => void;
+
+export interface RateLimitCore<Req, Res, Next> {
+  /** The app-level limiter (undefined for an empty stack). */
+  readonly limiter: Limiter<Req> | undefined;
+  /** The store every stack of this limiter shares. */
+  readonly store: Store;
+  /** The app-level middleware: skip → decide. */
+  readonly handle: Decide<Req, Res, Next>;
+  /** The decision handler of a stack built from this limiter (skip included). */
+  stack(lim: Limiter<Req>): Decide<Req, Res, Next>;
+  /** A route stack: the app-level rules plus `rules` (`'add'`), or `rules` alone (`'replace'`). */
+  routeLimiter(rules: readonly Rule<Req>[], mode: RouteMode, path: string): Limiter<Req>;
+  /**
+   * A route-level middleware for frameworks whose app-level middleware runs first
+   * (Express, node): decides only the route's rules when the app-level decision is on
+   * the request, and gives that decision back when the route refuses (`'add'`), or in
+   * every case (`'replace'`), so the whole is one all-or-nothing decision.
+   */
+  route(rules: readonly Rule<Req>[], mode: RouteMode, path: string): Decide<Req, Res, Next>;
+  /** Closes the store if this limiter created it. */
+  close(): Promise<void>;
+}
+
+type WithDecision = { rateLimit?: Decision | undefined } & Record<symbol, Decision | null | undefined>;
+type NextMs = readonly (number | undefined)[] | undefined;
+type Port<Req, Res, Next> = HttpPort<Req, Res, Next>;
+
+const noop = () => {};
+
+/** Validates a route's `mode` option. */
+export function routeMode(value: unknown, path: string): RouteMode {
+  if (value === undefined || value === 'add') return 'add';
+  if (value === 'replace') return 'replace';
+  throw configError('TG_INVALID_OPTION', {
+    path,
+    expected: "'add' (the default) or 'replace'",
+    received: describe(value),
+    fix: "Use mode: 'replace' for a route whose rules stand instead of the app-level ones.",
+  });
+}
+
+/** The store's own deadline, when it has one (RedisStore's `timeoutMs`). */
+function storeDeadline(store: Store): number | undefined {
+  const t = (store as { timeoutMs?: unknown }).timeoutMs;
+  return typeof t === 'number' && t > 0 ? t : undefined;
+}
+
+/** Decision `all` with the rules of `refunded` as they are after its refund. */
+function afterRefund(all: Decision, refunded: Decision): Decision {
+  const ops = decisionOps(refunded);
+  if (ops === undefined) return all;
+  const rules = all.rules.map((r): RuleResult => {
+    if (!refunded.rules.includes(r) || !r.allowed) return r;
+    const op = ops.find((o) => o.rule.name === r.name);
+    return op === undefined ? r : { ...r, remaining: Math.min(r.limit, r.remaining + op.cost) };
+  });
+  return { ...all, rules };
+}
+
+/**
+ * Builds the limiter and its pipeline for one adapter instance.
+ * @example const core = createRateLimit(expressPort, setup); app.use((req, res, next) => core.handle(req, res, next));
+ */
+export function createRateLimit<Req, Res, Next>(
+  port: Port<Req, Res, Next>,
+  o: RateLimitSource<Req>,
+  setup: RateLimitSetup<Req, Res, Next>,
+): RateLimitCore<Req, Res, Next> {
+  const s = { ...setup, ...callbacks<Req, Res, Next>(o, setup) };
+  const ownStore = o.store === undefined ? new MemoryStore(o.clock ? { clock: o.clock } : {}) : undefined;
+  const store = o.store ?? (ownStore as MemoryStore);
+  const common = {
+    store,
+    ...(o.clock !== undefined ? { clock: o.clock } : {}),
+    ...(o.prefix !== undefined ? { prefix: o.prefix } : {}),
+    defaultKey: guardAppFn(o.defaultKey) as KeyFn<Req>,
+  };
+  const rules = guardRules(o.rules, 'rules');
+  const limiter = Array.isArray(rules) && rules.length === 0 && s.allowEmpty ? undefined : createLimiter<Req>({ rules, ...common });
+  const slot = Symbol(`tollgate:${o.name}`);
+  const checkSkip = asSkip(`${s.path}.skip`);
+  const skip = s.skip;
+
+  /** skip → `go`; a skipped request is marked on `slot` so route stages skip it too. */
+  function skipThen(req: Req, res: Res, next: Next, go: () => void): void {
+    let result: unknown;
+    try {
+      result = call(skip as NonNullable<typeof skip>, req, res);
+    } catch (err) {
+      port.fail(next, err);
+      return;
+    }
+    settle(
+      result,
+      checkSkip,
+      (skipped) => {
+        if (!skipped) return go();
+        (req as WithDecision)[slot] = null;
+        port.pass(next);
+      },
+      (err) => port.fail(next, err),
+    );
+  }
+
+  const warnings = o.trusted ? undefined : proxyWarnings({ adapter: port.name, trusted: false });
+  const pipelines = new WeakMap<Limiter<Req>, Pipeline<Req, Res, Next>>();
+  function pipelineOf(lim: Limiter<Req>): Pipeline<Req, Res, Next> {
+    let p = pipelines.get(lim);
+    if (p === undefined) {
+      p = pipeline(port, lim, o, s, lim === limiter ? slot : undefined, limiter, warnings);
+      pipelines.set(lim, p);
+    }
+    return p;
+  }
+
+  function stack(lim: Limiter<Req>): Decide<Req, Res, Next> {
+    const p = pipelineOf(lim);
+    // Called with three arguments: no prior decision, headers appended.
+    if (skip === undefined) return p as Decide<Req, Res, Next>;
+    return (req, res, next) => skipThen(req, res, next, () => p(req, res, next, undefined, false));
+  }
+
+  function routeLimiter(routeRules: readonly Rule<Req>[], mode: RouteMode, path: string): Limiter<Req> {
+    const guarded = guardRules(routeRules, path);
+    if (mode === 'add' && limiter !== undefined) return limiter.extend(guarded);
+    return createLimiter<Req>({ rules: guarded, ...common });
+  }
+
+  const handle: Decide<Req, Res, Next> = limiter === undefined ? (_req, _res, next) => port.pass(next) : stack(limiter);
+
+  return {
+    limiter,
+    store,
+    handle,
+    stack,
+    routeLimiter,
+    route(routeRules, mode, path) {
+      const guarded = guardRules(routeRules, path);
+      // Validates the route rules against the app-level ones (no shared names) for 'add'.
+      const whole = routeLimiter(guarded, mode, path);
+      const alone = mode === 'replace' ? whole : createLimiter<Req>({ rules: guarded, ...common });
+      const decideWhole = stack(whole);
+      const decideAlone = pipelineOf(alone);
+      return function routeStage(req, res, next) {
+        const prior = (req as WithDecision)[slot];
+        if (prior === null) {
+          // The app-level stage skipped this request: so does its route stage.
+          port.pass(next);
+          return;
+        }
+        if (prior === undefined) {
+          decideWhole(req, res, next);
+          return;
+        }
+        if (mode === 'add') {
+          decideAlone(req, res, next, prior, false);
+          return;
+        }
+        // 'replace' after the app-level stage: its units go back, the route's rules decide alone.
+        (req as WithDecision)[slot] = undefined;
+        const fresh = (req as WithDecision).rateLimit === prior;
+        if (fresh) (req as WithDecision).rateLimit = undefined;
+        limiter?.refund(req, prior).then(
+          () => decideAlone(req, res, next, undefined, fresh),
+          (err) => {
+            publishStoreError(err, req, o.name, 'allow');
+            decideAlone(req, res, next, undefined, fresh);
+          },
+        );
+      };
+    },
+    close: () => (ownStore === undefined ? Promise.resolve() : ownStore.close()),
+  };
+}
+
+/** `(req, res, next, prior?, fresh?)`: `prior` is given back on a refusal; `fresh` replaces earlier headers. */
+type Pipeline<Req, Res, Next> = (req: Req, res: Res, next: Next, prior?: Decision, fresh?: boolean) => void;
+
+function callbacks<Req, Res, Next>(o: RateLimitSource<Req>, setup: RateLimitSetup<Req, Res, Next>): Callbacks<Req, Res, Next> {
+  return {
+    skip: o.skip as Callbacks<Req, Res, Next>['skip'],
+    message: o.message,
+    handler: setup.handler ?? (o.handler as Callbacks<Req, Res, Next>['handler']),
+    onRejected: o.onRejected as Callbacks<Req, Res, Next>['onRejected'],
+    onStoreError: o.onStoreError as Callbacks<Req, Res, Next>['onStoreError'],
+  };
+}
+
+function pipeline<Req, Res, Next>(
+  port: Port<Req, Res, Next>,
+  lim: Limiter<Req>,
+  o: RateLimitSource<Req>,
+  s: RateLimitSetup<Req, Res, Next> & Callbacks<Req, Res, Next>,
+  remember: symbol | undefined,
+  owner: Limiter<Req> | undefined,
+  warnings: ReturnType<typeof proxyWarnings> | undefined,
+): Pipeline<Req, Res, Next> {
+  const { format, pk, dryRun, name, statusCode } = o;
+  const { handler, message, onRejected, onStoreError } = s;
+  const timers = o.timers ?? systemTimers;
+  const counted = countedRules(lim);
+  const firstUnit = nextAdmission(lim);
+  const deadline = storeDeadline(lim.store);
+  const checkMessage = asMessage(`${s.path}.message`);
+
+  function headers(req: Req, res: Res, d: Decision, all: Decision, nextMs: NextMs, fresh: boolean): void {
+    const f = format as NonNullable<typeof format>;
+    let context: HeaderContext | undefined;
+    if (pk || all !== d || nextMs !== undefined) {
+      context = { all: all.rules };
+      if (nextMs !== undefined) context.next = nextMs;
+      if (pk) {
+        try {
+          context.keys = lim.resolve(req).map((op) => op.key);
+        } catch {
+          // An async key function: the partition key is left out rather than computed twice.
+        }
+      }
+    }
+    const fields = f(d.rules, d.at, context);
+    for (let i = 0; i < fields.length; i++) {
+      const field = fields[i] as (typeof fields)[number];
+      let value = field.value;
+      if (field.append && !fresh) {
+        const prev = port.getHeader(res, field.name);
+        if (prev !== undefined && prev !== null && prev !== '') value = `${Array.isArray(prev) ? prev.join(', ') : String(prev)}, ${value}`;
+      }
+      port.setHeader(res, field.name, value);
+    }
+  }
+
+  function refuse(req: Req, res: Res, next: Next, d: Decision): void {
+    const fail = (err: unknown) => port.fail(next, err);
+    if (onRejected !== undefined) {
+      const r = call(onRejected, req, res, d);
+      if (isThenable(r)) Promise.resolve(r).catch(noop);
+    }
+    const r = refusal(d, { statusCode });
+    writeRefusalHead(port, res, r);
+    if (handler !== undefined) {
+      settle(call(handler, req, res, next, d), asAny, noop, fail);
+      return;
+    }
+    if (message !== undefined && !isCapacityRefusal(d)) {
+      settle(call(message, req, d), checkMessage, (body) => port.send(res, r.status, messageContentType(body), messageText(body)), fail);
+      return;
+    }
+    port.send(res, r.status, r.contentType, JSON.stringify(r.body));
+  }
+
+  /** `shown`: the decision whose rules the headers list (the request's whole state after a refund). */
+  function answer(req: Req, res: Res, next: Next, d: Decision, all: Decision, nextMs: NextMs, fresh: boolean, shown = d): void {
+    if (format !== undefined) headers(req, res, shown, all, nextMs, fresh);
+    publishDecision(d, req, name, dryRun);
+    if (d.allowed || dryRun) {
+      if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, req, port.rawResponse(res), d, name);
+      if (d.delayMs > 0 && !dryRun) {
+        // A client that leaves while waiting never reaches the handler (SPEC 8.2).
+        holdRequest(port.rawRequest(req), port.rawResponse(res), d.delayMs, timers).then((stillThere) => {
+          if (stillThere) port.pass(next);
+        });
+        return;
+      }
+      port.pass(next);
+      return;
+    }
+    refuse(req, res, next, d);
+  }
+
+  /** Answers, guarding the app's callbacks: whatever they throw goes to the error handler. */
+  function safely(req: Req, res: Res, next: Next, d: Decision, all: Decision, nextMs: NextMs, fresh: boolean, shown = d): void {
+    try {
+      answer(req, res, next, d, all, nextMs, fresh, shown);
+    } catch (err) {
+      port.fail(next, err);
+    }
+  }
+
+  function decided(req: Req, res: Res, next: Next, prior: Decision | undefined, fresh: boolean, d: Decision, t0: number): void {
+    if (remember !== undefined) (req as WithDecision)[remember] = d;
+    const all = mergeDecisions((req as WithDecision).rateLimit, d);
+    (req as WithDecision).rateLimit = all;
+    if (!d.allowed && !dryRun && prior !== undefined && owner !== undefined) {
+      // A route-level refusal: the app-level units go back first, so that the headers and
+      // `rateLimit` show the state after the refund.
+      owner.refund(req, prior).then(
+        () => {
+          const after = afterRefund(all, prior);
+          (req as WithDecision).rateLimit = after;
+          // Every item again, in place of what the earlier stages wrote before the refund.
+          safely(req, res, next, d, after, undefined, true, after);
+        },
+        (err) => {
+          publishStoreError(err, req, name, 'allow');
+          safely(req, res, next, d, all, undefined, fresh);
+        },
+      );
+      return;
+    }
+    if (format !== undefined && d.degraded === undefined && firstUnit.needed(d)) {
+      // Rare (a rule just ran dry): ask the store when its next unit comes, for an exact `t`,
+      // within what is left of the store's deadline: the whole decision stays inside it.
+      const left = deadline === undefined ? undefined : deadline - (performance.now() - t0);
+      if (left !== undefined && left <= 0) {
+        safely(req, res, next, d, all, undefined, fresh);
+        return;
+      }
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      let over = false;
+      if (left !== undefined) {
+        timer = setTimeout(() => {
+          over = true;
+          safely(req, res, next, d, all, undefined, fresh);
+        }, left);
+        timer.unref?.();
+      }
+      firstUnit.get(req, d).then(
+        (nextMs) => {
+          if (timer !== undefined) clearTimeout(timer);
+          if (!over) safely(req, res, next, d, all, nextMs, fresh);
+        },
+        (err) => {
+          if (timer !== undefined) clearTimeout(timer);
+          if (over) return;
+          publishStoreError(err, req, name, 'allow');
+          safely(req, res, next, d, all, undefined, fresh);
+        },
+      );
+      return;
+    }
+    safely(req, res, next, d, all, undefined, fresh);
+  }
+
+  function failed(req: Req, res: Res, next: Next, err: unknown): void {
+    if (isAppError(err)) {
+      port.fail(next, err);
+      return;
+    }
+    if (onStoreError === 'allow') {
+      publishStoreError(err, req, name, 'allow');
+      port.pass(next);
+      return;
+    }
+    if (onStoreError === 'deny') {
+      publishStoreError(err, req, name, 'deny');
+      sendRefusal(port, res, storeFailureRefusal());
+      return;
+    }
+    if (onStoreError === 'error') {
+      publishStoreError(err, req, name, 'error');
+      port.fail(next, err);
+      return;
+    }
+    publishStoreError(err, req, name, 'custom');
+    try {
+      settle(call(onStoreError, err, req, res, next), asAny, noop, (e) => port.fail(next, e));
+    } catch (thrown) {
+      port.fail(next, thrown);
+    }
+  }
+
+  return function decide(req, res, next, prior, fresh = false): void {
+    if (warnings !== undefined) warnings(port.rawRequest(req), port.frameworkTrust, req);
+    const t0 = deadline === undefined ? 0 : performance.now();
+    let d: Decision | Promise<Decision>;
+    try {
+      d = lim.decide(req);
+    } catch (err) {
+      failed(req, res, next, err);
+      return;
+    }
+    if (isThenable(d)) {
+      (d as Promise<Decision>).then(
+        (v) => decided(req, res, next, prior, fresh, v, t0),
+        (err) => failed(req, res, next, err),
+      );
+      return;
+    }
+    decided(req, res, next, prior, fresh, d as Decision, t0);
+  };
+}

@@ -1,0 +1,194 @@
+/**
+ * @tollgate/node — tollgate for plain `node:http` / `node:https` servers (SPEC 9): the
+ * node port of core's request pipeline (`@tollgate/core/http`).
+ *
+ * Each factory returns an async function `(req, res) => Promise<boolean>`: `true` when
+ * the request may go on, `false` when tollgate already answered it (a refusal, or an
+ * error response). `.middleware` is the same as connect-style `(req, res, next)`
+ * middleware, which calls `next(err)` on the app's errors.
+ * @example
+ * const limit = rateLimit({ rules: [{ name: 'ip', rate: '100/min' }] });
+ * http.createServer(async (req, res) => {
+ *   if (!(await limit(req, res))) return;
+ *   res.end('hello');
+ * });
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ConcurrencyLimit, Decision, Shedder, ShedOptions, ThrottleResult } from '@tollgate/core';
+import {
+  type ConcurrencyFlowOptions,
+  concurrencyFlow,
+  createRateLimit,
+  type LimiterOptionsOf,
+  type NodeNext,
+  nodePort,
+  normalizeLimiterOptions,
+  type RouteOptionsOf,
+  routeOptionsOf,
+  type SlowDownFlowOptions,
+  type Stage,
+  shedFlow,
+  slowDownFlow,
+} from '@tollgate/core/http';
+
+export {
+  constant,
+  type Decision,
+  type HeaderMode,
+  type HeadersOption,
+  header,
+  ip,
+  ManualClock,
+  MemoryStore,
+  type Rule,
+  type RuleResult,
+  type Store,
+  type TrustProxy,
+  tenant,
+  user,
+} from '@tollgate/core';
+export type { ClientAddressOptions, NodeNext } from '@tollgate/core/http';
+
+declare module 'node:http' {
+  interface IncomingMessage {
+    /** The rate-limit decision: every tollgate limiter this request has met, combined. */
+    rateLimit?: Decision;
+    /** What the slow-down throttle decided for this request (hits and delay). */
+    slowDown?: ThrottleResult;
+  }
+}
+
+type Req = IncomingMessage;
+type Res = ServerResponse;
+
+/** What the async form does with the app's errors (a throwing key function, ...). @default a 500, logged to stderr */
+export type ErrorHandler = (err: unknown, req: Req, res: Res) => void;
+
+interface Common {
+  /** The async form's answer to the app's errors; the middleware form calls `next(err)` instead. */
+  onError?: ErrorHandler;
+}
+
+export interface RateLimitOptions extends LimiterOptionsOf<Req, Res, NodeNext>, Common {
+  /**
+   * Answers refused requests yourself. Status, `Retry-After` and the rate-limit headers
+   * are already set when it runs; end the response (or call `next()` to let it on).
+   */
+  handler?: (req: Req, res: Res, next: NodeNext, decision: Decision) => unknown;
+}
+export interface SlowDownOptions extends SlowDownFlowOptions<Req>, Common {}
+export interface ConcurrencyOptions extends ConcurrencyFlowOptions<Req>, Common {}
+export interface ShedOptionsNode extends ShedOptions<Req>, Common {}
+
+/** The async form, with the connect-style form beside it. */
+export type NodeLimiter = ((req: Req, res: Res) => Promise<boolean>) & { middleware: (req: Req, res: Res, next: NodeNext) => void };
+
+const defaultOnError: ErrorHandler = (err, _req, res) => {
+  console.error(err);
+  if (!res.headersSent) {
+    res.statusCode = 500;
+    res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+  }
+  res.end('Internal Server Error');
+};
+
+/** Both forms of one stage. The async form settles `false` once tollgate answered the request. */
+function forms<T extends object>(stage: Stage<Req, Res, NodeNext>, onError: ErrorHandler | undefined, extra: T): NodeLimiter & T {
+  const handleError = onError ?? defaultOnError;
+  const limit = (req: Req, res: Res) =>
+    new Promise<boolean>((resolve) => {
+      let settled = false;
+      let listening = false;
+      const answered = () => {
+        if (settled) return;
+        settled = true;
+        resolve(false);
+      };
+      stage(req, res, (err?: unknown) => {
+        if (settled) return;
+        settled = true;
+        if (listening) {
+          res.removeListener('finish', answered);
+          res.removeListener('close', answered);
+        }
+        if (err === undefined) {
+          resolve(true);
+          return;
+        }
+        handleError(err, req, res);
+        resolve(false);
+      });
+      if (settled) return;
+      // Answered in this tick (an in-process refusal), or later: a refusal, a custom
+      // handler's answer, or a client that left while held.
+      if (res.writableEnded) answered();
+      else {
+        listening = true;
+        res.once('finish', answered);
+        res.once('close', answered);
+      }
+    });
+  const middleware = (req: Req, res: Res, next: NodeNext) => stage(req, res, next);
+  return Object.assign(limit, { middleware }, extra);
+}
+
+/**
+ * Rate-limits requests with a stack of rules.
+ * @example const limit = rateLimit({ rules: [{ name: 'ip', rate: '100/min' }], trustProxy: 'loopback' })
+ */
+export function rateLimit(options: RateLimitOptions): NodeLimiter & {
+  /** Forgets the request's counters for every rule. */
+  reset(req: Req): Promise<void>;
+  /** Decides the request without consuming anything. */
+  peek(req: Req): Promise<Decision>;
+  /**
+   * A route-level stage adding `rules` to this limiter's (call it after the limiter; one
+   * all-or-nothing decision), or standing instead of them with `mode: 'replace'`.
+   */
+  route(options: RouteOptionsOf<Req>): NodeLimiter;
+} {
+  const { onError, ...rest } = options ?? ({} as RateLimitOptions);
+  const o = normalizeLimiterOptions<Req, RateLimitOptions>(rest, {
+    path: 'rateLimit',
+    req: 'req',
+    res: 'res',
+    next: 'next',
+    handler: '(req, res, next, decision)',
+    timersFix: 'Pass new ManualTimers(clock) in tests, or leave it out.',
+    fixes: {
+      notObject: "Call rateLimit({ rules: [{ name: 'ip', rate: '100/min' }] }).",
+      unknown: () => 'Remove the option or check its spelling.',
+    },
+  });
+  const core = createRateLimit(nodePort, o, { path: 'rateLimit' });
+  const limiter = core.limiter as NonNullable<typeof core.limiter>;
+  return forms(core.handle, onError, {
+    reset: (req: Req) => limiter.reset(req),
+    peek: (req: Req) => limiter.peek(req),
+    route(options: RouteOptionsOf<Req>) {
+      const r = routeOptionsOf<Req>(options);
+      return forms(core.route(r.rules, r.mode, 'route rules'), onError, {});
+    },
+  });
+}
+
+/** Delays requests from a key once it has sent more than `delayAfter` in `window`. */
+export function slowDown(options: SlowDownOptions): NodeLimiter & { reset(req: Req): Promise<void>; close(): Promise<void> } {
+  const { onError, ...rest } = options ?? ({} as SlowDownOptions);
+  const { stage, throttle } = slowDownFlow(nodePort, rest);
+  return forms(stage, onError, { reset: (req: Req) => throttle.reset(req), close: () => throttle.close() });
+}
+
+/** Limits the requests in flight per key (429) and/or in total (503). */
+export function concurrency(options: ConcurrencyOptions): NodeLimiter & { readonly limit: ConcurrencyLimit<Req>; close(): Promise<void> } {
+  const { onError, ...rest } = options ?? ({} as ConcurrencyOptions);
+  const { stage, limit } = concurrencyFlow(nodePort, rest);
+  return forms(stage, onError, { limit, close: () => limit.close() });
+}
+
+/** Answers 503 with `Retry-After` while the server is overloaded; call it first. */
+export function shed(options: ShedOptionsNode): NodeLimiter & { readonly shedder: Shedder<Req>; close(): void } {
+  const { onError, ...rest } = options ?? ({} as ShedOptionsNode);
+  const { stage, shedder } = shedFlow(nodePort, rest);
+  return forms(stage, onError, { shedder, close: () => shedder.close() });
+}
