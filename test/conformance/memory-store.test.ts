@@ -1,4 +1,4 @@
-/** MemoryStore passes the store conformance suite (SPEC 6.1, 6.2). */
+/** MemoryStore passes the store conformance suite. */
 import { MemoryStore } from '@tollgate/core';
 import { storeContract } from './store-contract.js';
 

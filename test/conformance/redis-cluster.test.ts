@@ -1,6 +1,6 @@
 /**
  * RedisStore on a three-master Redis Cluster passes the store conformance suite unchanged
- * (SPEC 6.1, 6.4), on every client it takes (ioredis, node-redis 5 and 6): stacks whose
+ *, on every client it takes (ioredis, node-redis 5 and 6): stacks whose
  * keys span slots are decided per slot with refunds on rejection; no test leaves a key
  * without expiry on any master.
  */

@@ -1,6 +1,6 @@
 /**
  * RedisStore on a standalone redis-server passes the store conformance suite unchanged
- * (SPEC 6.1, 6.3), on every client it takes (ioredis, node-redis 5 and 6), and no test
+ *, on every client it takes (ioredis, node-redis 5 and 6), and no test
  * leaves a key without expiry (issue 3, item 4; issue 19, item 4).
  */
 import { Redis } from 'ioredis';

@@ -1,5 +1,5 @@
 /**
- * The control scenarios (SPEC 8, 3.5, 3.7): one suite every adapter runs unchanged, on
+ * The control scenarios: one suite every adapter runs unchanged, on
  * the manual clock and through HTTP over real loopback sockets.
  *
  * An adapter supplies `makeApp(spec)`: mount `spec.stages` in order (each stage's
@@ -142,7 +142,7 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
       return Promise.all(sent.map((s) => s.reply));
     }
 
-    describe('throttle (SPEC 8.1)', () => {
+    describe('throttle', () => {
       const throttle = (
         timers: ManualTimers,
         clock: ManualClock,
@@ -270,7 +270,7 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
       });
     });
 
-    describe('leaky-bucket queue (SPEC 3.5, 8.2)', () => {
+    describe('leaky-bucket queue', () => {
       const queueRule: Rule<AnyReq> = {
         name: 'queue',
         key: constant('backend'),
@@ -317,7 +317,7 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
       });
     });
 
-    describe('concurrency (SPEC 8.3)', () => {
+    describe('concurrency', () => {
       const slow: Behaviour = { kind: 'slow', ms: 1000 };
 
       function tracker(t: { starts: unknown[] }) {
@@ -487,7 +487,7 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
       });
     });
 
-    describe('load shedding (SPEC 8.4)', () => {
+    describe('load shedding', () => {
       it('503 with Retry-After at maxInFlight, decided first; admitted again once requests finish', async () => {
         const t = await start(
           ({ timers, slots }) => [
@@ -557,7 +557,7 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
       });
     });
 
-    describe('rules over HTTP: quotas, counting by outcome, skip, blockFor (SPEC 8.5, 8.6, 3.7)', () => {
+    describe('rules over HTTP: quotas, counting by outcome, skip, blockFor', () => {
       const limiter = (rules: Rule<AnyReq>[], extra: { skip?: (req: AnyReq) => boolean } = {}) =>
         (({ timers, clock, store }: { timers: ManualTimers; clock: ManualClock; store: Store }) => [
           { kind: 'rateLimit', options: { rules, store, clock, timers, ...extra } },

@@ -1,5 +1,5 @@
 /**
- * Redis Cluster specifics (SPEC 6.4): slot computation, hash tags co-locating a stack,
+ * Redis Cluster specifics: slot computation, hash tags co-locating a stack,
  * stacks spanning slots (reserve-then-refund, all-or-nothing), refunds in Redis-time mode,
  * and scripts reloaded on the node that owns the slot after SCRIPT FLUSH.
  */

@@ -1,5 +1,5 @@
 /**
- * Failure policy acceptance tests (SPEC 6.5, issue 3): Redis killed mid-run and restarted,
+ * Failure policy acceptance tests: Redis killed mid-run and restarted,
  * with ioredis' offline queue on and off, under each `onStoreError` policy; and a Redis
  * slowed past `timeoutMs` by `DEBUG SLEEP`. No decision may wait longer than
  * `timeoutMs` plus a small margin, and the store returns to Redis by itself.

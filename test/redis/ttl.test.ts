@@ -1,5 +1,5 @@
 /**
- * Key TTLs on Redis time (SPEC 6.4): every write leaves its key a TTL that lasts at least
+ * Key TTLs on Redis time: every write leaves its key a TTL that lasts at least
  * until the entry's expiry and not much longer. The store script keeps a key's TTL
  * (SET ... KEEPTTL) when a write leaves the expiry unchanged (a fixed or sliding window
  * written again within its window) and sets a new one when it moves; both must hold.

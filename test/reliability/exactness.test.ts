@@ -7,7 +7,7 @@
  * rejected request consumed anything from the rules that would have admitted it.
  *
  * The leaky-bucket queue delays instead of refusing at once, so its count is checked
- * against its own semantics (SPEC 3.5): at least Q places, at most Q plus what drained
+ * against its own semantics: at least Q places, at most Q plus what drained
  * while the burst arrived, and no one waits longer than Q·T.
  */
 import http from 'node:http';

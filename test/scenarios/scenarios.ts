@@ -1,5 +1,5 @@
 /**
- * The HTTP scenario suite (SPEC 4, 5, 7, 9): one set of scenarios that every adapter
+ * The HTTP scenario suite: one set of scenarios that every adapter
  * runs unchanged, so Express and Fastify cannot drift apart.
  *
  * An adapter supplies `makeApp(spec)`: build an app from the adapter-neutral

@@ -1,5 +1,5 @@
 /**
- * The controls beside the limiter for Express 4 and 5 (SPEC 8.1, 8.3, 8.4): `slowDown`,
+ * The controls beside the limiter for Express 4 and 5: `slowDown`,
  * `concurrency` and `shed` as middleware. Their flows are core's (`@tollgate/core/http`):
  * slots and in-flight counts are released exactly once when the request is over
  * (finished, closed, or abandoned with its connection, pipelined requests included).

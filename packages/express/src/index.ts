@@ -1,5 +1,5 @@
 /**
- * @tollgate/express — Express 4 and 5 middleware (SPEC 9).
+ * @tollgate/express — Express 4 and 5 middleware.
  *
  * `rateLimit` and its route-level extension, and the controls; the key extractors and
  * the types users write rules with are re-exported so an app needs one import.

@@ -1,5 +1,5 @@
 /**
- * Options of `rateLimit()` (SPEC 9, 13): the shared limiter options typed for Express,
+ * Options of `rateLimit()`: the shared limiter options typed for Express,
  * validated once at construction (`normalizeLimiterOptions`), plus express-rate-limit's
  * `passOnStoreError` spelling.
  */

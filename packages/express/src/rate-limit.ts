@@ -1,5 +1,5 @@
 /**
- * `rateLimit()` for Express 4 and 5 (SPEC 4, 7, 9): the Express port and the mounting
+ * `rateLimit()` for Express 4 and 5: the Express port and the mounting
  * code. The request pipeline (skip, decide, headers, diagnostics, counting by outcome,
  * hold, refuse, store errors) is core's (`@tollgate/core/http`), so every adapter
  * answers alike. A route-level extension (`limiter.route`) adds its rules to the

@@ -1,5 +1,5 @@
 /**
- * The controls beside the limiter for Fastify 5 (SPEC 8.1, 8.3, 8.4): `slowDown`,
+ * The controls beside the limiter for Fastify 5: `slowDown`,
  * `concurrency` and `shed`, each a plugin (wrapped with fastify-plugin, so it acts in
  * the scope it is registered in) adding one `onRequest` hook, or the same hook for one
  * route (`slowDownHook`, ...). Their flows are core's (`@tollgate/core/http`). A route
@@ -84,9 +84,9 @@ function asPlugin<O>(make: (options: O) => ControlHook) {
   };
 }
 
-/** The slow-down throttle (SPEC 8.1) as a Fastify plugin. */
+/** The slow-down throttle as a Fastify plugin. */
 export const slowDown = fp(asPlugin(slowDownHook), { name: '@tollgate/fastify/slow-down', fastify: '5.x' });
-/** The concurrency limit (SPEC 8.3) as a Fastify plugin: 429 per key, 503 global. */
+/** The concurrency limit as a Fastify plugin: 429 per key, 503 global. */
 export const concurrency = fp(asPlugin(concurrencyHook), { name: '@tollgate/fastify/concurrency', fastify: '5.x' });
-/** Load shedding (SPEC 8.4) as a Fastify plugin: 503 + Retry-After, decided first. */
+/** Load shedding as a Fastify plugin: 503 + Retry-After, decided first. */
 export const shed = fp(asPlugin(shedHook), { name: '@tollgate/fastify/shed', fastify: '5.x' });

@@ -1,5 +1,5 @@
 /**
- * Options of the Fastify plugin and of a route's `config.rateLimit` (SPEC 7, 9, 13): the
+ * Options of the Fastify plugin and of a route's `config.rateLimit`: the
  * shared limiter options typed for Fastify (`normalizeLimiterOptions`), the hook that
  * decides, and hints for @fastify/rate-limit option names.
  */

@@ -1,5 +1,5 @@
 /**
- * The Fastify plugin (SPEC 9): `await app.register(tollgate, { rules, ... })`.
+ * The Fastify plugin: `await app.register(tollgate, { rules, ... })`.
  *
  * Wrapped with fastify-plugin, so it acts in the scope it is registered in and that
  * scope's children. An `onRoute` hook gives every route of the scope its own decision

@@ -1,5 +1,5 @@
 /**
- * @tollgate/node — tollgate for plain `node:http` / `node:https` servers (SPEC 9): the
+ * @tollgate/node — tollgate for plain `node:http` / `node:https` servers: the
  * node port of core's request pipeline (`@tollgate/core/http`).
  *
  * Each factory returns an async function `(req, res) => Promise<boolean>`: `true` when

@@ -5,7 +5,7 @@
  *
  * Configuration is one JSON argument ({@link AppConfig}). Over IPC the child reports
  * `{ type: 'ready', port }`, then every breaker change and a count of store errors as
- * they happen (SPEC 6.5: both are events of the store), and answers `'stats'` with the
+ * they happen, and answers `'stats'` with the
  * process' handle, timer and memory figures (the soak reads them). `'stop'` closes the
  * server, the store and the Redis client and exits 0: a clean exit proves that nothing
  * the app started is left running.

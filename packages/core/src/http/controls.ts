@@ -1,5 +1,5 @@
 /**
- * The request flows of the controls beside the limiter (SPEC 8.1, 8.3, 8.4), written
+ * The request flows of the controls beside the limiter, written
  * once for every framework: `slowDown` (count, headers if asked, hold), `concurrency`
  * (take a slot while the client waits, answer, release once when the request is over)
  * and `shed` (decide at once, count in flight until the request is over). Deciding is

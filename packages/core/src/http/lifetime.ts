@@ -1,5 +1,5 @@
 /**
- * When a request is over, from the server's side (SPEC 8.2, 8.3, 8.4): its response
+ * When a request is over, from the server's side: its response
  * finished or closed, or the client went away. Node reports a departure on the request
  * and the socket as well as on the response, and not always on the response: when a
  * client pipelines several HTTP/1.1 requests in one write and closes the connection,

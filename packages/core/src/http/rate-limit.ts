@@ -1,5 +1,5 @@
 /**
- * The request pipeline of a limiter (SPEC 4, 7, 9), written once for every framework:
+ * The request pipeline of a limiter, written once for every framework:
  * skip → keys and costs → one store decision → merge with the decisions the request met
  * before → headers → diagnostics → counting by outcome → pass, hold or refuse, and the
  * store-error policy when the store fails. Adapters reach it through their
@@ -319,7 +319,7 @@ function pipeline<Req, Res, Next>(
     if (d.allowed || dryRun) {
       if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, req, port.rawResponse(res), d, name);
       if (d.delayMs > 0 && !dryRun) {
-        // A client that leaves while waiting never reaches the handler (SPEC 8.2).
+        // A client that leaves while waiting never reaches the handler.
         holdRequest(port.rawRequest(req), port.rawResponse(res), d.delayMs, timers).then((stillThere) => {
           if (stillThere) port.pass(next);
         });
