@@ -9,7 +9,7 @@ app.disable('x-powered-by');
 if (variant === 'tollgate') {
   const url = process.env.TOLLGATE_EXPRESS
     ? pathToFileURL(process.env.TOLLGATE_EXPRESS).href
-    : new URL('../../../packages/express/dist/esm/index.js', import.meta.url).href;
+    : new URL('../../../packages/express/dist/index.mjs', import.meta.url).href;
   const { rateLimit } = await import(url);
   app.use(rateLimit({ rules: [{ name: 'ip', limit: 1_000_000_000, window: '1m' }] }));
 } else if (variant === 'erl8' || variant === 'erl7') {

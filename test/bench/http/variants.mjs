@@ -55,7 +55,7 @@ function fastifyServer(install) {
   };
 }
 
-// TOLLGATE_EXPRESS / TOLLGATE_FASTIFY=/path/to/dist/esm/index.js measure a private build (a
+// TOLLGATE_EXPRESS / TOLLGATE_FASTIFY=/path/to/dist/index.mjs measure a private build (a
 // shared checkout's dist may be rebuilt by someone else in the middle of a run).
 const tollgate = (name, env) => (process.env[env] ? import(pathToFileURL(process.env[env]).href) : import(name));
 
