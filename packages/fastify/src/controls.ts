@@ -45,7 +45,14 @@ import {
   type Timers,
   throttleDecision,
 } from '@tollgate/core';
-import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from 'fastify';
+import type {
+  FastifyInstance,
+  FastifyPluginCallback,
+  FastifyReply,
+  FastifyRequest,
+  HookHandlerDoneFunction,
+  onRequestHookHandler,
+} from 'fastify';
 import fp from 'fastify-plugin';
 
 declare module 'fastify' {
@@ -224,9 +231,21 @@ function asPlugin<O>(make: (options: O) => ControlHook) {
   };
 }
 
+// The plugins' types are written out: inferred, `shed`'s options expanded FastifyRequest's
+// defaults into 'fastify/types/type-provider', which fastify's exports map does not publish
+// (TS2307 for users on module node16/nodenext with skipLibCheck: false).
 /** The slow-down throttle (SPEC 8.1) as a Fastify plugin. */
-export const slowDown = fp(asPlugin(slowDownHook), { name: '@tollgate/fastify/slow-down', fastify: '5.x' });
+export const slowDown: FastifyPluginCallback<SlowDownOptions> = fp(asPlugin(slowDownHook), {
+  name: '@tollgate/fastify/slow-down',
+  fastify: '5.x',
+});
 /** The concurrency limit (SPEC 8.3) as a Fastify plugin: 429 per key, 503 global. */
-export const concurrency = fp(asPlugin(concurrencyHook), { name: '@tollgate/fastify/concurrency', fastify: '5.x' });
+export const concurrency: FastifyPluginCallback<ConcurrencyPluginOptions> = fp(asPlugin(concurrencyHook), {
+  name: '@tollgate/fastify/concurrency',
+  fastify: '5.x',
+});
 /** Load shedding (SPEC 8.4) as a Fastify plugin: 503 + Retry-After, decided first. */
-export const shed = fp(asPlugin(shedHook), { name: '@tollgate/fastify/shed', fastify: '5.x' });
+export const shed: FastifyPluginCallback<ShedOptions<FastifyRequest>> = fp(asPlugin(shedHook), {
+  name: '@tollgate/fastify/shed',
+  fastify: '5.x',
+});
