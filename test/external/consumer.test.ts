@@ -167,6 +167,10 @@ afterAll(async () => {
 });
 
 describe('tarballs', () => {
+  it('every package has the shared build, layout and metadata (node scripts/package-metadata.mjs --fix)', async () => {
+    expect(await run(process.execPath, [join(root, 'scripts/package-metadata.mjs')], root)).toContain('as expected');
+  });
+
   it('every package in packages/* was packed', () => {
     expect([...tarballs.keys()].sort()).toEqual([...names].sort());
   });
