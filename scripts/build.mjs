@@ -9,7 +9,7 @@
  *                                     `pnpm demo:burst` run: the declarations are most of the
  *                                     build's time and running an app needs none)
  *
- * A package is up to date when its four outputs exist and the hash of its inputs (every
+ * A package is up to date when its outputs (four per entry) exist and the hash of its inputs (every
  * file under src/, its package.json and tsconfig.build.json, the shared tsconfig.base.json,
  * tsdown.config.mjs, the installed tsdown and TypeScript versions, and the hashes of the
  * workspace packages it depends on) equals the one recorded at its last successful build,
@@ -26,8 +26,6 @@ import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const JS = ['dist/index.mjs', 'dist/index.cjs'];
-const TYPES = ['dist/index.d.mts', 'dist/index.d.cts'];
 
 // Child mode: build one package in this process.
 if (process.argv[2] === '--package') {
@@ -44,7 +42,12 @@ if (process.argv[2] === '--package') {
 
 const force = process.argv.includes('--force');
 const jsOnly = process.argv.includes('--js');
-const OUTPUTS = jsOnly ? JS : [...JS, ...TYPES];
+const { packageEntries } = await import(pathToFileURL(join(root, 'tsdown.config.mjs')).href);
+/** What a build of the package writes for each entry (dist/index.*, dist/<subpath>/index.*). */
+const outputs = (p) =>
+  Object.keys(packageEntries(p.dir)).flatMap((e) =>
+    (jsOnly ? ['mjs', 'cjs'] : ['mjs', 'cjs', 'd.mts', 'd.cts']).map((ext) => `dist/${e}.${ext}`),
+  );
 const require = createRequire(import.meta.url);
 const toolVersions = ['tsdown', 'typescript'].map((name) => `${name}@${require(`${name}/package.json`).version}`);
 const shared = ['tsconfig.base.json', 'tsdown.config.mjs'].map((f) => readFileSync(join(root, f)));
@@ -101,7 +104,7 @@ function inputHash(p) {
 const stampFile = (p) => join(p.dir, 'node_modules/.cache/tollgate-build.json');
 
 function upToDate(p) {
-  if (force || OUTPUTS.some((f) => !existsSync(join(p.dir, f)))) return false;
+  if (force || outputs(p).some((f) => !existsSync(join(p.dir, f)))) return false;
   try {
     const stamp = JSON.parse(readFileSync(stampFile(p), 'utf8'));
     return stamp.hash === inputHash(p) && (jsOnly || stamp.types === true);
@@ -120,7 +123,7 @@ function buildOne(p) {
     child.on('error', reject);
     child.on('exit', (code, signal) => {
       if (code !== 0) return reject(new Error(`${p.name}: build failed (${signal ?? `exit ${code}`})`));
-      for (const f of OUTPUTS) if (!statSync(join(p.dir, f)).isFile()) return reject(new Error(`${p.name}: ${f} missing`));
+      for (const f of outputs(p)) if (!statSync(join(p.dir, f)).isFile()) return reject(new Error(`${p.name}: ${f} missing`));
       mkdirSync(join(p.dir, 'node_modules/.cache'), { recursive: true });
       writeFileSync(stampFile(p), `${JSON.stringify({ hash: inputHash(p), types: !jsOnly })}\n`);
       console.log(`built ${p.name} in ${((Date.now() - started) / 1000).toFixed(1)} s`);

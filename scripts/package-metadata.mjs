@@ -21,6 +21,15 @@ const license = readFileSync(join(root, 'LICENSE'), 'utf8');
 
 /** The fields every package has, in the order they are written after `license`. */
 function expected(short, pkg) {
+  // Subpaths are the package's to declare (`"./http": ...` in exports, built from
+  // src/http/index.ts); their shape is the same as the main entry's.
+  const subpaths = Object.keys(pkg.exports ?? {})
+    .filter((k) => k !== '.' && k !== './package.json')
+    .map((k) => k.slice(2));
+  const entry = (name) => ({
+    import: { types: `./dist/${name}.d.mts`, default: `./dist/${name}.mjs` },
+    require: { types: `./dist/${name}.d.cts`, default: `./dist/${name}.cjs` },
+  });
   return {
     author: 'tollgate contributors',
     repository: { type: 'git', url: `git+${REPO}.git`, directory: `packages/${short}` },
@@ -29,11 +38,11 @@ function expected(short, pkg) {
     main: './dist/index.cjs',
     module: './dist/index.mjs',
     types: './dist/index.d.cts',
+    // TypeScript's node10 resolution reads no exports map: point it at the subpaths' types.
+    ...(subpaths.length ? { typesVersions: { '*': Object.fromEntries(subpaths.map((s) => [s, [`./dist/${s}/index.d.cts`]])) } } : {}),
     exports: {
-      '.': {
-        import: { types: './dist/index.d.mts', default: './dist/index.mjs' },
-        require: { types: './dist/index.d.cts', default: './dist/index.cjs' },
-      },
+      '.': entry('index'),
+      ...Object.fromEntries(subpaths.map((s) => [`./${s}`, entry(`${s}/index`)])),
       './package.json': './package.json',
     },
     files: pkg.bin ? ['dist', 'bin', 'CHANGELOG.md'] : ['dist', 'CHANGELOG.md'],

@@ -1,4 +1,4 @@
-// ES module consumer: import every installed @tollgate package and check its public names
+// ES module consumer: import every installed @tollgate package (and subpath) and check its public names
 // (exports.json; a package not listed there must still load and export something).
 import { readFileSync } from 'node:fs';
 
