@@ -243,7 +243,7 @@ describe.concurrent('apps', () => {
   // The node:http app joins once @tollgate/node is in packages/.
   const frameworks = hasNode ? ['express', 'fastify', 'node-http'] : ['express', 'fastify'];
   const cells = frameworks.flatMap((f) => (['memory', 'redis'] as const).map((s) => [f, s] as const));
-  it.skipIf(hasNode)('node-http (waits for @tollgate/node)', () => {});
+  if (!hasNode) it.todo('node-http on the memory and redis stores (waits for @tollgate/node in packages/)');
   it.each(cells)('%s on the %s store: 2 allowed, the third refused with 429', async (framework, store) => {
     const out = await run(process.execPath, ['apps/run.mjs', framework, store, String(redis.port)], app, 30_000);
     const result = JSON.parse(out.trim().split('\n').at(-1) ?? '{}');
