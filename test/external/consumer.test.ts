@@ -150,6 +150,7 @@ beforeAll(async () => {
           express: '^5.1.0',
           fastify: '^5.4.0',
           ioredis: '^5.6.0',
+          '@opentelemetry/api': '^1.9.0',
           '@types/express': '^5.0.0',
           '@types/node': '^20.19.0',
           typescript5: 'npm:typescript@^5.9.0',
