@@ -23,7 +23,7 @@ import { parseArgs } from 'node:util';
 // TOLLGATE_CORE: another build's entry point (e.g. a copy of main's, for a before/after).
 const CORE = process.env.TOLLGATE_CORE
   ? pathToFileURL(process.env.TOLLGATE_CORE).href
-  : new URL('../../packages/core/dist/esm/index.js', import.meta.url).href;
+  : new URL('../../packages/core/dist/index.mjs', import.meta.url).href;
 const LIMIT = 1_000_000_000;
 const FW = { limit: LIMIT, window: '1m', algorithm: 'fixed-window' };
 

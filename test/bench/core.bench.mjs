@@ -6,7 +6,7 @@
 //
 //   pnpm build && node test/bench/core.bench.mjs [--time 1000] [--runs 3] [--keys 1000000]
 //
-// It imports the BUILT package (packages/core/dist/esm), as users do. Every measurement runs
+// It imports the BUILT package (packages/core/dist/index.mjs), as users do. Every measurement runs
 // in a fresh child process (started with --expose-gc), so one algorithm's JIT feedback or
 // garbage never colours another's figures; runs are interleaved and each figure is the
 // median of --runs children with its spread.
@@ -15,7 +15,7 @@ import { isMain, median, pm, runChild } from './util.mjs';
 
 const MANY = 100_000;
 const RLF = 'rate-limiter-flexible';
-const CORE = new URL('../../packages/core/dist/esm/index.js', import.meta.url).href;
+const CORE = new URL('../../packages/core/dist/index.mjs', import.meta.url).href;
 
 // One rule per algorithm, the same budget for all: 1e9 units per second, big enough that a
 // single hot key is (mostly) admitted, so the figures are for the admit path, which writes.

@@ -7,7 +7,7 @@
 // whatever else runs on the machine (docs/benchmarks.md, "Express").
 //
 //   pnpm build && node test/bench/express-middleware.bench.mjs
-//   TOLLGATE_EXPRESS=/path/to/dist/esm/index.js node test/bench/express-middleware.bench.mjs
+//   TOLLGATE_EXPRESS=/path/to/dist/index.mjs node test/bench/express-middleware.bench.mjs
 import { pathToFileURL } from 'node:url';
 
 const ALLOW = 1_000_000_000;
@@ -19,7 +19,7 @@ async function loadTollgate() {
   try {
     return await import('@tollgate/express');
   } catch {
-    return import(new URL('../../packages/express/dist/esm/index.js', import.meta.url).href);
+    return import(new URL('../../packages/express/dist/index.mjs', import.meta.url).href);
   }
 }
 

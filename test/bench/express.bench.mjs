@@ -4,7 +4,7 @@
 //
 //   pnpm build && node test/bench/express.bench.mjs [--duration 4] [--runs 3] [--connections 50]
 //
-// TOLLGATE_EXPRESS=/path/to/dist/esm/index.js measures a private build (a shared checkout's
+// TOLLGATE_EXPRESS=/path/to/dist/index.mjs measures a private build (a shared checkout's
 // dist may be rebuilt by someone else in the middle of a run).
 import { parseArgs } from 'node:util';
 import { httpTable, runHttp } from './http.mjs';

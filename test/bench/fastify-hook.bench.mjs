@@ -27,7 +27,7 @@ async function loadTollgate() {
     return await import('@tollgate/fastify');
   } catch {
     // Before `pnpm install` has linked the workspace package, use the built output directly.
-    return import(new URL('../../packages/fastify/dist/esm/index.js', import.meta.url).href);
+    return import(new URL('../../packages/fastify/dist/index.mjs', import.meta.url).href);
   }
 }
 

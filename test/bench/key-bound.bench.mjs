@@ -6,15 +6,15 @@
 //
 //   pnpm --filter @tollgate/core build && node test/bench/key-bound.bench.mjs [--keys 1000000] [--runs 3] [--time 1000]
 //
-// It imports the BUILT core (packages/core/dist/esm). Each figure comes from a fresh child
+// It imports the BUILT core (packages/core/dist/index.mjs). Each figure comes from a fresh child
 // started with --expose-gc; the figure is the median of --runs children.
 import { parseArgs } from 'node:util';
 import { isMain, median, pm, runChild } from './util.mjs';
 
-// TOLLGATE_CORE=/path/to/dist/esm/index.js measures another build (an A/B against main's).
+// TOLLGATE_CORE=/path/to/dist/index.mjs measures another build (an A/B against main's).
 const CORE = process.env.TOLLGATE_CORE
   ? new URL(`file://${process.env.TOLLGATE_CORE}`).href
-  : new URL('../../packages/core/dist/esm/index.js', import.meta.url).href;
+  : new URL('../../packages/core/dist/index.mjs', import.meta.url).href;
 const LABELS = ['fixed-window', 'sliding-window'];
 const keyOf = (i) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
 

@@ -10,22 +10,57 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ask, start } from './http.mjs';
 import { isMain, startRedis } from './util.mjs';
 
+const regions = new Map();
+
+/**
+ * A frame's place in the sources: each package's build is one bundle whose `//#region
+ * src/<module>.ts` comments say which source module every line came from, so a frame in
+ * `packages/<name>/dist/index.mjs` at line L is charged to `packages/<name>/src/<module>`.
+ * Other URLs are returned as they are.
+ */
+export function sourceOf(url, line) {
+  const m = /^(.*packages\/[^/]+\/)dist\/index\.m?js$/.exec(url);
+  if (!m || line === undefined) return url;
+  let table = regions.get(url);
+  if (!table) {
+    table = [];
+    try {
+      const lines = readFileSync(url.startsWith('file:') ? fileURLToPath(url) : url, 'utf8').split('\n');
+      lines.forEach((text, i) => {
+        const r = /^\/\/#region (\S+)/.exec(text);
+        if (r) table.push([i, r[1]]);
+      });
+    } catch {
+      // unreadable: charge the frame to the bundle as a whole
+    }
+    regions.set(url, table);
+  }
+  let module;
+  for (const [from, name] of table) {
+    if (from > line) break;
+    module = name;
+  }
+  return module ? `${m[1]}${module}` : url;
+}
+
 /** The bucket a profile frame's time is charged to, by where its code lives. */
-export function bucket(url, fn) {
+export function bucket(rawUrl, fn, line) {
+  const url = sourceOf(rawUrl, line);
   if (fn === '(garbage collector)') return 'GC';
   if (fn === '(idle)') return 'idle';
   if (fn === '(program)') return 'V8/native (unattributed)';
-  if (/packages\/core\/dist\/esm\/(keys|ip)/.test(url)) return 'tollgate: key extraction';
-  if (/packages\/core\/dist\/esm\/headers/.test(url)) return 'tollgate: headers';
-  if (/packages\/core\/dist\/esm\/(memory-store|memory-table|stack|algorithms)/.test(url)) return 'tollgate: store + algorithm';
-  if (/packages\/core\/dist\/esm\/limiter/.test(url)) return 'tollgate: engine (limiter)';
-  if (/packages\/redis\/dist/.test(url)) return 'tollgate: Redis store';
-  if (/packages\/core\/dist/.test(url)) return 'tollgate: core, other (merge, diagnostics, response)';
-  if (/packages\/(express|fastify)\/dist/.test(url)) return 'tollgate: adapter';
+  if (/packages\/core\/src\/(keys|ip)/.test(url)) return 'tollgate: key extraction';
+  if (/packages\/core\/src\/headers/.test(url)) return 'tollgate: headers';
+  if (/packages\/core\/src\/(memory-store|memory-table|stack|algorithms)/.test(url)) return 'tollgate: store + algorithm';
+  if (/packages\/core\/src\/limiter/.test(url)) return 'tollgate: engine (limiter)';
+  if (/packages\/redis\/(dist|src)/.test(url)) return 'tollgate: Redis store';
+  if (/packages\/core\/(dist|src)/.test(url)) return 'tollgate: core, other (merge, diagnostics, response)';
+  if (/packages\/(express|fastify)\/(dist|src)/.test(url)) return 'tollgate: adapter';
   if (/node_modules\/.*ioredis|node_modules\/.*redis-parser|node_modules\/.*denque/.test(url)) return 'ioredis';
   if (
     /node_modules\/.*(express|fastify|find-my-way|light-my-request|avvio|router|finalhandler|send|on-finished|body-parser|qs|content-type|mime|accepts|negotiator|type-is|fast-json-stringify|@fastify|safe-regex2|proxy-addr|forwarded|etag|fresh|statuses|depd|debug|parseurl|encodeurl|escape-html|vary|setprototypeof|inherits|cookie|range-parser|toad-cache|rfdc|process-warning|abstract-logging|pino|fast-decode-uri|fast-querystring|ret|json-schema|ajv)/.test(
@@ -65,7 +100,7 @@ export function split(profile, from = 0, to = Number.POSITIVE_INFINITY) {
   const totals = {};
   for (const [id, t] of self) {
     const cf = byId.get(id).callFrame;
-    const b = bucket(cf.url, cf.functionName);
+    const b = bucket(cf.url, cf.functionName, cf.lineNumber);
     totals[b] = (totals[b] ?? 0) + t;
   }
   delete totals.idle;

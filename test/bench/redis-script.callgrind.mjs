@@ -26,8 +26,8 @@ const HIGH = 1_000_000_000;
 const keyOf = (i) => `10.${(i >> 8) & 255}.${i & 255}.1`;
 
 const { Redis } = await import('ioredis');
-const core = await import(new URL('../../packages/core/dist/esm/index.js', import.meta.url).href);
-const { RedisStore } = await import(new URL('../../packages/redis/dist/esm/index.js', import.meta.url).href);
+const core = await import(new URL('../../packages/core/dist/index.mjs', import.meta.url).href);
+const { RedisStore } = await import(new URL('../../packages/redis/dist/index.mjs', import.meta.url).href);
 const { RateLimiterRedis } = await import('rate-limiter-flexible');
 
 const dir = mkdtempSync(join(tmpdir(), 'tollgate-callgrind-redis-'));

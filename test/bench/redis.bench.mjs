@@ -8,7 +8,7 @@
 //
 //   pnpm build && node test/bench/redis.bench.mjs [--time 2000] [--runs 3] [--inflight 64,1024]
 //
-// It imports the BUILT packages (dist/esm) and starts its own redis-server on a free port.
+// It imports the BUILT packages (dist/index.mjs) and starts its own redis-server on a free port.
 // Every client is ioredis with enableAutoPipelining. Workloads run interleaved, --runs
 // rounds of each; the figure is the median with its spread. Keys come from a pool of 10,000
 // clients with limits high enough that every decision is an admission (the write path),
@@ -81,8 +81,8 @@ export async function runRedis({ time = 2000, runs = 3, inflight = [64, 1024], r
     clients.push(c);
     return c;
   };
-  const core = await import(new URL('../../packages/core/dist/esm/index.js', import.meta.url).href);
-  const { RedisStore } = await import(new URL('../../packages/redis/dist/esm/index.js', import.meta.url).href);
+  const core = await import(new URL('../../packages/core/dist/index.mjs', import.meta.url).href);
+  const { RedisStore } = await import(new URL('../../packages/redis/dist/index.mjs', import.meta.url).href);
   const { RateLimiterRedis } = await import('rate-limiter-flexible');
   const { RedisStore: RateLimitRedisStore } = await import('rate-limit-redis');
 

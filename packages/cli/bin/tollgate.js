@@ -9,10 +9,10 @@ process.stdout.on('error', (err) => {
 
 let cli;
 try {
-  cli = await import('../dist/esm/index.js');
+  cli = await import('../dist/index.mjs');
 } catch (err) {
   // Only the package's own build missing gets the hint; a missing dependency is reported as is.
-  if (err?.code !== 'ERR_MODULE_NOT_FOUND' || !String(err.message).includes('dist/esm/index.js')) throw err;
+  if (err?.code !== 'ERR_MODULE_NOT_FOUND' || !String(err.message).includes('dist/index.mjs')) throw err;
   process.stderr.write('tollgate: the package is not built yet. Run `pnpm build` at the repository root first.\n');
   process.exit(1);
 }

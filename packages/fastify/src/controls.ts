@@ -17,7 +17,14 @@ import {
   shedFlow,
   slowDownFlow,
 } from '@tollgate/core/http';
-import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from 'fastify';
+import type {
+  FastifyInstance,
+  FastifyPluginCallback,
+  FastifyReply,
+  FastifyRequest,
+  HookHandlerDoneFunction,
+  onRequestHookHandler,
+} from 'fastify';
 import fp from 'fastify-plugin';
 import { fastifyPort } from './port.js';
 
@@ -84,9 +91,21 @@ function asPlugin<O>(make: (options: O) => ControlHook) {
   };
 }
 
+// The plugins' types are written out: inferred, `shed`'s options expanded FastifyRequest's
+// defaults into 'fastify/types/type-provider', which fastify's exports map does not publish
+// (TS2307 for users on module node16/nodenext with skipLibCheck: false).
 /** The slow-down throttle as a Fastify plugin. */
-export const slowDown = fp(asPlugin(slowDownHook), { name: '@tollgate/fastify/slow-down', fastify: '5.x' });
+export const slowDown: FastifyPluginCallback<SlowDownOptions> = fp(asPlugin(slowDownHook), {
+  name: '@tollgate/fastify/slow-down',
+  fastify: '5.x',
+});
 /** The concurrency limit as a Fastify plugin: 429 per key, 503 global. */
-export const concurrency = fp(asPlugin(concurrencyHook), { name: '@tollgate/fastify/concurrency', fastify: '5.x' });
+export const concurrency: FastifyPluginCallback<ConcurrencyPluginOptions> = fp(asPlugin(concurrencyHook), {
+  name: '@tollgate/fastify/concurrency',
+  fastify: '5.x',
+});
 /** Load shedding as a Fastify plugin: 503 + Retry-After, decided first. */
-export const shed = fp(asPlugin(shedHook), { name: '@tollgate/fastify/shed', fastify: '5.x' });
+export const shed: FastifyPluginCallback<ShedOptions<FastifyRequest>> = fp(asPlugin(shedHook), {
+  name: '@tollgate/fastify/shed',
+  fastify: '5.x',
+});

@@ -85,7 +85,7 @@ function tgNode(n) {
   });
 }
 
-// TOLLGATE_EXPRESS / TOLLGATE_FASTIFY / TOLLGATE_NODE=/path/to/dist/esm/index.js measure a private build (a
+// TOLLGATE_EXPRESS / TOLLGATE_FASTIFY / TOLLGATE_NODE=/path/to/dist/index.mjs measure a private build (a
 // shared checkout's dist may be rebuilt by someone else in the middle of a run).
 const tollgate = (name, env) => (process.env[env] ? import(pathToFileURL(process.env[env]).href) : import(name));
 
