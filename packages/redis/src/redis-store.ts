@@ -15,7 +15,6 @@
  * diagnostics-channel messages.
  */
 import { EventEmitter } from 'node:events';
-import { performance } from 'node:perf_hooks';
 import {
   type Clock,
   checkTime,
