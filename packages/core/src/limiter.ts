@@ -399,9 +399,17 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
       const ops = resolve(req, o?.cost);
       return finish(ops, consumeSync.call(store, ops, now()), t0);
     },
-    async peek(req, o) {
-      const ops = await resolveAsync(req, o?.cost);
-      return toResults(ops, await store.peek(ops, now()));
+    peek(req, o) {
+      // Without an await when the keys and costs are plain values: a peek asked in the same
+      // tick as decisions reaches the store in the order it was asked (a batching store
+      // decides a tick's calls in order).
+      const read = (ops: StoreOp[]) => store.peek(ops, now()).then((d) => toResults(ops, d));
+      try {
+        const ops = resolveAsync(req, o?.cost);
+        return ops instanceof Promise ? ops.then(read) : read(ops);
+      } catch (err) {
+        return Promise.reject(err);
+      }
     },
     async refund(_req, decision, o) {
       let ops = (decision as WithReceipt)[RECEIPT];
