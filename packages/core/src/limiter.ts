@@ -428,7 +428,15 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
       if (ops.length === 0) return;
       for (const op of ops) done.add(op.rule.name);
       w[REFUNDED] = done;
-      await store.refund(ops, decision.at, now());
+      try {
+        await store.refund(ops, decision.at, now());
+      } catch (err) {
+        // A store that refused the call before doing anything (a clock that gave no time)
+        // gave nothing back: the units may still be given back later. Any other failure
+        // (a timeout, say) may have reached the store, so the refund stays spent.
+        if ((err as { code?: unknown } | null)?.code === 'TG_INVALID_TIME') for (const op of ops) done.delete(op.rule.name);
+        throw err;
+      }
     },
     async reset(req) {
       await Promise.all((await resolveAsync(req)).map((op) => store.reset(op.rule, op.key, op.raw)));
