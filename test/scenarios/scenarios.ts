@@ -206,7 +206,7 @@ export function httpScenarios(name: string, makeApp: MakeApp, makeStore?: (clock
       });
       const login = { method: 'POST' as const, path: '/login' };
       const first = await request(login);
-      expect(first.headers.ratelimit).toBe('"ip";r=9;t=120, "login";r=1;t=900');
+      expect(first.headers.ratelimit).toBe('"ip";r=9;t=61, "login";r=1;t=900');
       expect(await statuses(request, 1, login)).toEqual([200]);
       const refused = await request(login);
       expect(refused.status).toBe(429);
