@@ -15,6 +15,7 @@ import {
   type OptionNameFixes,
 } from '../http-options.js';
 import type { Rule } from '../rules.js';
+import { unknownOptionFix } from '../suggest.js';
 import type { Decision } from '../types.js';
 import { type RateLimitSource, type RouteMode, routeMode } from './rate-limit.js';
 
@@ -134,7 +135,11 @@ export function routeOptionsOf<Req>(o: unknown): Required<RouteOptionsOf<Req>> {
       path: extra === undefined ? 'route' : `route.${extra}`,
       expected: extra === undefined ? 'an options object { rules, mode? }' : 'rules or mode',
       received: extra === undefined ? describe(o) : JSON.stringify(extra),
-      fix: "Call limiter.route({ rules: [{ name: 'login', limit: 5, window: '15m' }] }); other options come from the app-level limiter.",
+      fix: unknownOptionFix(
+        extra ?? '',
+        ['rules', 'mode'],
+        "Call limiter.route({ rules: [{ name: 'login', limit: 5, window: '15m' }] }); other options come from the app-level limiter.",
+      ),
     });
   }
   const r = o as RouteOptionsOf<Req>;
