@@ -20,7 +20,7 @@ const server = http.createServer(async (req, res) => {
 });
 
 const port = Number(process.env.PORT ?? 3000);
-server.listen(port, '127.0.0.1', () => console.log(`listening on http://127.0.0.1:${port}`));
+server.listen(port, '127.0.0.1', () => console.log(`node-basic listening on http://127.0.0.1:${server.address().port}/`));
 process.on('SIGINT', () => {
   server.close();
   throttle.close();

@@ -26,7 +26,7 @@ const examples = readdirSync(join(root, 'examples'), { withFileTypes: true })
   .sort();
 /** Examples whose README run needs another example running first: checked for a README only. */
 const NEEDS_SERVER: Record<string, string> = { 'polite-client': 'runs against examples/express-stacked' };
-const built = existsSync(join(root, 'packages/express/dist/esm/index.js')) && existsSync(join(root, 'packages/otel/dist/esm/index.js'));
+const built = existsSync(join(root, 'packages/express/dist/index.mjs')) && existsSync(join(root, 'packages/otel/dist/index.mjs'));
 
 interface Block {
   lang: string;
