@@ -31,7 +31,8 @@ afterAll(async () => {
 
 describe('Redis Cluster: a master killed mid-load, its replica promoted', () => {
   it('decisions continue, return to Redis on the new master, and the uncounted admissions are reported', async () => {
-    const keyOf = (framework: string) => `fo-${framework}:tg:hot{all}`;
+    // The rule's storage id names its kind: fa3600000 is a first-request fixed window of 1 h.
+    const keyOf = (framework: string) => `fo-${framework}:tg:hot:fa3600000{all}`;
     const slot = Number((await rawCommand(cluster.nodes[0]!.port, `CLUSTER KEYSLOT ${keyOf('express')}`)).slice(1));
     const victim = await cluster.masterOf(slot);
     const [replica] = await cluster.replicasOf(victim);
