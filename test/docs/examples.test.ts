@@ -118,16 +118,21 @@ afterEach(() => {
 });
 
 /** Runs `node argv` in the repository root; resolves with its output when it exits, or its first URL if it is a server. */
-function run(argv: string[], timeoutMs: number): Promise<{ out: string; url?: string; code: number | null }> {
+function run(
+  argv: string[],
+  timeoutMs: number,
+  env: Record<string, string> = { PORT: '0' },
+  server = true,
+): Promise<{ out: string; url?: string; code: number | null }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, argv, { cwd: root, env: { ...process.env, PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     children.push(child);
     let out = '';
     let err = '';
     const timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms; output so far:\n${out}${err}`)), timeoutMs);
     child.stdout.on('data', (chunk: Buffer) => {
       out += chunk;
-      const url = /https?:\/\/(?:localhost|127\.0\.0\.1):\d+\//.exec(out);
+      const url = server ? /https?:\/\/(?:localhost|127\.0\.0\.1):\d+\//.exec(out) : null;
       if (url) {
         clearTimeout(timer);
         resolve({ out, url: url[0].replace('localhost', '127.0.0.1'), code: null });
@@ -195,6 +200,32 @@ describe('examples', () => {
       },
     );
   }
+});
+
+// polite-client runs against express-stacked: the README's short run (a batch within alice's
+// budget) is started against a server of its own and must end as the README says.
+describe('examples/polite-client', () => {
+  it.skipIf(!built)("finishes the README's short batch against express-stacked with nothing dropped", { timeout: 60_000 }, async () => {
+    const readme = readFileSync(join(root, 'examples/polite-client/README.md'), 'utf8');
+    const short = blocks(readme).find((b) => b.lang === 'sh' && b.lines.some((l) => /BATCH=\d+ node examples\/polite-client\//.test(l)));
+    expect(short, 'a sh block with the short BATCH=n run').toBeDefined();
+    const line = (short as Block).lines.find((l) => /BATCH=\d+ node examples\/polite-client\//.test(l)) as string;
+    const batch = /BATCH=(\d+)/.exec(line)?.[1] as string;
+    const server = await run(['examples/express-stacked/server.mjs'], 45_000);
+    expect(server.url).toBeDefined();
+    const client = await run(
+      ['examples/polite-client/index.mjs'],
+      45_000,
+      { BASE_URL: (server.url as string).replace(/\/$/, ''), BATCH: batch },
+      false,
+    );
+    expect(client.code, client.out).toBe(0);
+    const text = blocks(readme).find((b, i, all) => b.lang === 'text' && all.indexOf(short as Block) < i);
+    expect(text, 'a text block after the short run').toBeDefined();
+    const wanted = (text as Block).lines.find((l) => l.includes('done:')) as string;
+    // The line starts with the run's duration (shown as …); the rest is exact.
+    expect(client.out).toContain(wanted.replace(/^…\s*/, ''));
+  });
 });
 
 // A README line is found by pattern; the checker itself must refuse what differs.
