@@ -1,30 +1,51 @@
 /**
  * Acceptance tests of issue 3 on a real redis-server: atomicity under concurrency (with a
  * naive control that is not atomic), instances with skewed clocks sharing one window
- * through Redis time, and script-cache loss (SCRIPT FLUSH) between decisions.
+ * through Redis time, and script-cache loss (SCRIPT FLUSH) between decisions. The race runs
+ * on both run paths (the library's FCALL, the EVALSHA fallback of a client whose ACL
+ * refuses FUNCTION), with one instance on each (two versions of an app on one server), and
+ * on a three-master Cluster.
  */
 import { createLimiter, type Rule } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { keysWithoutExpiry, type RedisServer, startRedis } from '../setup/redis.js';
+import { keysWithoutExpiry, type RedisCluster, type RedisServer, startCluster, startRedis } from '../setup/redis.js';
+import { addScriptsUser, loginFor, scriptCalls } from '../setup/redis-paths.js';
 
 let server: RedisServer;
 let a: Redis;
 let b: Redis;
+/** Two more instances on the script fallback, and two on a Cluster (functions, scripts). */
+let sa: Redis;
+let sb: Redis;
+let cluster: RedisCluster;
+let ca: Cluster;
+let cb: Cluster;
 let n = 0;
 
 beforeAll(async () => {
   server = await startRedis();
+  await addScriptsUser(server.port);
   a = new Redis({ port: server.port, host: '127.0.0.1' });
   b = new Redis({ port: server.port, host: '127.0.0.1' });
+  sa = new Redis({ port: server.port, host: '127.0.0.1', ...loginFor('scripts') });
+  sb = new Redis({ port: server.port, host: '127.0.0.1', ...loginFor('scripts') });
+  cluster = await startCluster();
+  for (const node of cluster.nodes) await addScriptsUser(node.port);
+  ca = new Cluster(cluster.startupNodes);
+  cb = new Cluster(cluster.startupNodes, { redisOptions: loginFor('scripts') });
 });
 
 afterAll(async () => {
   expect(await keysWithoutExpiry(a, 'race:*')).toEqual([]);
-  a.disconnect();
-  b.disconnect();
+  expect(await keysWithoutExpiry(ca, 'race:*')).toEqual([]);
+  const calls = await scriptCalls(a);
+  expect(calls.fcall).toBeGreaterThan(0);
+  expect(calls.evalsha).toBeGreaterThan(0);
+  for (const c of [a, b, sa, sb, ca, cb]) c.disconnect();
   await server.destroy();
+  await cluster.destroy();
 });
 
 const ALGORITHMS: { label: string; rule: Omit<Rule<unknown>, 'name' | 'key'> }[] = [
@@ -40,13 +61,22 @@ const ALGORITHMS: { label: string; rule: Omit<Rule<unknown>, 'name' | 'key'> }[]
 const ROUNDS = 20;
 const CONCURRENT = 400;
 
-describe('race: two instances, 400 concurrent decisions for one key, limit 50', () => {
+type Pair = () => [Redis | Cluster, Redis | Cluster];
+const PAIRS: [string, Pair, number][] = [
+  ['functions', () => [a, b], ROUNDS],
+  ['scripts', () => [sa, sb], ROUNDS],
+  ['one instance on each path', () => [a, sa], ROUNDS],
+  ['Cluster, one instance on each path', () => [ca, cb], 5],
+];
+
+describe.each(PAIRS)('race: two instances (%s), 400 concurrent decisions for one key, limit 50', (_label, pair, rounds) => {
   // Time is fixed per round (a store clock) so that no refill or window boundary can
   // legitimately admit a 51st: the only way to exceed 50 is a non-atomic decision.
   for (const { label, rule } of ALGORITHMS) {
-    it(`${label}: exactly 50 admitted in each of ${ROUNDS} rounds`, async () => {
+    it(`${label}: exactly 50 admitted in each of ${rounds} rounds`, async () => {
+      const [a, b] = pair();
       const t0 = Date.UTC(2026, 0, 1);
-      for (let round = 0; round < ROUNDS; round++) {
+      for (let round = 0; round < rounds; round++) {
         const clock = { now: () => t0 + round * 3_600_000 };
         const rules = [{ ...rule, name: 'r', key: () => `k${round}` }];
         const prefix = `race${n++}`;

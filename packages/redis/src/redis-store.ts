@@ -25,7 +25,7 @@ import { DenyCache } from './deny-cache.js';
 import { closedError, optionError, timeoutError } from './errors.js';
 import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
 import { redisKey, slotOf } from './keys.js';
-import { hasBufferScripts, type RedisClientLike, runScript } from './script.js';
+import { hasBufferScripts, type RedisClientLike, runnerOf, runScript } from './script.js';
 
 export interface RedisStoreOptions {
   /** An ioredis `Redis` or `Cluster` you built (ioredis is a peer dependency). */
@@ -310,6 +310,8 @@ export class RedisStore extends EventEmitter implements Store {
     const checks = checkOnConnect(this, this.client, this.#clock);
     this.checked = checks.done;
     this.#cancelChecks = checks.cancel;
+    // FCALL or EVALSHA: chosen for the client now, not by the first decision.
+    runnerOf(this.client).prepare();
   }
 
   /** The breaker's state: `'closed'` while Redis answers. */

@@ -8,9 +8,10 @@
 import { createLimiter, type Decision, type Limiter, ManualClock, MemoryStore, type Rule } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
 import fc from 'fast-check';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { keysWithoutExpiry, type RedisServer, startRedis } from '../../../test/setup/redis.js';
+import { keysWithoutExpiry, type RedisCluster, type RedisServer, startCluster, startRedis } from '../../../test/setup/redis.js';
+import { addScriptsUser, loginFor, RUN_PATHS, type RunPath, scriptCalls } from '../../../test/setup/redis-paths.js';
 
 interface Req {
   k: string;
@@ -79,16 +80,37 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
 );
 
 let server: RedisServer;
-let client: Redis;
+/** The client of the tests running: per run path, standalone or the Cluster. */
+let client: Redis | Cluster;
+let clients: Record<RunPath, Redis>;
+let cluster: RedisCluster;
+let clusterClients: Record<RunPath, Cluster>;
+/** A store option for the Cluster: every key of a stack in one slot, as a stack in MemoryStore. */
+let hashTag: ((rule: string, key: string) => string) | undefined;
 let run = 0;
 
 beforeAll(async () => {
   server = await startRedis();
-  client = new Redis({ port: server.port, host: '127.0.0.1' });
+  await addScriptsUser(server.port);
+  clients = {
+    functions: new Redis({ port: server.port, host: '127.0.0.1' }),
+    scripts: new Redis({ port: server.port, host: '127.0.0.1', ...loginFor('scripts') }),
+  };
+  cluster = await startCluster();
+  for (const n of cluster.nodes) await addScriptsUser(n.port);
+  clusterClients = {
+    functions: new Cluster(cluster.startupNodes),
+    scripts: new Cluster(cluster.startupNodes, { redisOptions: loginFor('scripts') }),
+  };
 });
 
 afterAll(async () => {
-  client.disconnect();
+  // Each path ran as its name says: the scripts user never got the library.
+  const calls = await scriptCalls(clients.functions);
+  expect(calls.fcall).toBeGreaterThan(0);
+  expect(calls.evalsha).toBeGreaterThan(0);
+  for (const c of [...Object.values(clients), ...Object.values(clusterClients)]) c.disconnect();
+  await cluster.destroy();
   await server.destroy();
 });
 
@@ -104,7 +126,7 @@ async function replay(bodies: RuleBody[], actions: Action[], start: number, deny
   const mClock = new ManualClock(start);
   const rClock = new ManualClock(start);
   const memory = createLimiter<Req>({ rules, store: new MemoryStore({ clock: mClock, sweepIntervalMs: 0 }), clock: mClock, prefix });
-  const store = new RedisStore({ client, prefix: 'eq:', timeoutMs: 5000, denyCache });
+  const store = new RedisStore({ client, prefix: 'eq:', timeoutMs: 5000, denyCache, ...(hashTag ? { hashTag } : {}) });
   const redis = createLimiter<Req>({ rules, store, clock: rClock, prefix });
   let lastM: Decision | undefined;
   let lastR: Decision | undefined;
@@ -132,7 +154,18 @@ async function replay(bodies: RuleBody[], actions: Action[], start: number, deny
   await store.close();
 }
 
-describe('RedisStore decides exactly as MemoryStore', () => {
+describe.each(
+  RUN_PATHS.flatMap((path) => [
+    [path, 'standalone'],
+    [path, 'cluster'],
+  ]),
+)('RedisStore decides exactly as MemoryStore (%s, %s)', (path, where) => {
+  beforeAll(async () => {
+    client = where === 'cluster' ? clusterClients[path as RunPath] : clients[path as RunPath];
+    hashTag = where === 'cluster' ? () => 'eq' : undefined;
+    await client.ping();
+  });
+
   it('a long sliding log (hundreds of entries, the chunked encoding) with refunds', async () => {
     const actions: Action[] = [];
     for (let i = 0; i < 260; i++) {
@@ -151,7 +184,7 @@ describe('RedisStore decides exactly as MemoryStore', () => {
           fc.integer({ min: 1_600_000_000_000, max: 1_900_000_000_000 }),
           (bodies, actions, start) => replay(bodies, actions, start, denyCache),
         ),
-        { numRuns: Number(process.env.EQ_RUNS ?? 120) },
+        { numRuns: Number(process.env.EQ_RUNS ?? (where === 'cluster' ? 40 : 120)) },
       );
       expect(await keysWithoutExpiry(client, 'eq:*')).toEqual([]);
     }, 60_000);
