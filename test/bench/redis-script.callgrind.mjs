@@ -19,7 +19,18 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { freePort } from './util.mjs';
 
-const { values } = parseArgs({ options: { decisions: { type: 'string', default: '6400' } } });
+const { values } = parseArgs({
+  options: {
+    decisions: { type: 'string', default: '6400' },
+    // Only the workloads whose name contains this text.
+    only: { type: 'string', default: '' },
+    // Prints the functions with the most inclusive instructions of each workload.
+    top: { type: 'string', default: '0' },
+    // Keeps the callgrind dumps in this directory (for callgrind_annotate by hand).
+    keep: { type: 'string', default: '' },
+  },
+});
+const TOP = Number(values.top);
 const DECISIONS = Number(values.decisions);
 const KEYS = 10_000;
 const HIGH = 1_000_000_000;
@@ -80,6 +91,10 @@ function counted() {
   const file = join(dir, `cg.out.${dumps}`);
   const text = execFileSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], { maxBuffer: 64 << 20 }).toString();
   const m = /([\d,]+) \([ \d.]+%\)\s+\S*:processCommand /.exec(text);
+  if (TOP > 0) {
+    const lines = text.split('\n').filter((l) => /^\s*[\d,]+ \(/.test(l));
+    console.error(lines.slice(0, TOP).join('\n'));
+  }
   return m ? Number(m[1].replace(/,/g, '')) : 0;
 }
 
@@ -120,8 +135,10 @@ const workloads = [
 const rows = [];
 try {
   // Every key written once, so that the measured decisions update existing entries.
-  for (const [, op, inflight] of workloads) await drive(op, KEYS, Math.max(inflight, 64));
+  for (const [name, op, inflight] of workloads)
+    if (name.includes(values.only) || name.startsWith('bare')) await drive(op, KEYS, Math.max(inflight, 64));
   for (const [name, op, inflight] of workloads) {
+    if (!name.includes(values.only) && !name.startsWith('bare')) continue;
     counted();
     await drive(op, DECISIONS, inflight);
     const n = counted();
@@ -132,6 +149,7 @@ try {
   client.disconnect();
   proc.kill('SIGTERM');
   await new Promise((r) => proc.once('exit', r));
+  if (values.keep !== '') execFileSync('cp', ['-r', dir, values.keep]);
   rmSync(dir, { recursive: true, force: true });
 }
 if (wrong > 0) throw new Error(`${wrong} tollgate decisions were degraded or refused; the counts are void`);

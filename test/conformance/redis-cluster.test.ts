@@ -4,11 +4,13 @@
  * keys span slots are decided per slot with refunds on rejection; no test leaves a key
  * without expiry on any master.
  */
+import { STORE_LIBRARY_NAME } from '@tollgate/redis';
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { portOf, type RedisPort } from '../../packages/redis/src/client.js';
 import { CLIENTS, type Connected } from '../setup/clients.js';
 import { type RedisCluster, startCluster } from '../setup/redis.js';
+import { scriptCalls } from '../setup/redis-paths.js';
 import { redisStoreContract } from './redis-contract.js';
 
 let cluster: RedisCluster;
@@ -21,6 +23,11 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  // The function path, with the library on every master (the fallback: redis-scripts.test.ts).
+  for (const node of admin.nodes('master')) {
+    expect(await node.call('FUNCTION', 'LIST', 'LIBRARYNAME', STORE_LIBRARY_NAME)).toHaveLength(1);
+    expect((await scriptCalls(node)).evalsha).toBe(0);
+  }
   admin.disconnect();
   await cluster.destroy();
 });

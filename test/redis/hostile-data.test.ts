@@ -317,7 +317,7 @@ async function scriptCalls(): Promise<number> {
   let total = 0;
   for (const node of clustered.nodes('master')) {
     const info = await node.info('commandstats');
-    for (const m of info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) total += Number(m[1]);
+    for (const m of info.matchAll(/cmdstat_(?:evalsha|eval|fcall):calls=(\d+)/g)) total += Number(m[1]);
   }
   return total;
 }

@@ -1,31 +1,52 @@
 /**
- * Acceptance tests of issue 3 on a real redis-server: atomicity under concurrency on every
- * client the store takes (with a naive control that is not atomic), instances with skewed clocks sharing one window
- * through Redis time, and script-cache loss (SCRIPT FLUSH) between decisions.
+ * Acceptance tests of issue 3 on a real redis-server: atomicity under concurrency (with a
+ * naive control that is not atomic), instances with skewed clocks sharing one window
+ * through Redis time, and script-cache loss (SCRIPT FLUSH) between decisions. The race runs
+ * on every client the store takes (the library's FCALL), on the EVALSHA fallback of an
+ * ioredis client whose ACL refuses FUNCTION, with one instance on each path (two versions
+ * of an app on one server), and on a three-master Cluster.
  */
 import { createLimiter, type Rule } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { CLIENTS, type Connected } from '../setup/clients.js';
-import { keysWithoutExpiry, type RedisServer, startRedis } from '../setup/redis.js';
+import { keysWithoutExpiry, type RedisCluster, type RedisServer, startCluster, startRedis } from '../setup/redis.js';
+import { addScriptsUser, loginFor, scriptCalls } from '../setup/redis-paths.js';
 
 let server: RedisServer;
 let a: Redis;
 let b: Redis;
+/** Two more instances on the script fallback, and two on a Cluster (functions, scripts). */
+let sa: Redis;
+let sb: Redis;
+let cluster: RedisCluster;
+let cla: Cluster;
+let clb: Cluster;
 let n = 0;
 
 beforeAll(async () => {
   server = await startRedis();
+  await addScriptsUser(server.port);
   a = new Redis({ port: server.port, host: '127.0.0.1' });
   b = new Redis({ port: server.port, host: '127.0.0.1' });
+  sa = new Redis({ port: server.port, host: '127.0.0.1', ...loginFor('scripts') });
+  sb = new Redis({ port: server.port, host: '127.0.0.1', ...loginFor('scripts') });
+  cluster = await startCluster();
+  for (const node of cluster.nodes) await addScriptsUser(node.port);
+  cla = new Cluster(cluster.startupNodes);
+  clb = new Cluster(cluster.startupNodes, { redisOptions: loginFor('scripts') });
 });
 
 afterAll(async () => {
   expect(await keysWithoutExpiry(a, 'race:*')).toEqual([]);
-  a.disconnect();
-  b.disconnect();
+  expect(await keysWithoutExpiry(cla, 'race:*')).toEqual([]);
+  const calls = await scriptCalls(a);
+  expect(calls.fcall).toBeGreaterThan(0);
+  expect(calls.evalsha).toBeGreaterThan(0);
+  for (const c of [a, b, sa, sb, cla, clb]) c.disconnect();
   await server.destroy();
+  await cluster.destroy();
 });
 
 const ALGORITHMS: { label: string; rule: Omit<Rule<unknown>, 'name' | 'key'> }[] = [
@@ -41,13 +62,26 @@ const ALGORITHMS: { label: string; rule: Omit<Rule<unknown>, 'name' | 'key'> }[]
 const ROUNDS = 20;
 const CONCURRENT = 400;
 
-describe.each(CLIENTS)('race on $name: two instances, 400 concurrent decisions for one key, limit 50', (kind) => {
-  // Each instance has its own connection of the client under test.
+/** A client the test connected itself: closed by the test's own afterAll. */
+const kept = (client: object): Connected => ({ client, close: async () => undefined });
+/** Each pair: its two instances' connections, and how many rounds. */
+const PAIRS: [string, () => Promise<[Connected, Connected]>, number][] = [
+  ...CLIENTS.map((kind): [string, () => Promise<[Connected, Connected]>, number] => [
+    `${kind.name}, functions`,
+    async () => [await kind.standalone(server.port), await kind.standalone(server.port)],
+    ROUNDS,
+  ]),
+  ['ioredis, scripts', async () => [kept(sa), kept(sb)], ROUNDS],
+  ['ioredis, one instance on each path', async () => [kept(a), kept(sa)], ROUNDS],
+  ['ioredis Cluster, one instance on each path', async () => [kept(cla), kept(clb)], 5],
+];
+
+describe.each(PAIRS)('race: two instances (%s), 400 concurrent decisions for one key, limit 50', (_label, pair, rounds) => {
+  // Each instance has its own connection.
   let ca: Connected;
   let cb: Connected;
   beforeAll(async () => {
-    ca = await kind.standalone(server.port);
-    cb = await kind.standalone(server.port);
+    [ca, cb] = await pair();
   });
   afterAll(async () => {
     await ca.close();
@@ -56,9 +90,9 @@ describe.each(CLIENTS)('race on $name: two instances, 400 concurrent decisions f
   // Time is fixed per round (a store clock) so that no refill or window boundary can
   // legitimately admit a 51st: the only way to exceed 50 is a non-atomic decision.
   for (const { label, rule } of ALGORITHMS) {
-    it(`${label}: exactly 50 admitted in each of ${ROUNDS} rounds`, async () => {
+    it(`${label}: exactly 50 admitted in each of ${rounds} rounds`, async () => {
       const t0 = Date.UTC(2026, 0, 1);
-      for (let round = 0; round < ROUNDS; round++) {
+      for (let round = 0; round < rounds; round++) {
         const clock = { now: () => t0 + round * 3_600_000 };
         const rules = [{ ...rule, name: 'r', key: () => `k${round}` }];
         const prefix = `race${n++}`;

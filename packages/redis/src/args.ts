@@ -1,8 +1,9 @@
 /**
  * The script's wire format (see `lua/stack.ts`), all text: ioredis writes a command whose
  * arguments are all strings as one string, while a single Buffer argument makes it copy
- * every argument separately. Each distinct rule of a call travels once (its 7 fields
- * built once per `RuleSpec` and cached); stacks travel as runs: a count and a shape
+ * every argument separately. Each distinct rule of a call travels once, as one field (its
+ * 7 values, built once per `RuleSpec` and cached; Redis pays per argument, and the server
+ * keeps the rule it parsed from that text); stacks travel as runs: a count and a shape
  * (`c1:1,2:1`: the command, then per op its rule's number in the call and its cost), plus
  * the run's `now` when supplied. Numbers are `String(x)` (shortest text that reads back as
  * the same double; `-0` kept), which Lua's `tonumber` reads exactly. The decide reply is
@@ -25,8 +26,8 @@ function num(x: number): string {
 }
 
 interface RuleWire {
-  /** flags, L, W, B, Q, blockForMs, maxCost. */
-  readonly fields: readonly string[];
+  /** flags, L, W, B, Q, blockForMs, maxCost, separated by spaces. */
+  readonly text: string;
   /** The call that last listed the rule, and its number there. */
   call: number;
   n: number;
@@ -46,13 +47,14 @@ function wireOf(r: RuleSpec): RuleWire {
       (r.calendar === 'month' ? 'm' : r.calendar === 'day' ? 'd' : '-') +
       (r.countRejected ? '1' : '0') +
       (r.dryRun ? '1' : '0');
-    w = { fields: [flags, num(r.limit), num(r.windowMs), num(r.burst), num(r.queue), num(r.blockForMs), num(r.maxCost)], call: 0, n: 0 };
+    const fields = [flags, num(r.limit), num(r.windowMs), num(r.burst), num(r.queue), num(r.blockForMs), num(r.maxCost)];
+    w = { text: fields.join(' '), call: 0, n: 0 };
     wires.set(r, w);
   }
   return w;
 }
 
-/** What one call sends: its distinct keys and its arguments. */
+/** What one call sends: its distinct keys and its arguments (the plan, then the times it names). */
 export interface ScriptCall {
   readonly keys: string[];
   readonly args: string[];
@@ -61,13 +63,16 @@ export interface ScriptCall {
 /** Numbers the rules (and, when `seen` is given, the keys) of one call as its shapes list them. */
 class CallBuilder {
   readonly call = ++calls;
-  readonly args: string[];
+  /** The plan's lines: its header (written by finish), the rules, then the tail. */
+  readonly lines: string[];
   readonly keys: string[] = [];
   readonly #seen = new Map<string, number>();
+  readonly #head: string;
   #rules = 0;
 
   constructor(mode: string, minTtl: string) {
-    this.args = [mode, minTtl, ''];
+    this.lines = [''];
+    this.#head = `${mode} ${minTtl} `;
   }
 
   /**
@@ -90,7 +95,7 @@ class CallBuilder {
       if (w.call !== this.call) {
         w.call = this.call;
         w.n = ++this.#rules;
-        for (const f of w.fields) this.args.push(f);
+        this.lines.push(w.text);
       }
       const key = keys[from + i] as string;
       const at = dedupe ? this.#seen.get(key) : undefined;
@@ -115,10 +120,11 @@ class CallBuilder {
     return shape;
   }
 
-  finish(tail: readonly string[]): ScriptCall {
-    this.args[2] = String(this.#rules);
-    for (const f of tail) this.args.push(f);
-    return { keys: this.keys, args: this.args };
+  /** The call: the plan (header, rules, `tail`'s lines) and then `times`. */
+  finish(tail: readonly string[], times: readonly string[]): ScriptCall {
+    this.lines[0] = this.#head + String(this.#rules);
+    for (const f of tail) this.lines.push(f);
+    return { keys: this.keys, args: [this.lines.join('\n'), ...times] };
   }
 }
 
@@ -137,12 +143,15 @@ export interface StackCall {
  */
 export function decideArgs(stacks: readonly StackCall[], keys: readonly string[], minTtl: string): ScriptCall {
   const b = new CallBuilder('d', minTtl);
+  // One line per run (`<count> <shape>`), and the supplied times of the runs with one.
   const tail: string[] = [];
+  const times: string[] = [];
   let from = 0;
-  // The run being built: its count's index in tail, its first stack and key references.
-  // A stack joins it when it has the same command, time, rules, costs and references; its
-  // shape text is built only when it starts a run.
-  let countAt = -1;
+  // The run being built: its line's index in tail, its shape, first stack and key
+  // references. A stack joins it when it has the same command, time, rules, costs and
+  // references; its shape text is built only when it starts a run.
+  let runAt = -1;
+  let shape = '';
   let count = 0;
   let last: StackCall | undefined;
   let lastRefs: number[] = [];
@@ -155,17 +164,18 @@ export function decideArgs(stacks: readonly StackCall[], keys: readonly string[]
       count++;
       continue;
     }
-    if (countAt >= 0) tail[countAt] = String(count);
-    countAt = tail.length;
+    if (runAt >= 0) tail[runAt] = `${count} ${shape}`;
+    runAt = tail.length;
     count = 1;
-    tail.push('1', b.text(st.now === undefined ? st.cmd : st.cmd === 'c' ? 'C' : 'P', ops, refs));
-    if (st.now !== undefined) tail.push(num(st.now));
+    shape = b.text(st.now === undefined ? st.cmd : st.cmd === 'c' ? 'C' : 'P', ops, refs);
+    tail.push('');
+    if (st.now !== undefined) times.push(num(st.now));
     last = st;
     // The run keeps its references; the next stack's are listed into the other array.
     [lastRefs, refs] = [refs, lastRefs];
   }
-  if (countAt >= 0) tail[countAt] = String(count);
-  return b.finish(tail);
+  if (runAt >= 0) tail[runAt] = `${count} ${shape}`;
+  return b.finish(tail, times);
 }
 
 /** Whether stack `b` (key references `br`) has the shape of stack `a` (references `ar`). */
@@ -189,7 +199,7 @@ export function refundArgs(
 ): ScriptCall {
   const b = new CallBuilder('r', minTtl);
   const shape = b.shape('r', ops, keys, 0, false);
-  return b.finish([now === undefined ? '' : num(now), num(at), shape]);
+  return b.finish([shape], [now === undefined ? '' : num(now), num(at)]);
 }
 
 const REASON_OF: readonly (RejectReason | undefined)[] = [undefined, undefined, 'limit', 'blocked', 'cost_exceeds_limit'];

@@ -39,6 +39,12 @@ export interface RedisPort {
    * right now (for loading a library or script on each, or checking each one's settings).
    */
   masters(): Promise<RedisPort[]>;
+  /** False when the client cannot send FCALL (an ioredis without `fcallBuffer`): scripts only. */
+  readonly functions?: boolean;
+  /** Calls `listener` after each (re)connection, where the client tells (script.ts asks again). */
+  readonly onReconnect?: (listener: () => void) => void;
+  /** Whether the client is connected now (a lazy client is left for the app to connect). */
+  readonly connected?: () => boolean;
 }
 
 /** Type mapping of node-redis' RESP decoder: a blob string (`$`, type 36) as a Buffer. */
@@ -56,6 +62,14 @@ interface IoredisLike {
   call(command: string, ...args: string[]): Promise<unknown>;
   readonly isCluster?: boolean;
   nodes?(role: 'master'): IoredisLike[];
+  on?(event: 'ready', listener: () => void): unknown;
+  readonly status?: string;
+}
+
+/** The events and state a node-redis client or Sentinel client has. */
+interface NodeRedisEvents {
+  on?(event: string, listener: (event?: { type?: string }) => void): unknown;
+  readonly isReady?: boolean;
 }
 
 interface NodeRedisOptions {
@@ -80,9 +94,47 @@ function isIoredis(c: Record<string, unknown>): boolean {
   return isFn(c.evalshaBuffer) && isFn(c.evalBuffer) && isFn(c.callBuffer) && isFn(c.call);
 }
 
-/** The port over `client`, or undefined when it is neither client family. */
+/** One port per client: the script runner (script.ts) is kept per port, so per client. */
+const ports = new WeakMap<object, RedisPort>();
+
+/** The port over `client` (the same one for the same client), or undefined when it is neither client family. */
 export function portOf(client: unknown): RedisPort | undefined {
   if ((typeof client !== 'object' && typeof client !== 'function') || client === null) return undefined;
+  let port = ports.get(client);
+  if (port === undefined) {
+    port = withEvents(client, makePort(client));
+    if (port !== undefined) ports.set(client, port);
+  }
+  return port;
+}
+
+/**
+ * `onReconnect` and `connected` where the client tells: ioredis / iovalkey standalone and
+ * Sentinel ('ready' on every connection, `status`), node-redis standalone ('ready',
+ * `isReady`) and Sentinel (a 'topology-change' to a new master, `isReady`). A Cluster's
+ * masters are asked again when FCALL says the library is missing (see script.ts).
+ */
+function withEvents(client: object, port: RedisPort | undefined): RedisPort | undefined {
+  if (port === undefined || port.cluster) return port;
+  const listeners: (() => void)[] = [];
+  const fire = (): void => {
+    for (const l of listeners) l();
+  };
+  const onReconnect = (listener: () => void): void => void listeners.push(listener);
+  if (port.family === 'ioredis') {
+    const c = client as IoredisLike;
+    if (!isFn(c.on)) return port;
+    c.on('ready', fire);
+    return { ...port, onReconnect, connected: () => c.status === 'ready' };
+  }
+  const c = client as NodeRedisEvents;
+  if (!isFn(c.on)) return port;
+  if (isFn((client as Record<string, unknown>).getMasterNode)) c.on('topology-change', (e) => void (e?.type === 'MASTER_CHANGE' && fire()));
+  else c.on('ready', fire);
+  return { ...port, onReconnect, connected: () => c.isReady === true };
+}
+
+function makePort(client: object): RedisPort | undefined {
   const c = client as Record<string, unknown>;
   if (isIoredis(c)) return ioredisPort(client as IoredisLike);
   if (!isFn(c.sendCommand)) return undefined;
@@ -98,6 +150,9 @@ function ioredisPort(c: IoredisLike): RedisPort {
   return {
     family: 'ioredis',
     cluster,
+    // Without fcallBuffer, FCALL would go through callBuffer, whose command name ioredis 5
+    // and 6 drop under enableAutoPipelining: scripts only.
+    functions: isFn(c.fcallBuffer),
     // Spread into one argument list: ioredis writes an all-string command as one string.
     evalsha: (sha, keys, args) => c.evalshaBuffer(sha, keys.length, ...keys, ...args),
     eval: (script, keys, args) => c.evalBuffer(script, keys.length, ...keys, ...args),

@@ -2,8 +2,8 @@
  * `RedisSlotStore`: concurrency slots shared by every instance, as leases.
  *
  * One sorted set per slot key: members are request ids, scores the time their lease
- * expires. One Lua script does each operation atomically (EVALSHA; on a `NOSCRIPT`
- * reply, and only then, EVAL once):
+ * expires. One server-side call does each operation atomically (the library's slots
+ * function, or its script where functions are missing; see script.ts):
  *
  * - `acquire`: drop expired leases, then add `id` with expiry `now + lease` iff fewer
  *   than `max` remain (re-acquiring a held id only reports it);
@@ -18,10 +18,12 @@
  * Time comes from Redis (`TIME`) so instances with skewed clocks agree; a `clock` may be
  * supplied for tests.
  */
-import { createHash } from 'node:crypto';
 import { type Clock, type SlotGrant, type SlotStore, TollgateError, unknownOptionFix } from '@tollgate/core';
-import { portOf, type RedisPort, replyCode } from './client.js';
+import { portOf, type RedisPort } from './client.js';
 import { clientError, optionError } from './errors.js';
+import { runnerOf, SLOTS_CODE } from './script.js';
+
+export { SLOT_SCRIPT, SLOT_SCRIPT_SHA } from './lua/slots.js';
 
 /** The client the slot store takes: the same clients as RedisStore's (see client.ts). */
 export type SlotClientLike = object;
@@ -45,40 +47,6 @@ export interface RedisSlotStoreOptions {
    */
   timeoutMs?: number;
 }
-
-/** The script behind acquire, renew and count. KEYS[1] slot key; ARGV op, id, max, lease, now. */
-export const SLOT_SCRIPT = `
-local key = KEYS[1]
-local op, id = ARGV[1], ARGV[2]
-local max, lease = tonumber(ARGV[3]), tonumber(ARGV[4])
-local now = tonumber(ARGV[5])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
--- A lease whose expiry has come is gone.
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-local function keep_ttl()
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[2] then redis.call('PEXPIRE', key, math.max(1, math.ceil(tonumber(last[2]) - now))) end
-end
-if op == 'acquire' then
-  local n = redis.call('ZCARD', key)
-  if redis.call('ZSCORE', key, id) then return {1, n} end
-  if n >= max then return {0, n} end
-  redis.call('ZADD', key, now + lease, id)
-  keep_ttl()
-  return {1, n + 1}
-elseif op == 'renew' then
-  if not redis.call('ZSCORE', key, id) then return {0, redis.call('ZCARD', key)} end
-  redis.call('ZADD', key, 'XX', now + lease, id)
-  keep_ttl()
-  return {1, redis.call('ZCARD', key)}
-end
-return {0, redis.call('ZCARD', key)}
-`;
-
-export const SLOT_SCRIPT_SHA = createHash('sha1').update(SLOT_SCRIPT).digest('hex');
 
 /**
  * Concurrency slots in Redis, for `createConcurrency({ store })` and the adapters'
@@ -122,6 +90,7 @@ export class RedisSlotStore implements SlotStore {
     this.#prefix = prefix;
     this.#clock = clock === 'redis' ? undefined : clock;
     this.#timeoutMs = timeoutMs;
+    runnerOf(port).prepare();
   }
 
   #deadline<T>(p: Promise<T>): Promise<T> {
@@ -141,11 +110,7 @@ export class RedisSlotStore implements SlotStore {
   #run(op: 'acquire' | 'renew' | 'count', key: string, id: string, max: number, leaseMs: number): Promise<[number, number]> {
     const args = [op, id, String(max), String(leaseMs), this.#clock === undefined ? '' : String(this.#clock.now())];
     const k = this.#prefix + key;
-    const keys = [k];
-    const call = this.#port.evalsha(SLOT_SCRIPT_SHA, keys, args).catch((err: unknown) => {
-      if (replyCode(err) !== 'NOSCRIPT') throw err;
-      return this.#port.eval(SLOT_SCRIPT, keys, args);
-    });
+    const call = runnerOf(this.#port).call(SLOTS_CODE, [k], args);
     return this.#deadline(call).then((reply) => {
       const [ok, n] = reply as [number, number];
       return [Number(ok), Number(n)];

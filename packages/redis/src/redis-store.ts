@@ -34,7 +34,7 @@ import { DenyCache } from './deny-cache.js';
 import { clientError, closedError, optionError, timeoutError } from './errors.js';
 import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
 import { redisKey, slotOf } from './keys.js';
-import { type RedisClientLike, runScript } from './script.js';
+import { type RedisClientLike, runnerOf, runScript } from './script.js';
 
 export interface RedisStoreOptions {
   /**
@@ -343,6 +343,8 @@ export class RedisStore extends EventEmitter implements Store {
     const checks = checkOnConnect(this, this.client, this.#clock);
     this.checked = checks.done;
     this.#cancelChecks = checks.cancel;
+    // FCALL or EVALSHA: chosen for the client now, not by the first decision.
+    runnerOf(this.#port).prepare();
   }
 
   /** The breaker's state: `'closed'` while Redis answers. */

@@ -9,10 +9,11 @@
 import { createLimiter, type Decision, type Limiter, ManualClock, MemoryStore, type Rule } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
 import fc from 'fast-check';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLIENTS, type Connected } from '../../../test/setup/clients.js';
-import { keysWithoutExpiry, type RedisServer, startRedis } from '../../../test/setup/redis.js';
+import { keysWithoutExpiry, type RedisCluster, type RedisServer, startCluster, startRedis } from '../../../test/setup/redis.js';
+import { addScriptsUser, loginFor, scriptCalls } from '../../../test/setup/redis-paths.js';
 
 interface Req {
   k: string;
@@ -81,19 +82,34 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
 );
 
 let server: RedisServer;
-/** Inspects the keys, whatever the client under test. */
+/** Inspects the keys (standalone and Cluster), whatever the client under test. */
 let admin: Redis;
-/** The client under test: each client's describe block connects its own (CLIENTS). */
+let clusterAdmin: Cluster;
+/** The client under test: each describe block connects its own. */
 let client: object;
+let cluster: RedisCluster;
+/** A store option for the Cluster: every key of a stack in one slot, as a stack in MemoryStore. */
+let hashTag: ((rule: string, key: string) => string) | undefined;
 let run = 0;
 
 beforeAll(async () => {
   server = await startRedis();
+  await addScriptsUser(server.port);
   admin = new Redis({ port: server.port, host: '127.0.0.1' });
+  cluster = await startCluster();
+  for (const n of cluster.nodes) await addScriptsUser(n.port);
+  clusterAdmin = new Cluster(cluster.startupNodes);
+  await clusterAdmin.ping();
 });
 
 afterAll(async () => {
+  // Each path ran as its name says: the scripts user never got the library.
+  const calls = await scriptCalls(admin);
+  expect(calls.fcall).toBeGreaterThan(0);
+  expect(calls.evalsha).toBeGreaterThan(0);
   admin.disconnect();
+  clusterAdmin.disconnect();
+  await cluster.destroy();
   await server.destroy();
 });
 
@@ -109,7 +125,7 @@ async function replay(bodies: RuleBody[], actions: Action[], start: number, deny
   const mClock = new ManualClock(start);
   const rClock = new ManualClock(start);
   const memory = createLimiter<Req>({ rules, store: new MemoryStore({ clock: mClock, sweepIntervalMs: 0 }), clock: mClock, prefix });
-  const store = new RedisStore({ client, prefix: 'eq:', timeoutMs: 5000, denyCache });
+  const store = new RedisStore({ client, prefix: 'eq:', timeoutMs: 5000, denyCache, ...(hashTag ? { hashTag } : {}) });
   const redis = createLimiter<Req>({ rules, store, clock: rClock, prefix });
   let lastM: Decision | undefined;
   let lastR: Decision | undefined;
@@ -137,11 +153,39 @@ async function replay(bodies: RuleBody[], actions: Action[], start: number, deny
   await store.close();
 }
 
-describe.each(CLIENTS)('RedisStore on $name decides exactly as MemoryStore', (kind) => {
+/** What runs: every client on the function path; ioredis on the script path too; the Cluster on both. */
+interface Target {
+  readonly name: string;
+  readonly where: 'standalone' | 'cluster';
+  connect(): Promise<Connected>;
+}
+const ioredisOn = (make: () => Redis | Cluster): Promise<Connected> => {
+  const r = make();
+  return Promise.resolve({ client: r, close: async () => void r.disconnect() });
+};
+const TARGETS: readonly Target[] = [
+  ...CLIENTS.map(
+    (kind): Target => ({ name: `${kind.name}, functions, standalone`, where: 'standalone', connect: () => kind.standalone(server.port) }),
+  ),
+  {
+    name: 'ioredis, scripts, standalone',
+    where: 'standalone',
+    connect: () => ioredisOn(() => new Redis({ port: server.port, host: '127.0.0.1', ...loginFor('scripts') })),
+  },
+  { name: 'ioredis, functions, cluster', where: 'cluster', connect: () => ioredisOn(() => new Cluster(cluster.startupNodes)) },
+  {
+    name: 'ioredis, scripts, cluster',
+    where: 'cluster',
+    connect: () => ioredisOn(() => new Cluster(cluster.startupNodes, { redisOptions: loginFor('scripts') })),
+  },
+];
+
+describe.each(TARGETS)('RedisStore decides exactly as MemoryStore ($name)', ({ where, connect }) => {
   let c: Connected;
   beforeAll(async () => {
-    c = await kind.standalone(server.port);
+    c = await connect();
     client = c.client;
+    hashTag = where === 'cluster' ? () => 'eq' : undefined;
   });
   afterAll(() => c.close());
 
@@ -163,9 +207,9 @@ describe.each(CLIENTS)('RedisStore on $name decides exactly as MemoryStore', (ki
           fc.integer({ min: 1_600_000_000_000, max: 1_900_000_000_000 }),
           (bodies, actions, start) => replay(bodies, actions, start, denyCache),
         ),
-        { numRuns: Number(process.env.EQ_RUNS ?? 120) },
+        { numRuns: Number(process.env.EQ_RUNS ?? (where === 'cluster' ? 40 : 120)) },
       );
-      expect(await keysWithoutExpiry(admin, 'eq:*')).toEqual([]);
+      expect(await keysWithoutExpiry(where === 'cluster' ? clusterAdmin : admin, 'eq:*')).toEqual([]);
     }, 60_000);
   }
 });

@@ -1,11 +1,21 @@
 /**
- * The one script every store call runs: the prelude, the argument parsing, one section
- * per algorithm and the stack logic. One script (rather than one per algorithm) so that a
- * stack mixing algorithms is still one EVALSHA; its SHA-1 is computed once at load.
+ * The server-side code every store call runs, assembled two ways from the same sections
+ * (the prelude, the call's state and parsing, one section per algorithm, the stack logic):
  *
- * Redis runs the whole script body on every call, so every function it defines is a new
- * closure each time. Each algorithm's section is therefore wrapped in `if NEED[code]`:
- * a call instantiates only the algorithms its rules use.
+ * - `STORE_LIBRARY`, a Redis function library (`FUNCTION LOAD`, then `FCALL`): Redis
+ *   compiles it once and, on the first call, its definitions are built and kept, so a call
+ *   runs only the entry function. Its name carries a hash of its source
+ *   (`tollgate_<hash>`), and so do its functions (function names are global in Redis): two
+ *   versions of the application can share a server during a rolling deploy, each calling
+ *   its own. It also holds the concurrency slots' function.
+ * - `STORE_SCRIPT`, the same code as one Lua script (`EVALSHA`), for servers without
+ *   functions or where they are refused. Redis runs a script's whole body on every call,
+ *   so every function it defines is a new closure each time: each algorithm's section is
+ *   wrapped in `if NEED[code]`, and a call instantiates only the algorithms its rules use.
+ *
+ * Redis 7.0 runs a library's top level without the Lua standard libraries (`string`,
+ * `math`, `struct` are missing until a function is called), hence the definitions are
+ * built by the first call rather than at load.
  */
 import { createHash } from 'node:crypto';
 import { COMMON_LUA } from './common.js';
@@ -13,6 +23,7 @@ import { FIXED_WINDOW_LUA } from './fixed-window.js';
 import { LEAKY_BUCKET_LUA } from './leaky-bucket.js';
 import { SLIDING_LOG_LUA } from './sliding-log.js';
 import { SLIDING_WINDOW_LUA } from './sliding-window.js';
+import { SLOT_SCRIPT } from './slots.js';
 import { PARSE_LUA, STACK_LUA } from './stack.js';
 import { TOKEN_BUCKET_LUA } from './token-bucket.js';
 
@@ -27,7 +38,13 @@ function section(code: string, lua: string): string {
   return `if NEED['${code}'] then\n${lua}\nend`;
 }
 
-export const STORE_SCRIPT = [
+/**
+ * `init(NEED, NEED_MONTH, LIBRARY)`: builds every definition (the algorithms in NEED,
+ * calendar months when NEED_MONTH; LIBRARY when the definitions are kept from call to
+ * call) and returns the entry `store(KEYS, ARGV)`.
+ */
+const INIT = [
+  'local function init(NEED, NEED_MONTH, LIBRARY)',
   'local ALG = {}',
   COMMON_LUA,
   PARSE_LUA,
@@ -37,6 +54,54 @@ export const STORE_SCRIPT = [
   section('t', TOKEN_BUCKET_LUA),
   section('k', LEAKY_BUCKET_LUA),
   STACK_LUA,
+  'end',
 ].join('\n');
 
+/**
+ * Which algorithms a script call's rules use (the first flag of each rule line of its
+ * plan), and whether one counts months.
+ */
+const NEED_OF_ARGV = `
+local NEED, NEED_MONTH = {}, false
+local nr, j = nil, 0
+for line in string.gmatch(ARGV[1], '[^\\n]+') do
+  if nr == nil then nr = tonumber(string.match(line, '(%d+)$'))
+  elseif j < nr then
+    j = j + 1
+    NEED[string.sub(line, 1, 1)] = true
+    if string.byte(line, 4) == 109 then NEED_MONTH = true end
+  else break end
+end`;
+
+export const STORE_SCRIPT = [INIT, NEED_OF_ARGV, 'return init(NEED, NEED_MONTH, false)(KEYS, ARGV)'].join('\n');
+
 export const STORE_SCRIPT_SHA = createHash('sha1').update(STORE_SCRIPT).digest('hex');
+
+/** The library's body, before its name is known (the name is a hash of it). */
+function libraryBody(storeFn: string, slotsFn: string): string {
+  return [
+    INIT,
+    'local ALL = { f = true, s = true, w = true, t = true, k = true }',
+    'local store = nil',
+    `redis.register_function('${storeFn}', function(keys, args)`,
+    '  if store == nil then store = init(ALL, true, true) end',
+    '  return store(keys, args)',
+    'end)',
+    `redis.register_function('${slotsFn}', function(KEYS, ARGV)`,
+    SLOT_SCRIPT,
+    'end)',
+  ].join('\n');
+}
+
+/** The library's version: a hash of its source, whatever the function names will be. */
+const VERSION = createHash('sha1').update(libraryBody('S', 'L')).digest('hex').slice(0, 16);
+
+/** The library's name: `tollgate_<hash of its source>`. */
+export const STORE_LIBRARY_NAME = `tollgate_${VERSION}`;
+/** The library's function that decides, peeks and refunds (`FCALL <name> numkeys ...`). */
+export const STORE_FUNCTION = `${STORE_LIBRARY_NAME}_store`;
+/** The library's function behind the concurrency slots. */
+export const SLOTS_FUNCTION = `${STORE_LIBRARY_NAME}_slots`;
+
+/** The library as `FUNCTION LOAD` takes it, for operators who load it themselves. */
+export const STORE_LIBRARY = `#!lua name=${STORE_LIBRARY_NAME}\n${libraryBody(STORE_FUNCTION, SLOTS_FUNCTION)}`;

@@ -1,121 +1,185 @@
 /**
  * Lua mirror of `core/src/stack.ts` and the script's entry point.
  *
- * Every argument is text (see `../args.ts`). ARGV[1] is the mode, ARGV[2] the least TTL
- * for supplied time, ARGV[3] the number R of distinct rules the call uses, then 7 fields
- * per rule (rule number i = 1..R): flags (algorithm, align, mode, calendar, countRejected,
- * dryRun, one character each), L, W, B, Q, blockForMs, maxCost. Then:
- * - `d` (decide): runs of stacks. A run is its count, then its shape: a command (`c`
- *   consume, `p` peek; upper case when the run's `now` follows as the next field, else
- *   Redis `TIME`) and per op `<rule number>:<cost>`, comma-separated (`c1:1,2:1`); the
- *   consecutive stacks of a batch with the same shape (and time) make one run, so a batch
- *   of one limiter's stacks is one or two runs, not a field per stack. KEYS holds each
- *   distinct key of the call once: an op takes the next key not yet used, or, when a key
- *   repeats (a tenant's, a route's or a global rule's key shared by many stacks), names it
- *   with `@<index>` (`c1:1,2:1@2`). Each shape is parsed once per call, and keys named
- *   again are the call's hot keys (see read in STACK_LUA). Stacks are decided one after
- *   the other, each all-or-nothing, as if they had arrived in that order; `TIME` is read
- *   once. The reply is one string of little-endian doubles: per stack allowed (1/0) and
- *   now, then OUT_FIELDS per op (see `OUT_FIELDS` in index.ts). Doubles are exact and cost
- *   Redis and Node less than an array of integer and text replies.
- * - `r` (refund): `now` (empty: Redis `TIME`), `at`, then the ops' shape (`r1:1,2:1`);
- *   the reply is now.
+ * Every argument is text (see `../args.ts`). ARGV[1] is the call's plan, its lines
+ * separated by newlines; the further ARGV are the times it names. The plan's first line is
+ * the mode, the least TTL for supplied time and the number R of distinct rules the call
+ * uses (`d 1000 2`); then one line per rule (rule number i = 1..R), its 7 values separated
+ * by spaces: flags (algorithm, align, mode, calendar, countRejected, dryRun, one character
+ * each), L, W, B, Q, blockForMs, maxCost. Then:
+ * - `d` (decide): one line per run of stacks: its count, a space and its shape: a command
+ *   (`c` consume, `p` peek; upper case when the run's `now` is supplied: the next of
+ *   ARGV[2], ARGV[3], ...; else Redis `TIME`) and per op `<rule number>:<cost>`,
+ *   comma-separated (`1 c1:1,2:1`); the consecutive stacks of a batch with the same shape
+ *   (and time) make one run, so a batch of one limiter's stacks is one or two runs. KEYS
+ *   holds each distinct key of the call once: an op takes the next key not yet used, or,
+ *   when a key repeats (a tenant's, a route's or a global rule's key shared by many
+ *   stacks), names it with `@<index>` (`c1:1,2:1@2`); keys named again are the call's hot
+ *   keys (see read in STACK_LUA). Stacks are decided one after the other, each
+ *   all-or-nothing, as if they had arrived in that order; `TIME` is read once. The reply is
+ *   one string of little-endian doubles: per stack allowed (1/0) and now, then OUT_FIELDS
+ *   per op (see `OUT_FIELDS` in index.ts). Doubles are exact and cost Redis and Node less
+ *   than an array of integer and text replies.
+ * - `r` (refund): one line, the ops' shape (`r1:1,2:1`); ARGV[2] is `now` (empty: Redis
+ *   `TIME`) and ARGV[3] `at`; the reply is now.
+ *
+ * A plan names no key and no time, so the calls of one limiter send the same plan again and
+ * again: a function library keeps each plan parsed (see plan_of), and a call reads it with
+ * one table lookup. Redis also pays per argument, hence one.
  *
  * Every key written gets its TTL in the same command (`SET ... PX`), the time until
  * `entryExpiresAt`, so no key is ever left without expiry. An entry whose expiry has
  * passed is read as absent, exactly as `MemoryStore` does (see read in STACK_LUA).
  */
-/** Reads the mode and the rules. Runs first. */
+/**
+ * The call's state and the parsing helpers: defined once (per library load, or per EVAL),
+ * their state reset by each call (see `store` in STACK_LUA).
+ */
 export const PARSE_LUA = `
-local mode = ARGV[1]
+local sub, byte, match, gmatch = string.sub, string.byte, string.match, string.gmatch
+
+-- The call being run: its keys and arguments.
+local KEYS, ARGV
 -- Redis expires keys on its own clock; time supplied by the caller may not follow it, so
--- keys written on supplied time live at least ARGV[2] ms (read as absent once expired).
-local MIN_TTL_SUPPLIED = tonumber(ARGV[2])
+-- keys written on supplied time live at least this many ms (read as absent once expired).
+local MIN_TTL_SUPPLIED = 0
 local MIN_TTL = 0
 -- Whether the run being decided is on Redis' TIME (else on supplied time).
 local REDIS_TIME = true
--- The algorithms this call needs: only their sections are instantiated (see index.ts); and
--- whether a rule counts calendar months.
-local NEED = {}
-local NEED_MONTH = false
 
+-- Redis' TIME in ms, read once per call. The seconds' text changes once a second: its
+-- number is kept rather than parsed again. A library also keeps the number of every
+-- millisecond's text ('0' to '999'): the microseconds' text without its last three digits
+-- is looked up there (no tonumber, no floor).
 local redis_now = nil
+local last_s, last_ms = nil, 0
+local MS_OF = nil
+if LIBRARY then
+  MS_OF = { [''] = 0 }
+  for i = 0, 999 do MS_OF[tostring(i)] = i end
+end
 local function time_now()
   if redis_now == nil then
     local t = redis.call('TIME')
-    redis_now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+    local s, us = t[1], t[2]
+    if s ~= last_s then last_s, last_ms = s, tonumber(s) * 1000 end
+    if MS_OF ~= nil then redis_now = last_ms + MS_OF[sub(us, 1, -4)]
+    else redis_now = last_ms + floor(tonumber(us) / 1000) end
   end
   return redis_now
 end
 
-local sub, byte, gmatch = string.sub, string.byte, string.gmatch
--- The call's rules, by number. Flags are read with one byte() call; the number fields that
--- usually repeat another (maxCost and burst: the limit) or are 0 are not parsed again.
-local RULE = {}
-local NRULES = tonumber(ARGV[3])
-for i = 1, NRULES do
-  local a = 3 + 7 * (i - 1)
-  local f = ARGV[a + 1]
+
+-- Plans, rules and shapes parsed, by their text: a function library keeps them from call
+-- to call (a cache of what the text says, emptied when it holds CACHED_MAX of one kind), a
+-- script builds them for its call.
+local CACHED_MAX = 512
+local RULES, NRULES_CACHED = {}, 0
+local SHAPES, NSHAPES = {}, 0
+local PLANS, NPLANS = {}, 0
+
+-- The 7 fields of a rule's text (see the header of stack.ts), parsed into its table.
+local function rule_of(text)
+  local r = RULES[text]
+  if r ~= nil then return r end
+  local f, Ltext, W, B, Q, block, maxCost = match(text, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
   local algo = sub(f, 1, 1)
   local _, align, md, cal, cr, dry = byte(f, 1, 6)
-  local Ltext = ARGV[a + 2]
   local L = tonumber(Ltext)
-  local B, Q, block, maxCost = ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7]
+  -- The number fields that usually repeat another (maxCost and burst: the limit) or are 0
+  -- are not parsed again.
   if B == Ltext then B = L else B = tonumber(B) end
   if Q == '0' then Q = 0 else Q = tonumber(Q) end
   if block == '0' then block = 0 else block = tonumber(block) end
   if maxCost == Ltext then maxCost = L else maxCost = tonumber(maxCost) end
   -- 102 'f' (first-request alignment), 113 'q' (queue mode), 109 'm' (calendar month),
-  -- 49 '1' (countRejected, dryRun).
-  RULE[i] = {
+  -- 49 '1' (countRejected, dryRun). The leaky bucket's queue mode has its own entry.
+  local alg = ALG[algo]
+  if md == 113 and algo == 'k' then alg = ALG['kq'] end
+  r = {
     algo = algo, first = align == 102, queue = md == 113, month = cal == 109, cr = cr == 49, dry = dry == 49,
-    L = L, W = tonumber(ARGV[a + 3]), B = B, Q = Q, block = block, maxCost = maxCost, m = 4,
+    L = L, W = tonumber(W), B = B, Q = Q, block = block, maxCost = maxCost, alg = alg, m = 4,
   }
   -- The fields of an entry of this rule (see read): block, TTL expiry, the state (a
   -- sliding log's varies: 0).
-  if algo == 'w' then RULE[i].m = 5 elseif algo == 'k' then RULE[i].m = 3 elseif algo == 's' then RULE[i].m = 0 end
-  NEED[algo] = true
-  if cal == 109 then NEED_MONTH = true end
+  if algo == 'w' then r.m = 5 elseif algo == 'k' then r.m = 3 elseif algo == 's' then r.m = 0 end
+  if NRULES_CACHED >= CACHED_MAX then RULES, NRULES_CACHED = {}, 0 end
+  RULES[text] = r
+  NRULES_CACHED = NRULES_CACHED + 1
+  return r
 end
--- The last field read so far.
-local ARG = 3 + 7 * NRULES
-local NARGV = #ARGV
 
--- A shape's ops: rules, costs, key references (0: the next new key) and count, parsed once
--- per distinct shape and call. Keys named again are hot.
-local SHAPES = {}
-local HOT = {}
+-- A shape's ops: rule numbers, costs, key references (0: the next new key), count, and
+-- the references to keys named again (hot keys, see read in STACK_LUA).
 local function shape_of(str)
   local sh = SHAPES[str]
   if sh == nil then
-    local rules, costs, refs, n = {}, {}, {}, 0
+    local nums, costs, refs, hot, n = {}, {}, {}, {}, 0
     for ri, c, ref in gmatch(str, '(%d+):([^,@]+)@?(%d*)') do
       n = n + 1
       -- Most rule numbers are one digit and most costs 1: byte() and a comparison are
       -- cheaper than tonumber's strtod.
-      if #ri == 1 then rules[n] = RULE[byte(ri) - 48] else rules[n] = RULE[tonumber(ri)] end
+      if #ri == 1 then nums[n] = byte(ri) - 48 else nums[n] = tonumber(ri) end
       if c == '1' then costs[n] = 1 else costs[n] = tonumber(c) end
       if ref == '' then refs[n] = 0
       else
         refs[n] = tonumber(ref)
-        HOT[KEYS[refs[n]]] = true
+        hot[#hot + 1] = refs[n]
       end
     end
-    sh = { rules = rules, costs = costs, refs = refs, n = n }
+    sh = { nums = nums, costs = costs, refs = refs, hot = hot, n = n }
+    if NSHAPES >= CACHED_MAX then SHAPES, NSHAPES = {}, 0 end
     SHAPES[str] = sh
+    NSHAPES = NSHAPES + 1
   end
   return sh
 end
-`;
 
-/** The stack decision and the command's body. Runs after the algorithm sections. */
-export const STACK_LUA = `
--- Each rule's algorithm entry (the leaky bucket's queue mode has its own).
-for i = 1, NRULES do
-  local r = RULE[i]
-  if r.algo == 'k' and r.queue then r.alg = ALG['kq'] else r.alg = ALG[r.algo] end
+-- A plan (see the header): mode, least TTL on supplied time, rules; a refund's shape, or
+-- a decide call's runs (count, consume or peek, whether its time is supplied, shape, and
+-- the shape's rules) and the references of every hot key.
+local function plan_of(text)
+  local p = PLANS[text]
+  if p ~= nil then return p end
+  local lines, nl = {}, 0
+  for line in gmatch(text, '[^\\n]+') do
+    nl = nl + 1
+    lines[nl] = line
+  end
+  local mode, minTtl, nr = match(lines[1], '^(%a) (%S+) (%d+)$')
+  nr = tonumber(nr)
+  local rules = {}
+  for j = 1, nr do rules[j] = rule_of(lines[1 + j]) end
+  p = { mode = mode, minTtl = tonumber(minTtl), rules = rules }
+  if mode == 'r' then p.sh = shape_of(lines[2 + nr])
+  else
+    local runs, hot = {}, {}
+    for j = 2 + nr, nl do
+      local count, str = match(lines[j], '^(%d+) (.+)$')
+      local c = byte(str, 1)
+      local sh = shape_of(str)
+      local rr = {}
+      for i = 1, sh.n do rr[i] = rules[sh.nums[i]] end
+      runs[#runs + 1] = { count = tonumber(count), consume = c == 99 or c == 67, timed = c == 67 or c == 80, sh = sh, rules = rr }
+      for i = 1, #sh.hot do hot[#hot + 1] = sh.hot[i] end
+    end
+    p.runs, p.hot = runs, hot
+  end
+  if NPLANS >= CACHED_MAX then PLANS, NPLANS = {}, 0 end
+  PLANS[text] = p
+  NPLANS = NPLANS + 1
+  return p
 end
 
+-- The call's hot keys.
+local HOT = {}
+`;
+
+/**
+ * The stack decision and the call's entry point, \`store(KEYS, ARGV)\`, which the
+ * assembly returns (see index.ts). Runs after the algorithm sections.
+ */
+export const STACK_LUA = `
 local call = redis.call
 
 -- Entries travel as two values: the state s (nil for none) and the block deadline b.
@@ -161,11 +225,21 @@ local function read(key, r, now, drop, idx)
     local w = r.m
     if m == w or m == 2 or m == 1 or (w == 0 and m > 2 and m % 2 == 0) then
       -- (A value of one field, a block alone as builds before the TTL expiry wrote it,
-      -- reads without one.)
-      if m == 1 then b, x0 = (unpack_bin('<d', v)), NO_EXPIRY
+      -- reads without one.) Two or three state fields, the common sizes, are read in one
+      -- unpack.
+      if m == 5 then
+        local s1, s2, s3
+        b, x0, s1, s2, s3 = unpack_bin('<ddddd', v)
+        s = { s1, s2, s3 }
+      elseif m == 4 then
+        local s1, s2
+        b, x0, s1, s2 = unpack_bin('<dddd', v)
+        s = { s1, s2 }
+      elseif m == 1 then b, x0 = (unpack_bin('<d', v)), NO_EXPIRY
       else b, x0 = unpack_bin('<dd', v) end
-      if m > 34 then s = decode(v)
-      elseif m > 2 then
+      if m == 4 or m == 5 or m < 3 then
+      elseif m > 34 then s = decode(v)
+      else
         local f = FMT[m - 2]
         if f == nil then f = fmt_of(m - 2) end
         s = { unpack_bin(f, v, 17) }
@@ -200,8 +274,9 @@ local function read(key, r, now, drop, idx)
 end
 
 -- A TTL as the text SET reads: Redis formats a Lua number argument with '%.17g' on every
--- call, while the stacks of a batch mostly share one TTL (one now, one window end).
-local TTL_TEXT = {}
+-- call, while the stacks of a batch mostly share one TTL (one now, one window end). Kept
+-- from call to call by a library, as the parsed rules are.
+local TTL_TEXT, NTTL = {}, 0
 
 -- Writes the entry, with its TTL. x0: the expiry the key's TTL was set for, as stored
 -- with the entry read (see read): a write on Redis time that leaves it unchanged keeps the
@@ -225,26 +300,30 @@ local function write(key, s, b, r, now, x0, xs)
     m = #s
   end
   if x <= now then call('DEL', key); return end
-  local ms = ceil(x - now)
-  if ms < MIN_TTL then ms = MIN_TTL end
   -- On supplied time the TTL is not on Redis' clock: no expiry is recorded for a later
   -- KEEPTTL.
   local xk = x
   if not REDIS_TIME then xk = NO_EXPIRY end
   -- encode (common.ts), inlined for up to 30 fields.
   local v
-  if m == 0 then v = pack('<dd', b, xk)
+  if m == 3 then v = pack('<ddddd', b, xk, s[1], s[2], s[3])
+  elseif m == 2 then v = pack('<dddd', b, xk, s[1], s[2])
+  elseif m == 0 then v = pack('<dd', b, xk)
   elseif m <= 30 then
     local f = FMT[m + 2]
     if f == nil then f = fmt_of(m + 2) end
     v = pack(f, b, xk, unpack(s))
   else v = encode(s, b, xk) end
   if x == x0 and REDIS_TIME then call('SET', key, v, 'KEEPTTL'); return end
+  local ms = ceil(x - now)
+  if ms < MIN_TTL then ms = MIN_TTL end
   local t = TTL_TEXT[ms]
   if t == nil then
     -- Whole numbers of ms below 1e14 print exactly with tostring's '%.14g'.
     if ms < 1e14 then t = tostring(ms) else t = ms end
+    if NTTL >= CACHED_MAX then TTL_TEXT, NTTL = {}, 0 end
     TTL_TEXT[ms] = t
+    NTTL = NTTL + 1
   end
   call('SET', key, v, 'PX', t)
 end
@@ -317,145 +396,171 @@ local function stack_now(given)
   return time_now(), false
 end
 
-if mode == 'r' then
-  local now, drop = stack_now(ARGV[ARG + 1])
-  local at = tonumber(ARGV[ARG + 2])
-  local sh = shape_of(ARGV[ARG + 3])
-  VALS = call('MGET', unpack(KEYS))
-  for i = 1, sh.n do
-    local r = sh.rules[i]
-    local s, b = read(KEYS[i], r, now, drop, i)
-    if s ~= nil then
-      local nx = r.alg.refund(s, now, r, sh.costs[i], at)
-      if nx == nil and b == 0 then call('DEL', KEYS[i]) else write(KEYS[i], nx, b, r, now) end
-    end
-  end
-  return out(now)
-end
-
--- Every shape first: a key that a later stack names again is hot (kept in CACHE) from its
--- first read on. So each key of the call is read from Redis once, before anything is
--- written, and one MGET reads them all.
-do
-  local a = ARG
-  while a < NARGV do
-    local str = ARGV[a + 2]
-    shape_of(str)
-    a = a + 2
-    local c = byte(str, 1)
-    if c == 67 or c == 80 then a = a + 1 end
-  end
-end
-VALS = call('MGET', unpack(KEYS))
+-- Per op of the stack being decided (arrays reused by every stack and call): whether its
+-- rule admitted, and what it would write: state, block deadline (false: nothing), and the
+-- expiry its key's TTL was set for (see read).
+local OK, WS, WB, X0, XS = {}, {}, {}, {}, {}
+-- The ops' keys and their indexes in KEYS.
+local KEY, KIDX = {}, {}
 -- The reply: numbers, packed as little-endian doubles at the end (see OUT_FIELDS).
 local R = {}
-local k = 0
--- Per op of the stack being decided (arrays reused by every stack of the call): whether
--- its rule admitted, and what it would write: state, block deadline (false: nothing),
--- and the expiry its key's TTL was set for (see read).
-local OK, WS, WB, X0, XS = {}, {}, {}, {}, {}
--- The ops' keys and their indexes in KEYS; the last new key used.
-local KEY, KIDX = {}, {}
-local nextKey = 0
-while ARG < NARGV do
-  -- A run: count, shape, and (upper-case command) its time.
-  local count = ARGV[ARG + 1]
-  if count == '1' then count = 1 else count = tonumber(count) end
-  local str = ARGV[ARG + 2]
-  ARG = ARG + 2
-  local c = byte(str, 1)
-  local given = nil
-  if c == 67 or c == 80 then
-    ARG = ARG + 1
-    given = ARGV[ARG]
+-- Whether the previous call had hot keys.
+local HAD_HOT = false
+
+-- One call: the state of the previous one is dropped first (a function library keeps
+-- these definitions loaded from call to call).
+local function store(keys, argv)
+  KEYS, ARGV = keys, argv
+  local plan = plan_of(ARGV[1])
+  MIN_TTL_SUPPLIED = plan.minTtl
+  redis_now = nil
+  -- Hot keys (and so CACHE entries) only where the previous call had some.
+  if HAD_HOT then
+    HOT, CACHE = {}, {}
+    HAD_HOT = false
   end
-  local now, drop = stack_now(given)
-  local consume = c == 99 or c == 67
-  local sh = shape_of(str)
-  local rules, costs, refs, n = sh.rules, sh.costs, sh.refs, sh.n
-  for _ = 1, count do
-    for i = 1, n do
-      local ref = refs[i]
-      if ref == 0 then
-        nextKey = nextKey + 1
-        ref = nextKey
+  VALS = nil
+  if plan.mode == 'r' then
+    local now, drop = stack_now(ARGV[2])
+    local at = tonumber(ARGV[3])
+    local sh = plan.sh
+    VALS = call('MGET', unpack(KEYS))
+    for i = 1, sh.n do
+      local r = plan.rules[sh.nums[i]]
+      local s, b = read(KEYS[i], r, now, drop, i)
+      if s ~= nil then
+        local nx = r.alg.refund(s, now, r, sh.costs[i], at)
+        if nx == nil and b == 0 then call('DEL', KEYS[i]) else write(KEYS[i], nx, b, r, now) end
       end
-      KEY[i] = KEYS[ref]
-      KIDX[i] = ref
     end
-    local allowed = true
-    -- The stack's reply fields are written as its rules are checked, and corrected below
-    -- when the stack is refused.
-    local base = k
-    R[k + 2] = now
-    k = k + 2
-    for i = 1, n do
-      local r = rules[i]
-      local cost = costs[i]
-      local key = KEY[i]
-      local s, b, x0
-      -- A hot key's entry is read from CACHE here (read() also drops it when expired).
-      local e = CACHE[key]
-      if e ~= nil and not drop then s, b = e.s, e.b
-      else s, b, x0 = read(key, r, now, drop, KIDX[i]) end
-      local ok, rem, reset, retry, delay, nx, reason, wb, xs
-      if cost <= r.maxCost and (b == nil or b <= now) then
-        ok, rem, reset, retry, delay, nx, xs = r.alg.check(s, now, r, cost)
+    return out(now)
+  end
+
+  -- Every shape first: a key that a later stack names again is hot (kept in CACHE) from its
+  -- first read on. So each key of the call is read from Redis once, before anything is
+  -- written, and one MGET reads them all.
+  local hot = false
+  local h = plan.hot
+  for i = 1, #h do
+    HOT[KEYS[h[i]]] = true
+    hot = true
+    HAD_HOT = true
+  end
+  VALS = call('MGET', unpack(KEYS))
+  -- The reply's fields so far; the last new key used.
+  local k = 0
+  local nextKey = 0
+  -- The index of the last time read from ARGV.
+  local ti = 1
+  local runs = plan.runs
+  for ri = 1, #runs do
+    local run = runs[ri]
+    local given = nil
+    if run.timed then
+      ti = ti + 1
+      given = ARGV[ti]
+    end
+    local now, drop = stack_now(given)
+    local consume = run.consume
+    local sh = run.sh
+    local rules, costs, refs, n, count = run.rules, sh.costs, sh.refs, sh.n, run.count
+    for _ = 1, count do
+      for i = 1, n do
+        local ref = refs[i]
+        if ref == 0 then
+          nextKey = nextKey + 1
+          ref = nextKey
+        end
+        KEY[i] = KEYS[ref]
+        KIDX[i] = ref
+      end
+      local allowed = true
+      -- The stack's reply fields are written as its rules are checked, and corrected below
+      -- when the stack is refused.
+      local base = k
+      R[k + 2] = now
+      k = k + 2
+      for i = 1, n do
+        local r = rules[i]
+        local cost = costs[i]
+        local key = KEY[i]
+        local s, b, x0
+        -- A hot key's entry is read from CACHE here (read() also drops it when expired).
+        local e = nil
+        if hot then e = CACHE[key] end
+        if e ~= nil and not drop then s, b = e.s, e.b
+        else s, b, x0 = read(key, r, now, drop, KIDX[i]) end
+        local ok, rem, reset, retry, delay, nx, reason, wb, xs
+        if cost <= r.maxCost and (b == nil or b <= now) then
+          ok, rem, reset, retry, delay, nx, xs = r.alg.check(s, now, r, cost)
+          if ok then
+            wb = false
+            if nx ~= nil then wb = 0 end
+          end
+        end
+        if not ok then
+          local has
+          ok, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, b, now, r, cost)
+          xs = nil
+          if not has then wb = false end
+          if not ok and not r.dry then allowed = false end
+        end
+        -- A one-rule stack is its rule: admitted exactly when the rule admits (or is a dry
+        -- run), and what the rule would write is written now. Longer stacks keep each
+        -- op's outcome for the write pass below.
+        if n == 1 then
+          if consume and wb ~= false then write(key, nx, wb, r, now, x0, xs) end
+        else
+          OK[i], WS[i], WB[i], X0[i], XS[i] = ok, nx, wb, x0, xs or false
+        end
+        -- An admitting rule's retryAfterMs is 0 and a refusing rule's delayMs is 0: the first
+        -- field is 1 or the refusal's reason code, the last the delay or the retry time.
+        R[k + 2] = rem
+        R[k + 3] = reset
         if ok then
-          wb = false
-          if nx ~= nil then wb = 0 end
+          R[k + 1] = 1
+          R[k + 4] = delay
+        else
+          if reason == 'l' then R[k + 1] = 2 elseif reason == 'b' then R[k + 1] = 3 else R[k + 1] = 4 end
+          R[k + 4] = retry
         end
+        k = k + 4
       end
-      if not ok then
-        local has
-        ok, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, b, now, r, cost)
-        xs = nil
-        if not has then wb = false end
-        if not ok and not r.dry then allowed = false end
-      end
-      OK[i], WS[i], WB[i], X0[i], XS[i] = ok, nx, wb, x0, xs or false
-      -- An admitting rule's retryAfterMs is 0 and a refusing rule's delayMs is 0: the first
-      -- field is 1 or the refusal's reason code, the last the delay or the retry time.
-      R[k + 2] = rem
-      R[k + 3] = reset
-      if ok then
-        R[k + 1] = 1
-        R[k + 4] = delay
+      if allowed then R[base + 1] = 1
+      elseif n == 1 then R[base + 1] = 0
       else
-        if reason == 'l' then R[k + 1] = 2 elseif reason == 'b' then R[k + 1] = 3 else R[k + 1] = 4 end
-        R[k + 4] = retry
-      end
-      k = k + 4
-    end
-    if allowed then R[base + 1] = 1
-    else
-      R[base + 1] = 0
-      -- An admitting rule of a refused stack consumed nothing: report it untouched, with no
-      -- delay.
-      for i = 1, n do
-        if OK[i] then
-          local p = base + 4 * i - 2
-          R[p + 2] = R[p + 2] + costs[i]
-          R[p + 4] = 0
+        R[base + 1] = 0
+        -- An admitting rule of a refused stack consumed nothing: report it untouched, with no
+        -- delay.
+        for i = 1, n do
+          if OK[i] then
+            local p = base + 4 * i - 2
+            R[p + 2] = R[p + 2] + costs[i]
+            R[p + 4] = 0
+          end
         end
       end
-    end
-    if consume then
-      for i = 1, n do
-        local wb = WB[i]
-        -- An admitting rule consumes only when the whole stack is admitted; a rejecting
-        -- rule writes its block or penalty either way.
-        if wb ~= false and (allowed or not OK[i]) then write(KEY[i], WS[i], wb, rules[i], now, X0[i], XS[i]) end
+      if consume and n > 1 then
+        for i = 1, n do
+          local wb = WB[i]
+          -- An admitting rule consumes only when the whole stack is admitted; a rejecting
+          -- rule writes its block or penalty either way.
+          if wb ~= false and (allowed or not OK[i]) then write(KEY[i], WS[i], wb, rules[i], now, X0[i], XS[i]) end
+        end
       end
     end
   end
+  if hot then flush() end
+  -- Packed in chunks: unpack() puts every value on the Lua stack.
+  if k == 6 then return pack('<dddddd', R[1], R[2], R[3], R[4], R[5], R[6]) end
+  if k <= 128 then return pack(fmt_of(k), unpack(R, 1, k)) end
+  local parts = {}
+  for i = 1, k, 128 do
+    local j = min(k, i + 127)
+    parts[#parts + 1] = pack(fmt_of(j - i + 1), unpack(R, i, j))
+  end
+  return table.concat(parts)
 end
-flush()
--- Packed in chunks: unpack() puts every value on the Lua stack.
-local parts = {}
-for i = 1, k, 128 do
-  local j = min(k, i + 127)
-  parts[#parts + 1] = pack(fmt_of(j - i + 1), unpack(R, i, j))
-end
-return table.concat(parts)
+
+return store
 `;
