@@ -62,3 +62,20 @@ export function guardRules<R>(rules: readonly Rule<R>[], path: string): Rule<R>[
     return out;
   });
 }
+
+/**
+ * A control's `skip(req)`, awaited: a throw or a rejection is the app's error, and anything
+ * but `true` or `false` is a coded error, never a pass (so an async skip cannot switch a
+ * control off by returning a promise).
+ */
+export async function skipOf<R>(skip: ((req: R) => unknown) | undefined, path: string, req: R): Promise<boolean> {
+  if (skip === undefined) return false;
+  let v: unknown;
+  try {
+    v = await skip(req);
+  } catch (err) {
+    throw markAppError(err);
+  }
+  if (v === true || v === false) return v;
+  throw callbackResultError(`${path}.skip`, 'true or false (or a promise of one)', v, 'Return a boolean: true skips the request.');
+}

@@ -13,7 +13,7 @@
  * since a slot freed by another instance sends no signal.
  */
 import { randomUUID } from 'node:crypto';
-import { callbackResultError, guardAppFn, markAppError } from '../app-errors.js';
+import { callbackResultError, guardAppFn, markAppError, skipOf } from '../app-errors.js';
 import { publishInFlight, publishStoreError } from '../diagnostics.js';
 import type { Duration } from '../duration.js';
 import { configError } from '../errors.js';
@@ -259,17 +259,7 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
     );
   }
 
-  async function skipped(req: R): Promise<boolean> {
-    if (skip === undefined) return false;
-    let v: unknown;
-    try {
-      v = await skip(req);
-    } catch (err) {
-      throw markAppError(err);
-    }
-    if (v === true || v === false) return v;
-    throw callbackResultError(`${path}.skip`, 'true or false (or a promise of one)', v, 'Return a boolean: true skips the request.');
-  }
+  const skipped = (req: R): Promise<boolean> => skipOf(skip, path, req);
 
   async function attempt(key: string | undefined, id: string): Promise<Attempt> {
     const figures: ConcurrencyFigures[] = [];

@@ -19,7 +19,7 @@
  * The delay is `delay(hits)` once `hits > delayAfter`, clamped to `[0, maxDelay]`;
  * waiting is the adapter's job (see `hold`), one timer per request, no queue.
  */
-import { callbackResultError, guardAppFn, markAppError } from '../app-errors.js';
+import { callbackResultError, guardAppFn, markAppError, skipOf } from '../app-errors.js';
 import type { Clock } from '../clock.js';
 import type { Duration } from '../duration.js';
 import { configError, describe } from '../errors.js';
@@ -202,17 +202,7 @@ export function createThrottle<R = unknown>(options: ThrottleOptions<R>): Thrott
     return Math.min(maxDelayMs, Math.max(0, Math.ceil(ms)));
   }
 
-  async function skipped(req: R): Promise<boolean> {
-    if (skip === undefined) return false;
-    let v: unknown;
-    try {
-      v = await skip(req);
-    } catch (err) {
-      throw markAppError(err);
-    }
-    if (v === true || v === false) return v;
-    throw callbackResultError(`${path}.skip`, 'true or false (or a promise of one)', v, 'Return a boolean: true skips the request.');
-  }
+  const skipped = (req: R): Promise<boolean> => skipOf(skip, path, req);
 
   async function delayOf(hits: number, req: R): Promise<number> {
     let v: unknown;
