@@ -36,8 +36,11 @@ export async function freePort(): Promise<number> {
   throw new Error('no free port pair found for redis-server');
 }
 
-/** Sends one inline command over a raw socket and resolves with the reply text. */
-export function rawCommand(port: number, command: string, timeoutMs = 1000): Promise<string> {
+/**
+ * Sends one inline command over a raw socket; `read` turns the text received so far into
+ * the reply, or undefined while it is incomplete.
+ */
+function rawReply<T>(port: number, command: string, timeoutMs: number, read: (out: string) => T | undefined): Promise<T> {
   return new Promise((resolve, reject) => {
     const sock = new Socket();
     let out = '';
@@ -51,15 +54,23 @@ export function rawCommand(port: number, command: string, timeoutMs = 1000): Pro
     });
     sock.on('data', (d) => {
       out += d.toString();
-      // A simple or bulk reply is complete once its last line ends.
-      if (/^[+\-:]/.test(out) ? out.endsWith('\r\n') : /^\$(-1|\d+)\r\n/.test(out) && complete(out)) {
+      const reply = read(out);
+      if (reply !== undefined) {
         clearTimeout(timer);
         sock.end();
-        resolve(out);
+        resolve(reply);
       }
     });
     sock.connect(port, '127.0.0.1', () => sock.write(`${command}\r\n`));
   });
+}
+
+/** Sends one inline command over a raw socket and resolves with the reply text. */
+export function rawCommand(port: number, command: string, timeoutMs = 1000): Promise<string> {
+  // A simple or bulk reply is complete once its last line ends.
+  return rawReply(port, command, timeoutMs, (out) =>
+    (/^[+\-:]/.test(out) ? out.endsWith('\r\n') : /^\$(-1|\d+)\r\n/.test(out) && complete(out)) ? out : undefined,
+  );
 }
 
 function complete(bulk: string): boolean {
@@ -424,29 +435,12 @@ export async function startSentinel(sentinels = 3, downAfterMs = 500): Promise<S
 
 /** Sends one inline command and reads a flat array reply of bulk strings. */
 function rawArray(port: number, command: string, timeoutMs = 1000): Promise<string[]> {
-  return new Promise((resolve, reject) => {
-    const sock = new Socket();
-    let out = '';
-    const timer = setTimeout(() => {
-      sock.destroy();
-      reject(new Error(`no reply to ${command} on ${port}`));
-    }, timeoutMs);
-    sock.once('error', (err) => {
-      clearTimeout(timer);
-      reject(err);
-    });
-    sock.on('data', (d) => {
-      out += d.toString();
-      const m = /^\*(-?\d+)\r\n/.exec(out);
-      if (!m) return;
-      const lines = out.slice(m[0].length).split('\r\n');
-      const n = Number(m[1]);
-      if (n <= 0 || lines.length > 2 * n) {
-        clearTimeout(timer);
-        sock.end();
-        resolve(n <= 0 ? [] : lines.filter((_, i) => i % 2 === 1).slice(0, n));
-      }
-    });
-    sock.connect(port, '127.0.0.1', () => sock.write(`${command}\r\n`));
+  return rawReply(port, command, timeoutMs, (out) => {
+    const m = /^\*(-?\d+)\r\n/.exec(out);
+    if (!m) return undefined;
+    const lines = out.slice(m[0].length).split('\r\n');
+    const n = Number(m[1]);
+    if (n <= 0) return [];
+    return lines.length > 2 * n ? lines.filter((_, i) => i % 2 === 1).slice(0, n) : undefined;
   });
 }
