@@ -18,6 +18,7 @@ export const ERROR_CODES = {
   TG_INVALID_COST: 'A cost is not a positive integer, or can never be admitted by the rule.',
   TG_UNKNOWN_ALGORITHM: 'The algorithm name is not one of the five tollgate provides.',
   TG_DUPLICATE_RULE: 'Two rules of one stack have the same name.',
+  TG_UNKNOWN_RULE: 'A rule was named (limiter.update) that the limiter does not have.',
   TG_NO_RULES: 'A limiter was created without rules.',
   TG_INVALID_KEY: 'A rule key is not a function.',
   TG_INVALID_TRUST_PROXY: 'A trustProxy setting cannot be understood.',

@@ -3,7 +3,7 @@
  * validated once at construction (`normalizeLimiterOptions`), plus express-rate-limit's
  * `passOnStoreError` spelling.
  */
-import { configError, type Decision, describeValue } from '@tollgate/core';
+import { configError, type Decision, describeValue, type RuleChanges } from '@tollgate/core';
 import {
   type LimiterOptionsOf,
   normalizeLimiterOptions,
@@ -81,4 +81,11 @@ export interface RateLimitMiddleware extends RequestHandler {
   reset(req: Request): Promise<void>;
   /** Decides the request against the app-level rules without consuming anything. */
   peek(req: Request): Promise<Decision>;
+  /**
+   * Replaces a rule's `limit`, `burst`, `cost` or `blockFor` in place (the app-level
+   * rules, the tiers' and every route's), validated as at construction; the next decisions
+   * use it and the rule's state is kept. Per process: apply it on every instance.
+   * @example limiter.update('pro', { limit: 10_000 })
+   */
+  update(ruleName: string, changes: RuleChanges<Request>): void;
 }

@@ -51,5 +51,6 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
   };
   middleware.reset = (req: Request) => limiter.reset(req);
   middleware.peek = (req: Request) => limiter.peek(req);
+  middleware.update = (ruleName, changes) => core.update(ruleName, changes);
   return middleware;
 }

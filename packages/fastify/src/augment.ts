@@ -2,10 +2,28 @@
  * Types tollgate adds to Fastify through module augmentation: the decision
  * on the request, and a route's `config.rateLimit`.
  */
-import type { Decision } from '@tollgate/core';
+import type { Decision, RuleChanges } from '@tollgate/core';
+import type { FastifyRequest } from 'fastify';
 import type { RouteRateLimit } from './options.js';
 
+/** What the plugin decorates the instance with: `app.tollgate`. */
+export interface TollgateInstance {
+  /**
+   * Replaces a rule's `limit`, `burst`, `cost` or `blockFor` in place, in every tollgate
+   * registration of this instance (and its child scopes) that has a rule of that name
+   * (plugin-level, tier or route rule), validated as at construction; the next decisions
+   * use it and the rule's state is kept. Per process: apply it on every instance.
+   * @throws TG_UNKNOWN_RULE when no registration has the rule.
+   * @example app.tollgate.update('pro', { limit: 10_000 })
+   */
+  update(ruleName: string, changes: RuleChanges<FastifyRequest>): void;
+}
+
 declare module 'fastify' {
+  interface FastifyInstance {
+    /** tollgate's operations on its registrations (`app.tollgate.update`). */
+    tollgate: TollgateInstance;
+  }
   interface FastifyRequest {
     /** The rate-limit decision: every tollgate registration this request has met, combined. */
     rateLimit?: Decision;

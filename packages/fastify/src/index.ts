@@ -20,12 +20,14 @@ export {
   ManualClock,
   MemoryStore,
   type Rule,
+  type RuleChanges,
   type RuleResult,
   type Store,
   type TrustProxy,
   tenant,
   user,
 } from '@tollgate/core';
+export type { TollgateInstance } from './augment.js';
 export {
   type ClientAddressOptions,
   type ConcurrencyPluginOptions,

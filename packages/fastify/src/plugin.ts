@@ -13,10 +13,11 @@
  * `await`, then routes) never pass through its `onRoute` hook: a scope-level hook then
  * decides them too, so no route of the scope is left unlimited whatever the order.
  */
-import type { Limiter } from '@tollgate/core';
+import { type Limiter, type RuleChanges, TollgateError } from '@tollgate/core';
 import { createRateLimit, type Decide } from '@tollgate/core/http';
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
+import type { TollgateInstance } from './augment.js';
 import { normalise, type RouteRateLimit, routeOption, type TollgateHook, type TollgateOptions } from './options.js';
 import { fastifyPort } from './port.js';
 
@@ -80,6 +81,8 @@ function register(fastify: FastifyInstance, options: TollgateOptions): void {
   const wantsBase = core.limiter !== undefined;
 
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
+  if (!fastify.hasDecorator('tollgate')) fastify.decorate('tollgate', instanceOps());
+  (fastify.tollgate as unknown as { [REGISTRATIONS]: Registration[] })[REGISTRATIONS]?.push(core);
   (fastify as Scope)[OWNER] = owner;
 
   if (fastify.printRoutes() !== '(empty tree)') lateRoutes(fastify as Scope);
@@ -118,6 +121,38 @@ function register(fastify: FastifyInstance, options: TollgateOptions): void {
   fastify.addHook('onClose', function closeTollgateStore(_instance, next) {
     core.close().then(() => next(), next);
   });
+}
+
+/** What `app.tollgate` reaches of one registration. */
+type Registration = { update(ruleName: string, changes: RuleChanges<FastifyRequest>): void };
+const REGISTRATIONS = Symbol('tollgate.fastify.registrations');
+
+/**
+ * `app.tollgate`: its `update` applies to every registration having the rule (a plugin-level,
+ * tier or route rule); TG_UNKNOWN_RULE when none has it.
+ */
+function instanceOps(): TollgateInstance & { [REGISTRATIONS]: Registration[] } {
+  const registrations: Registration[] = [];
+  return {
+    [REGISTRATIONS]: registrations,
+    update(ruleName, changes) {
+      let unknown: unknown;
+      let found = false;
+      for (const r of registrations) {
+        try {
+          r.update(ruleName, changes);
+          found = true;
+        } catch (err) {
+          if ((err as { code?: unknown }).code !== 'TG_UNKNOWN_RULE') throw err;
+          unknown ??= err;
+        }
+      }
+      if (!found)
+        throw (
+          unknown ?? new TollgateError('TG_UNKNOWN_RULE', `update: no tollgate registration has a rule named ${JSON.stringify(ruleName)}.`)
+        );
+    },
+  };
 }
 
 const tollgatePlugin: FastifyPluginCallback<TollgateOptions> = function tollgate(fastify, options, done) {

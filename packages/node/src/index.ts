@@ -14,7 +14,7 @@
  * });
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { ConcurrencyLimit, Decision, Shedder, ShedOptions, ThrottleResult } from '@tollgate/core';
+import type { ConcurrencyLimit, Decision, RuleChanges, Shedder, ShedOptions, ThrottleResult } from '@tollgate/core';
 import {
   type ConcurrencyFlowOptions,
   concurrencyFlow,
@@ -146,6 +146,13 @@ export function rateLimit(options: RateLimitOptions): NodeLimiter & {
    * all-or-nothing decision), or standing instead of them with `mode: 'replace'`.
    */
   route(options: RouteOptionsOf<Req>): NodeLimiter;
+  /**
+   * Replaces a rule's `limit`, `burst`, `cost` or `blockFor` in place (the app-level
+   * rules, the tiers' and every route's), validated as at construction; the next decisions
+   * use it and the rule's state is kept. Per process: apply it on every instance.
+   * @example limiter.update('pro', { limit: 10_000 })
+   */
+  update(ruleName: string, changes: RuleChanges<Req>): void;
 } {
   const { onError, ...rest } = options ?? ({} as RateLimitOptions);
   const o = normalizeLimiterOptions<Req, RateLimitOptions>(rest, {
@@ -165,6 +172,7 @@ export function rateLimit(options: RateLimitOptions): NodeLimiter & {
   return forms(core.handle, onError, {
     reset: (req: Req) => limiter.reset(req),
     peek: (req: Req) => limiter.peek(req),
+    update: (ruleName: string, changes: RuleChanges<Req>) => core.update(ruleName, changes),
     route(options: RouteOptionsOf<Req>) {
       const r = routeOptionsOf<Req>(options);
       return forms(core.route(r.rules, r.mode, 'route rules'), onError, {});

@@ -18,12 +18,12 @@ import { publishDecision, publishStoreError } from '../diagnostics.js';
 import { configError, describe } from '../errors.js';
 import type { HeaderContext } from '../headers.js';
 import type { HttpOptions, HttpOptionsInput } from '../http-options.js';
-import { createLimiter, decisionOps, type Limiter } from '../limiter.js';
+import { createLimiterIn, decisionOps, type Limiter, type LimiterOptions, ruleFamily, updateRule } from '../limiter.js';
 import { MemoryStore } from '../memory-store.js';
 import { mergeDecisions } from '../merge.js';
 import { nextAdmission } from '../next-admission.js';
 import { isCapacityRefusal, messageContentType, messageText, refusal, storeFailureRefusal } from '../response.js';
-import type { KeyFn, Rule } from '../rules.js';
+import type { KeyFn, Rule, RuleChanges } from '../rules.js';
 import type { Decision, RuleResult, Store } from '../types.js';
 import { asAny, asMessage, asSkip, call, isThenable, settle } from './callbacks.js';
 import { holdRequest } from './lifetime.js';
@@ -36,6 +36,8 @@ export type RouteMode = 'add' | 'replace';
 /** A limiter's options as the adapter normalised them (`normalizeHttpOptions` and its own). */
 export interface RateLimitSource<Req, O extends HttpOptionsInput = HttpOptionsInput> extends HttpOptions<Req, O> {
   rules: readonly Rule<Req>[];
+  tiers: Readonly<Record<string, readonly Rule<Req>[]>> | undefined;
+  tier: ((req: Req) => string | Promise<string>) | undefined;
   store: Store | undefined;
   clock: Clock | undefined;
   prefix: string | undefined;
@@ -81,6 +83,11 @@ export interface RateLimitCore<Req, Res, Next> {
    * every case (`'replace'`), so the whole is one all-or-nothing decision.
    */
   route(rules: readonly Rule<Req>[], mode: RouteMode, path: string): Decide<Req, Res, Next>;
+  /**
+   * `limiter.update` over every stack of this limiter: the app-level rules, the tiers and
+   * every route's rules (each rule of that name).
+   */
+  update(ruleName: string, changes: RuleChanges<Req>): void;
   /** Closes the store if this limiter created it. */
   close(): Promise<void>;
 }
@@ -139,8 +146,18 @@ export function createRateLimit<Req, Res, Next>(
     ...(o.prefix !== undefined ? { prefix: o.prefix } : {}),
     defaultKey: guardAppFn(o.defaultKey) as KeyFn<Req>,
   };
-  const rules = guardRules(o.rules, 'rules');
-  const limiter = Array.isArray(rules) && rules.length === 0 && s.allowEmpty ? undefined : createLimiter<Req>({ rules, ...common });
+  const family = ruleFamily<Req>(o.prefix ?? 'tg');
+  const tiered = o.tiers !== undefined || o.tier !== undefined;
+  // With tiers, `rules` may be left out: each request gets its tier's rules.
+  const rules = guardRules(o.rules === undefined && tiered ? [] : o.rules, 'rules');
+  // Passed on as given (guarded when they are what they should be): the limiter reports the rest.
+  const tiering = (
+    tiered ? { tiers: guardTiers<Req>(o.tiers), tier: typeof o.tier === 'function' ? guardAppFn(o.tier) : o.tier } : {}
+  ) as Pick<LimiterOptions<Req>, 'tiers' | 'tier'>;
+  const limiter =
+    Array.isArray(rules) && rules.length === 0 && s.allowEmpty && !tiered
+      ? undefined
+      : createLimiterIn<Req>({ rules, ...tiering, ...common }, family);
   const slot = Symbol(`tollgate:${o.name}`);
   const checkSkip = asSkip(`${s.path}.skip`);
   const skip = s.skip;
@@ -187,7 +204,7 @@ export function createRateLimit<Req, Res, Next>(
   function routeLimiter(routeRules: readonly Rule<Req>[], mode: RouteMode, path: string): Limiter<Req> {
     const guarded = guardRules(routeRules, path);
     if (mode === 'add' && limiter !== undefined) return limiter.extend(guarded);
-    return createLimiter<Req>({ rules: guarded, ...common });
+    return createLimiterIn<Req>({ rules: guarded, ...common }, family);
   }
 
   const handle: Decide<Req, Res, Next> = limiter === undefined ? (_req, _res, next) => port.pass(next) : stack(limiter);
@@ -202,7 +219,7 @@ export function createRateLimit<Req, Res, Next>(
       const guarded = guardRules(routeRules, path);
       // Validates the route rules against the app-level ones (no shared names) for 'add'.
       const whole = routeLimiter(guarded, mode, path);
-      const alone = mode === 'replace' ? whole : createLimiter<Req>({ rules: guarded, ...common });
+      const alone = mode === 'replace' ? whole : createLimiterIn<Req>({ rules: guarded, ...common }, family);
       const decideWhole = stack(whole);
       const decideAlone = pipelineOf(alone);
       return function routeStage(req, res, next) {
@@ -233,8 +250,15 @@ export function createRateLimit<Req, Res, Next>(
         );
       };
     },
+    update: (ruleName, changes) => updateRule(family, ruleName, changes),
     close: () => (ownStore === undefined ? Promise.resolve() : ownStore.close()),
   };
+}
+
+/** Every tier's rules with their functions guarded (see guardRules); other values as they are, for the limiter to report. */
+function guardTiers<Req>(tiers: unknown): Readonly<Record<string, readonly Rule<Req>[]>> | undefined {
+  if (typeof tiers !== 'object' || tiers === null || Array.isArray(tiers)) return tiers as undefined;
+  return Object.fromEntries(Object.entries(tiers).map(([name, stack]) => [name, guardRules(stack as Rule<Req>[], `tiers.${name}`)]));
 }
 
 /** `(req, res, next, prior?, fresh?)`: `prior` is given back on a refusal; `fresh` replaces earlier headers. */
