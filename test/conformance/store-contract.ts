@@ -15,6 +15,7 @@
 import { type Clock, createLimiter, type Decision, type Limiter, ManualClock, type Rule, type Store } from '@tollgate/core';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { valuesContract } from './values-contract.js';
 
 /** What the suite's rules read from a "request". */
 export interface ContractReq {
@@ -919,5 +920,8 @@ export function storeContract(
         });
       }
     });
+
+    // Tiers, values per request and update (values-contract.ts), on this store.
+    valuesContract(() => ({ clock, store, prefix }));
   });
 }
