@@ -15,6 +15,7 @@ export async function nodeApp(spec: AppSpec): Promise<ListeningApp> {
     ...(spec.trustProxy !== undefined ? { trustProxy: spec.trustProxy } : {}),
     ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
     ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
+    ...(spec.tiers !== undefined ? { tiers: spec.tiers as never, tier: spec.tier as never } : {}),
   });
   const routes = new Map(
     spec.routes.map((r) => [
@@ -40,5 +41,6 @@ export async function nodeApp(spec: AppSpec): Promise<ListeningApp> {
   return {
     port: (server.address() as { port: number }).port,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    update: (name, changes) => limit.update(name, changes),
   };
 }
