@@ -86,7 +86,7 @@ export interface CompiledRule<R = unknown> {
   readonly source: Rule<R>;
   /**
    * Set when `limit` or `burst` is a function of the request: each decision then uses a
-   * spec derived from `spec` with the values it returned (see {@link specFor}), whose
+   * spec derived from `spec` with the values it returned (`specFor` in rules.ts), whose
    * identity (`id`) is `spec.id`. `spec.limit` (and `burst`, `queue`, `maxCost`) are then
    * only the construction-time placeholders (1 for a function-valued limit).
    */
