@@ -550,20 +550,33 @@ function opsOf<R>(cells: readonly Cell<R>[], req: R, cost: number | undefined): 
     return [op];
   }
   const ops: StoreOp[] = [];
-  let pending: Array<StoreOp | undefined | Promise<StoreOp | undefined>> | undefined;
   for (let i = 0; i < n; i++) {
-    let op: StoreOp | undefined | Promise<StoreOp | undefined>;
+    const op = ruleOp(cells[i] as Cell<R>, req, cost);
+    if (op instanceof Promise) return restOf(cells, i, ops, op, req, cost);
+    if (op !== undefined) ops.push(op);
+  }
+  return ops;
+}
+
+/** `opsOf` from the first rule whose op is a promise (`first`, rule `i`) on. */
+function restOf<R>(
+  cells: readonly Cell<R>[],
+  i: number,
+  ops: StoreOp[],
+  first: Promise<StoreOp | undefined>,
+  req: R,
+  cost: number | undefined,
+): Promise<StoreOp[]> {
+  const pending: Array<StoreOp | undefined | Promise<StoreOp | undefined>> = [...ops, first];
+  for (let j = i + 1; j < cells.length; j++) {
     try {
-      op = ruleOp(cells[i] as Cell<R>, req, cost);
+      pending.push(ruleOp(cells[j] as Cell<R>, req, cost));
     } catch (err) {
-      if (pending !== undefined) Promise.all(pending).then(noop, noop);
+      // The promises already made are dropped: keep their rejections handled.
+      Promise.all(pending).then(noop, noop);
       throw err;
     }
-    if (pending !== undefined) pending.push(op);
-    else if (op instanceof Promise) pending = [...ops, op];
-    else if (op !== undefined) ops.push(op);
   }
-  if (pending === undefined) return ops;
   return Promise.all(pending).then((all) => all.filter((o): o is StoreOp => o !== undefined));
 }
 
