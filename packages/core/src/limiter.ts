@@ -612,8 +612,59 @@ function build<R>(
   defaultKey: KeyFn<R>,
   family: RuleFamily<R>,
 ): Limiter<R> {
+  // The base rules' ops, as closures over this limiter's own arrays (the hot path: the same
+  // shape as a limiter without tiers or values per request had; tiers use opsOf).
+  const n = cells.length;
+  const keyFns = cells.map((c) => c.key);
+  const lastRaw: (string | undefined)[] = new Array(n).fill(undefined);
+  const lastKey: string[] = new Array(n).fill('');
+  function cachedBaseKey(i: number, raw: string): string {
+    if (raw === lastRaw[i]) return lastKey[i] as string;
+    const key = sanitizeKey(raw);
+    lastRaw[i] = raw;
+    lastKey[i] = key;
+    return key;
+  }
+
+  function baseOpOf(i: number, k: unknown, req: R, override: number | undefined): StoreOp | Promise<StoreOp> {
+    const rule = (cells[i] as Cell<R>).c;
+    const raw = keyOf(k, rule.spec.name);
+    const key = cachedBaseKey(i, raw);
+    if (rule.dynamic !== undefined) return dynamicOp(rule, rule.dynamic, key, raw, req, override);
+    const c = override ?? rule.cost ?? (rule.costFn as (req: R) => unknown)(req);
+    if (isThenable(c)) return Promise.resolve(c).then((v) => ({ rule: rule.spec, key, raw, cost: costOf(rule.spec, v) }), rethrowAsApp);
+    return { rule: rule.spec, key, raw, cost: costOf(rule.spec, c) };
+  }
+
+  function baseOp(i: number, req: R, cost: number | undefined): StoreOp | undefined | Promise<StoreOp | undefined> {
+    const k: unknown = (keyFns[i] as KeyFn<R>)(req);
+    if (k === undefined || k === null) return undefined;
+    if (isThenable(k)) {
+      return Promise.resolve(k).then((v) => (v === undefined || v === null ? undefined : baseOpOf(i, v, req, cost)), rethrowAsApp);
+    }
+    return baseOpOf(i, k, req, cost);
+  }
+
+  function baseOps(req: R, cost: number | undefined): StoreOp[] | Promise<StoreOp[]> {
+    if (n === 1) {
+      // One rule, the common case: an array of exactly one op, not a growable empty one.
+      const op = baseOp(0, req, cost);
+      if (op === undefined) return [];
+      if (op instanceof Promise) return op.then((o) => (o === undefined ? [] : [o]));
+      return [op];
+    }
+    const ops: StoreOp[] = [];
+    for (let i = 0; i < n; i++) {
+      const op = baseOp(i, req, cost);
+      // From the first promise on, the rest keep every rejection handled (see restOf).
+      if (op instanceof Promise) return restOf(cells, i, ops, op, req, cost);
+      if (op !== undefined) ops.push(op);
+    }
+    return ops;
+  }
+
   function resolveAsync(req: R, cost?: number): StoreOp[] | Promise<StoreOp[]> {
-    const base = opsOf(cells, req, cost);
+    const base = baseOps(req, cost);
     return tiering === undefined ? base : withTier(base, tiering, req, cost);
   }
 

@@ -465,7 +465,8 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
     dryRun,
     maxCost,
   };
-  if (!dynamic) return { spec, key: rule.key, cost, costFn, countIf, source: rule };
+  // Always the same fields (dynamic: undefined), so every compiled rule has one shape.
+  if (!dynamic) return { spec, key: rule.key, cost, costFn, countIf, source: rule, dynamic: undefined };
   const values: DynamicValues<R> = {
     limit: limitFn,
     burst: burstFn,

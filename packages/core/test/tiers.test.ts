@@ -207,3 +207,30 @@ describe('the specs a decision uses', () => {
     expect(l.rules[0]?.spec).toMatchObject({ limit: 200, calendar: 'day' });
   });
 });
+
+describe('rejections of dropped promises', () => {
+  it('an async key that rejects, beside a later key that throws, leaves no unhandled rejection (it was left unhandled)', async () => {
+    const seen: unknown[] = [];
+    const listener = (reason: unknown) => seen.push(reason);
+    process.on('unhandledRejection', listener);
+    try {
+      const thrown = new Error('sync');
+      const l = createLimiter<Req>({
+        rules: [
+          rule('a', { key: async () => Promise.reject(new Error('async')) }),
+          rule('b', {
+            key: () => {
+              throw thrown;
+            },
+          }),
+        ],
+        store: store(),
+      });
+      await expect(l.consume({ k: 'x' })).rejects.toBe(thrown);
+      await new Promise((r) => setTimeout(r, 20));
+      expect(seen).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', listener);
+    }
+  });
+});
