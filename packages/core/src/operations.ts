@@ -153,18 +153,33 @@ function publish(message: KeyOpMessage): void {
   if (channels.keyOp.hasSubscribers) channels.keyOp.publish(message);
 }
 
-/** The operations by key of a limiter (or of an adapter's limiters together). */
-export function keyOperations(source: OperationSource): KeyOperations {
-  const { store, clock } = source;
+/**
+ * The operations by key of a limiter, or of several together (an adapter's registrations):
+ * a rule is looked up in each source in turn, and the first that has it runs the operation
+ * on its own store. An array is read at every call, so sources added later are seen.
+ */
+export function keyOperations(from: OperationSource | readonly OperationSource[]): KeyOperations {
+  const sources: readonly OperationSource[] = Array.isArray(from) ? from : [from as OperationSource];
 
-  function ruleOf(name: unknown, operation: string): RuleSpec {
-    const r = typeof name === 'string' ? source.ruleByName(name) : undefined;
-    if (r !== undefined) return r;
+  function names(): string[] {
+    const all = new Set<string>();
+    for (const src of sources) for (const n of src.ruleNames()) all.add(n);
+    return [...all];
+  }
+
+  function ruleOf(name: unknown, operation: string): { rule: RuleSpec; source: OperationSource } {
+    if (typeof name === 'string') {
+      for (const source of sources) {
+        const rule = source.ruleByName(name);
+        if (rule !== undefined) return { rule, source };
+      }
+    }
+    const known = names();
     throw configError('TG_UNKNOWN_RULE', {
       path: `${operation}.rule`,
       expected: "the name of one of the limiter's rules",
       received: describe(name),
-      fix: `${didYouMean(name, source.ruleNames())}Name a rule of this limiter (its rules: ${[...source.ruleNames()].join(', ')}).`,
+      fix: `${didYouMean(name, known)}Name a rule of this limiter (${known.length === 0 ? 'it has none yet' : `its rules: ${known.join(', ')}`}).`,
     });
   }
 
@@ -176,7 +191,8 @@ export function keyOperations(source: OperationSource): KeyOperations {
     op: KeyOp | undefined,
     extra: Pick<KeyOpMessage, 'units' | 'blockMs'>,
   ): Promise<KeyState | undefined> {
-    const rule = ruleOf(name, operation);
+    const { rule, source } = ruleOf(name, operation);
+    const { store, clock } = source;
     const raw = keyText(rawKey, `${operation}.key`);
     const key = sanitizeKey(raw);
     const message: KeyOpMessage = { operation, rule: rule.name, key: raw, ...extra };
