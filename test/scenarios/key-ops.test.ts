@@ -202,6 +202,24 @@ describe.each(APPS)('$name', ({ make }) => {
   });
 });
 
+describe('route rules by name', () => {
+  it('route rules of one name and kind share a state and are reachable; of different kinds the name is ambiguous', async () => {
+    const clock = new ManualClock(START);
+    const limiter = expressRateLimit({ rules: appRules as Rule<express.Request>[], clock });
+    await expect(limiter.get('export', 'k')).rejects.toMatchObject({ code: 'TG_UNKNOWN_RULE' });
+    limiter.route({ rules: [{ name: 'export', limit: 5, window: '1m', group: 'exports' }] });
+    limiter.route({ rules: [{ name: 'export', limit: 9, window: '1m', group: 'exports' }] });
+    expect((await limiter.penalize('export', 'k', 2)).remaining).toBe(3);
+    limiter.route({ rules: [{ name: 'export', limit: 5, window: '1h', group: 'exports' }] });
+    await expect(limiter.get('export', 'k')).rejects.toMatchObject({
+      code: 'TG_UNKNOWN_RULE',
+      fix: expect.stringContaining('different names'),
+    });
+    // The app-level rules stay reachable.
+    expect((await limiter.get('ip', 'k')).remaining).toBe(100);
+  });
+});
+
 describe('ipKey', () => {
   it("is the key ip() gives: IPv4 as is, IPv4-mapped IPv6 as IPv4, IPv6 folded to the rule's subnet", () => {
     expect(ipKey('203.0.113.7')).toBe('203.0.113.7');
