@@ -4,6 +4,9 @@
  * keys, on Redis time. The rule comes from flags or from a config file; `--json` output is
  * asserted field by field; failures are coded with their exit codes.
  */
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { createLimiter, ip, type RequestLike, type Rule } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
 import { Cluster, Redis } from 'ioredis';
@@ -11,6 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, type RedisCluster, type RedisServer, startCluster, startRedis } from '../../../test/setup/redis.js';
 import { cli } from './helpers.js';
 
+const bin = fileURLToPath(new URL('../bin/tollgate.js', import.meta.url));
+const exec = promisify(execFile);
 const req = (addr: string) => ({ headers: {}, socket: { remoteAddress: addr } });
 let n = 0;
 
@@ -191,6 +196,33 @@ describe('standalone', () => {
     ]);
     expect(r.code).toBe(3);
     expect(JSON.parse(r.stdout()).error.code).toBe('TG_CLI_REDIS_FAILED');
+  });
+
+  it('the real command (bin/tollgate.js on the built package, a child process) blocks a key the application then refuses', async () => {
+    const prefix = `cli${++n}:`;
+    const { limiter, store } = app([{ name: 'ip', rate: '5/min' }], prefix);
+    const { stdout, stderr } = await exec(process.execPath, [
+      bin,
+      'keys',
+      'block',
+      '--redis',
+      url,
+      '--prefix',
+      prefix,
+      '--rule',
+      'ip',
+      '--rate',
+      '5/min',
+      '--ip',
+      '::ffff:198.51.100.4',
+      '--for',
+      '10m',
+      '--json',
+    ]);
+    expect(stderr).toBe('');
+    expect(JSON.parse(stdout).state).toMatchObject({ key: '198.51.100.4', blocked: true });
+    expect((await limiter.consume(req('198.51.100.4'))).rules[0]?.reason).toBe('blocked');
+    await store.close();
   });
 
   it('keys --help and help keys print the usage', async () => {
