@@ -181,6 +181,19 @@ export function keyOpsContract(
       expect(s).toMatchObject({ remaining: 8, capacity: 8, resetMs: 0 });
     });
 
+    it.each(['day', 'month'] as const)('a calendar quota per %s: get, penalize and reward on its UTC period', async (per) => {
+      clock.set(Date.UTC(2026, 1, 10, 12));
+      const l = one({ quota: 100, per });
+      await l.consume({}, { cost: 30 });
+      const end = per === 'day' ? Date.UTC(2026, 1, 11) : Date.UTC(2026, 2, 1);
+      expect(await l.get('r', 'a')).toMatchObject({ remaining: 70, resetMs: end - clock.now(), capacity: 100 });
+      expect((await l.penalize('r', 'a', 500)).remaining).toBe(0);
+      expect((await l.get('r', 'a')).retryAfterMs).toBe(end - clock.now());
+      expect((await l.reward('r', 'a', 40)).remaining).toBe(40);
+      clock.set(end);
+      expect((await l.get('r', 'a')).remaining).toBe(100);
+    });
+
     it('a block ends at its deadline, and a later block is never shortened by a shorter one', async () => {
       const l = one({ limit: 5, window: '1s' });
       await l.block('r', 'a', '1h');
