@@ -7,10 +7,11 @@
  * counting the failed call once. Real three-master Clusters, on every client the store
  * takes (ioredis `Cluster`, node-redis 5 and 6 `createCluster`).
  */
-import { createLimiter, type Limiter } from '@tollgate/core';
+import { createLimiter, type Decision, type Limiter } from '@tollgate/core';
 import { RedisStore, STORE_LIBRARY_NAME } from '@tollgate/redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROBE_TIMEOUT_MS } from '../../packages/redis/src/script.js';
 import { CLIENTS, type Connected } from '../setup/clients.js';
 import { type RedisCluster, type RedisServer, rawCommand, startCluster } from '../setup/redis.js';
 
@@ -61,7 +62,7 @@ describe.each(CLIENTS)('Cluster on $name: one master loses the function library'
   });
   afterAll(() => c.close());
 
-  function limiter(): { l: Limiter<string>; store: RedisStore; errors: unknown[] } {
+  function limiter(timeoutMs = 2000): { l: Limiter<string>; store: RedisStore; errors: unknown[] } {
     const store = new RedisStore({
       client: c.client,
       prefix: `reload:${kind.name.replace(/\W/g, '')}:${n++}:`,
@@ -87,6 +88,33 @@ describe.each(CLIENTS)('Cluster on $name: one master loses the function library'
     expect(errors).toEqual([]);
     expect(await hasLibrary(victim)).toBe(true);
     for (const node of cluster.nodes) expect(await hasLibrary(node)).toBe(true);
+    await store.close();
+  });
+
+  it('bug: a master that stopped answering held up reloading the library on another, so decisions there timed out', async () => {
+    const { l, store, errors } = limiter(3000);
+    for (const k of KEYS) expect((await l.consume(k)).degraded).toBeUndefined();
+    const flushed = await ownerOf(KEYS[0] as string);
+    const silent = cluster.nodes.find((x) => x !== flushed) as RedisServer;
+    const key = KEYS.find((k) => k !== KEYS[0]) as string;
+    expect(await rawCommand(flushed.port, 'FUNCTION FLUSH')).toMatch(/^\+OK/);
+    silent.pause();
+    let d: Decision;
+    const asked = Date.now();
+    try {
+      // Well within the Cluster's node timeout (5 s): the paused master is not failed over.
+      d = await l.consume(KEYS[0] as string);
+    } finally {
+      silent.resume();
+    }
+    const took = Date.now() - asked;
+    expect(d.degraded).toBeUndefined();
+    expect(d.rules[0]?.remaining).toBe(LIMIT - 2);
+    // The choice waited for the silent master at most PROBE_TIMEOUT_MS (plus slack).
+    expect(took).toBeLessThan(PROBE_TIMEOUT_MS + 1500);
+    expect(errors).toEqual([]);
+    expect(await hasLibrary(flushed)).toBe(true);
+    expect((await l.consume(key)).degraded).toBeUndefined();
     await store.close();
   });
 
