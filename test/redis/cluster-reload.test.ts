@@ -66,7 +66,7 @@ describe.each(CLIENTS)('Cluster on $name: one master loses the function library'
     const store = new RedisStore({
       client: c.client,
       prefix: `reload:${kind.name.replace(/\W/g, '')}:${n++}:`,
-      timeoutMs: 2000,
+      timeoutMs,
       denyCache: false,
     });
     const errors: unknown[] = [];
