@@ -12,7 +12,15 @@ import { RedisStore, type RedisWarningMessage } from '@tollgate/redis';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CLIENTS, type Connected } from '../setup/clients.js';
-import { type RedisCluster, type RedisServer, startCluster, startRedis } from '../setup/redis.js';
+import {
+  type RedisCluster,
+  type RedisServer,
+  rawCommand,
+  type SentinelSetup,
+  startCluster,
+  startRedis,
+  startSentinel,
+} from '../setup/redis.js';
 
 const servers: Record<string, RedisServer> = {};
 const clients: Redis[] = [];
@@ -227,4 +235,30 @@ describe('RedisStore: checks wait for a client the application connects later', 
     await settle();
     expect(warnings).toEqual([]);
   });
+});
+
+describe('RedisStore: checks through a Sentinel client', () => {
+  let sentinel: SentinelSetup;
+  beforeAll(async () => {
+    sentinel = await startSentinel();
+    // The master evicts (the replica keeps the default): a Sentinel client checks the master.
+    expect(await rawCommand(sentinel.master.port, 'CONFIG SET maxmemory-policy allkeys-lfu')).toMatch(/^\+OK/);
+  }, 60_000);
+  afterAll(async () => {
+    await sentinel?.destroy();
+  });
+
+  for (const kind of CLIENTS)
+    it(`${kind.name}: warns for the master's evicting policy`, async () => {
+      const c = await kind.sentinel(sentinel.name, sentinel.sentinelPorts);
+      try {
+        const store = new RedisStore({ client: c.client });
+        await store.checked;
+        await settle();
+        expect(messages.map((m) => [m.code, m.policy])).toEqual([['TOLLGATE_REDIS_EVICTION_POLICY', 'allkeys-lfu']]);
+        await store.close();
+      } finally {
+        await c.close();
+      }
+    });
 });
