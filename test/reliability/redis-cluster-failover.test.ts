@@ -11,12 +11,14 @@
  * never counted = the 200s minus the counter on the new master. They come from the
  * local fallback (answers marked degraded) and from writes the old master acknowledged
  * but had not yet replicated (asynchronous replication). Both figures are printed and
- * recorded in docs/reliability.md.
+ * recorded in docs/reliability.md. Then the promoted master loses the function library
+ * (FUNCTION FLUSH): the next call to the slot loads it there and is decided by Redis.
  */
-import { Cluster } from 'ioredis';
+import { STORE_LIBRARY_NAME } from '@tollgate/redis';
+import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLIENTS } from '../setup/clients.js';
-import { type ReplicatedCluster, rawCommand, startClusterWithReplicas } from '../setup/redis.js';
+import { type RedisServer, type ReplicatedCluster, rawCommand, startClusterWithReplicas } from '../setup/redis.js';
 import { sleep, startApp, startLoad, summarize } from './helpers/children.js';
 import type { LoadResult } from './helpers/load.js';
 
@@ -132,6 +134,26 @@ describe.each(CLIENTS)('Redis Cluster on $name: a master killed mid-load, its re
         expect(afterDegraded).toBeLessThanOrEqual(after.length * 0.05);
         // Uncounted admissions are the fallback's and lost writes, never negative.
         expect(counted).toBeLessThanOrEqual(admitted);
+      }
+
+      // The promoted replica got the library by replication. Lose it there (as a replica
+      // freshly started or flushed would not have it): the next call to the slot loads it
+      // on the new master and is decided by Redis, on every app.
+      const promoted = replica as RedisServer;
+      expect(await rawCommand(promoted.port, 'FUNCTION FLUSH')).toMatch(/^\+OK/);
+      for (const app of apps) {
+        let peek: { degraded?: string } = { degraded: 'not asked' };
+        for (let i = 0; i < 50 && peek.degraded !== undefined; i++) {
+          peek = (await (await fetch(`http://127.0.0.1:${app.port}/peek`)).json()) as { degraded?: string };
+          if (peek.degraded !== undefined) await sleep(100);
+        }
+        expect(peek.degraded).toBeUndefined();
+      }
+      const direct = new Redis({ port: promoted.port, host: '127.0.0.1' });
+      try {
+        expect(await direct.call('FUNCTION', 'LIST', 'LIBRARYNAME', STORE_LIBRARY_NAME)).toHaveLength(1);
+      } finally {
+        direct.disconnect();
       }
     } finally {
       admin.disconnect();
