@@ -216,7 +216,12 @@ function nodeRedisClusterPort(c: NodeRedisCluster): RedisPort {
     eval: (script, keys, args) => c.sendCommand(keys[0], false, ['EVAL', script, String(keys.length), ...keys, ...args], BUFFERS),
     fcall: (fn, keys, args) => c.sendCommand(keys[0], false, ['FCALL', fn, String(keys.length), ...keys, ...args], BUFFERS),
     command: (args, key) => c.sendCommand(key, false, args),
-    masters: async () => Promise.all(c.masters.map(async (m) => nodeRedisPort(await c.nodeClient(m)))),
+    // A master whose client cannot be had (its connection failing) is left out, as a master
+    // that does not answer is: the others are still reached.
+    masters: async () => {
+      const got = await Promise.allSettled(c.masters.map(async (m) => nodeRedisPort(await c.nodeClient(m))));
+      return got.flatMap((g) => (g.status === 'fulfilled' ? [g.value] : []));
+    },
   };
 }
 
