@@ -11,6 +11,7 @@ import { channels, DURATION } from './diagnostics.js';
 import { configError, describe } from './errors.js';
 import { ip } from './keys.js';
 import { MemoryStore } from './memory-store.js';
+import { type KeyOperations, keyOperations, type OperationKey } from './operations.js';
 import { type CompiledRule, compileRules, type KeyFn, type Rule } from './rules.js';
 import { unknownOptionFix } from './suggest.js';
 import type { Decision, RuleResult, Store, StoreDecision, StoreOp } from './types.js';
@@ -36,7 +37,7 @@ export interface LimiterOptions<R> {
  * const d = await limiter.consume(job);
  * if (!d.allowed) setTimeout(retry, d.retryAfterMs);
  */
-export interface Limiter<R> {
+export interface Limiter<R> extends Omit<KeyOperations, 'reset'> {
   readonly rules: readonly CompiledRule<R>[];
   readonly store: Store;
   readonly clock: Clock | undefined;
@@ -65,6 +66,11 @@ export interface Limiter<R> {
   refund(req: R, decision: Decision, options?: { rules?: readonly string[] }): Promise<void>;
   /** Forgets the request's keys for every rule. */
   reset(req: R): Promise<void>;
+  /**
+   * Forgets one key's state for the rule named `rule` (an operation by key, see `get`):
+   * told from `reset(req)` by its two arguments.
+   */
+  reset(rule: string, key: OperationKey): Promise<void>;
   /** A limiter deciding this stack plus `rules` as one stack (same store, clock, prefix). */
   extend(rules: readonly Rule<R>[]): Limiter<R>;
   /**
@@ -372,11 +378,19 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
       ? (ops: StoreOp[], t0: number) => finish(ops, consumeSync.call(store, ops, now()), t0)
       : (ops: StoreOp[], t0: number) => store.consume(ops, now()).then((d) => finish(ops, d, t0));
 
+  const ops = keyOperations({
+    store,
+    clock,
+    ruleByName: (name) => ruleByName(compiled, name)?.spec,
+    ruleNames: () => compiled.map((c) => c.spec.name),
+  });
+
   const limiter: Limiter<R> = {
     rules: compiled,
     store,
     clock,
     prefix,
+    ...ops,
     resolve,
     resolveAsync,
     consume(req, o) {
@@ -438,7 +452,10 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
         throw err;
       }
     },
-    async reset(req) {
+    async reset(...args: [R] | [string, OperationKey]) {
+      // Two arguments: a rule name and a key (an operation by key); one: a request.
+      if (args.length >= 2) return ops.reset(args[0] as string, args[1] as OperationKey);
+      const req = args[0] as R;
       await Promise.all((await resolveAsync(req)).map((op) => store.reset(op.rule, op.key, op.raw)));
     },
     extend(rules) {
@@ -446,6 +463,11 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
     },
   };
   return limiter;
+}
+
+/** The rule of a stack named `name` (operations by key look rules up by name). */
+function ruleByName<R>(compiled: readonly CompiledRule<R>[], name: string): CompiledRule<R> | undefined {
+  return compiled.find((c) => c.spec.name === name);
 }
 
 function extendRules<R>(existing: CompiledRule<R>[], rules: readonly Rule<R>[], prefix: string): CompiledRule<R>[] {

@@ -13,7 +13,7 @@
  * `await`, then routes) never pass through its `onRoute` hook: a scope-level hook then
  * decides them too, so no route of the scope is left unlimited whatever the order.
  */
-import type { Limiter } from '@tollgate/core';
+import { keyOperations, type Limiter, type OperationSource } from '@tollgate/core';
 import { createRateLimit, type Decide } from '@tollgate/core/http';
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
@@ -27,6 +27,8 @@ const OWNER = Symbol.for('tollgate.fastify.owner');
 const MARK = Symbol.for('tollgate.fastify.hook');
 /** Marks the config of a route the `onRoute` hook saw, per registration. */
 const SEEN = Symbol('tollgate.fastify.seen');
+/** The registrations (their rules by name) behind an instance's `tollgate` decoration. */
+const SOURCES = Symbol.for('tollgate.fastify.sources');
 
 type HookFn = ((...args: never[]) => void) & { [MARK]?: true };
 type Scope = FastifyInstance & { [OWNER]?: object };
@@ -80,6 +82,7 @@ function register(fastify: FastifyInstance, options: TollgateOptions): void {
   const wantsBase = core.limiter !== undefined;
 
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
+  decorateOperations(fastify, core.operationSource);
   (fastify as Scope)[OWNER] = owner;
 
   if (fastify.printRoutes() !== '(empty tree)') lateRoutes(fastify as Scope);
@@ -118,6 +121,22 @@ function register(fastify: FastifyInstance, options: TollgateOptions): void {
   fastify.addHook('onClose', function closeTollgateStore(_instance, next) {
     core.close().then(() => next(), next);
   });
+}
+
+/**
+ * `app.tollgate`: the operations by key (get, reset, block, unblock, penalize, reward) over
+ * the rules of every registration that sees this instance, plugin-level and route-level.
+ * A registration in a scope that already has it (a second one, or one in a child scope)
+ * adds its rules to it; a rule is looked up in the order of registration.
+ */
+function decorateOperations(fastify: FastifyInstance, source: OperationSource): void {
+  const existing = (fastify as { tollgate?: { [SOURCES]?: OperationSource[] } }).tollgate?.[SOURCES];
+  if (existing !== undefined) {
+    existing.push(source);
+    return;
+  }
+  const sources = [source];
+  fastify.decorate('tollgate', { ...keyOperations(sources), [SOURCES]: sources });
 }
 
 const tollgatePlugin: FastifyPluginCallback<TollgateOptions> = function tollgate(fastify, options, done) {

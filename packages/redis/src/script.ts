@@ -25,7 +25,17 @@
  * so it is not used.
  */
 import { portOf, type RedisPort, replyCode } from './client.js';
-import { SLOTS_FUNCTION, STORE_FUNCTION, STORE_LIBRARY, STORE_LIBRARY_NAME, STORE_SCRIPT, STORE_SCRIPT_SHA } from './lua/index.js';
+import {
+  KEYS_FUNCTION,
+  KEYS_SCRIPT,
+  KEYS_SCRIPT_SHA,
+  SLOTS_FUNCTION,
+  STORE_FUNCTION,
+  STORE_LIBRARY,
+  STORE_LIBRARY_NAME,
+  STORE_SCRIPT,
+  STORE_SCRIPT_SHA,
+} from './lua/index.js';
 import { SLOT_SCRIPT, SLOT_SCRIPT_SHA } from './lua/slots.js';
 
 export { replyCode };
@@ -51,6 +61,9 @@ export interface ServerCode {
 export const STORE_CODE: ServerCode = { fn: STORE_FUNCTION, script: STORE_SCRIPT, sha: STORE_SCRIPT_SHA };
 /** The concurrency slots' acquire, renew and count (see lua/slots.ts). */
 export const SLOTS_CODE: ServerCode = { fn: SLOTS_FUNCTION, script: SLOT_SCRIPT, sha: SLOT_SCRIPT_SHA };
+
+/** The operations by key (see lua/keyops.ts). */
+export const KEYS_CODE: ServerCode = { fn: KEYS_FUNCTION, script: KEYS_SCRIPT, sha: KEYS_SCRIPT_SHA };
 
 /** How calls are sent: not chosen yet, `FCALL`, or `EVALSHA`. */
 type Mode = 'unknown' | 'functions' | 'scripts';
@@ -237,4 +250,9 @@ export function runnerOfClient(client: unknown): ScriptRunner | undefined {
 /** Runs the store's code (decide, peek, refund): `call.keys` and `call.args` (see args.ts). */
 export function runScript(port: RedisPort, call: { readonly keys: readonly string[]; readonly args: readonly string[] }): Promise<unknown> {
   return runnerOf(port).call(STORE_CODE, call.keys, call.args);
+}
+
+/** Runs one operation by key (lua/keyops.ts) on `key`'s node. */
+export function runKeyOp(port: RedisPort, key: string, args: readonly string[]): Promise<unknown> {
+  return runnerOf(port).call(KEYS_CODE, [key], args);
 }

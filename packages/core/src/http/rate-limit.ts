@@ -22,9 +22,10 @@ import { createLimiter, decisionOps, type Limiter } from '../limiter.js';
 import { MemoryStore } from '../memory-store.js';
 import { mergeDecisions } from '../merge.js';
 import { nextAdmission } from '../next-admission.js';
+import { type KeyOperations, keyOperations, type OperationSource } from '../operations.js';
 import { isCapacityRefusal, messageContentType, messageText, refusal, storeFailureRefusal } from '../response.js';
 import type { KeyFn, Rule } from '../rules.js';
-import type { Decision, RuleResult, Store } from '../types.js';
+import type { Decision, RuleResult, RuleSpec, Store } from '../types.js';
 import { asAny, asMessage, asSkip, call, isThenable, settle } from './callbacks.js';
 import { holdRequest } from './lifetime.js';
 import { type HttpPort, sendRefusal, writeRefusalHead } from './port.js';
@@ -81,6 +82,13 @@ export interface RateLimitCore<Req, Res, Next> {
    * every case (`'replace'`), so the whole is one all-or-nothing decision.
    */
   route(rules: readonly Rule<Req>[], mode: RouteMode, path: string): Decide<Req, Res, Next>;
+  /**
+   * The operations by key over every rule of this limiter: the app-level rules and the
+   * route rules of every route stack built so far.
+   */
+  readonly operations: KeyOperations;
+  /** Where `operations` look rules up (for an adapter that combines registrations). */
+  readonly operationSource: OperationSource;
   /** Closes the store if this limiter created it. */
   close(): Promise<void>;
 }
@@ -141,6 +149,8 @@ export function createRateLimit<Req, Res, Next>(
   };
   const rules = guardRules(o.rules, 'rules');
   const limiter = Array.isArray(rules) && rules.length === 0 && s.allowEmpty ? undefined : createLimiter<Req>({ rules, ...common });
+  const operationSource = ruleRegistry<Req>(store, o.clock);
+  if (limiter !== undefined) operationSource.learn(limiter);
   const slot = Symbol(`tollgate:${o.name}`);
   const checkSkip = asSkip(`${s.path}.skip`);
   const skip = s.skip;
@@ -186,8 +196,9 @@ export function createRateLimit<Req, Res, Next>(
 
   function routeLimiter(routeRules: readonly Rule<Req>[], mode: RouteMode, path: string): Limiter<Req> {
     const guarded = guardRules(routeRules, path);
-    if (mode === 'add' && limiter !== undefined) return limiter.extend(guarded);
-    return createLimiter<Req>({ rules: guarded, ...common });
+    const lim = mode === 'add' && limiter !== undefined ? limiter.extend(guarded) : createLimiter<Req>({ rules: guarded, ...common });
+    operationSource.learn(lim);
+    return lim;
   }
 
   const handle: Decide<Req, Res, Next> = limiter === undefined ? (_req, _res, next) => port.pass(next) : stack(limiter);
@@ -233,7 +244,43 @@ export function createRateLimit<Req, Res, Next>(
         );
       };
     },
+    operations: keyOperations(operationSource),
+    operationSource,
     close: () => (ownStore === undefined ? Promise.resolve() : ownStore.close()),
+  };
+}
+
+/**
+ * The rules of a limiter's stacks by name, for operations by key: the app-level rules and
+ * each route stack's as it is built. Two route rules of one name that count differently
+ * (another algorithm or window, so another state) make the name ambiguous: an operation
+ * on it is refused rather than guessing which state was meant.
+ */
+function ruleRegistry<Req>(store: Store, clock: Clock | undefined): OperationSource & { learn(lim: Limiter<Req>): void } {
+  const byName = new Map<string, RuleSpec>();
+  const ambiguous = new Set<string>();
+  return {
+    store,
+    clock,
+    learn(lim) {
+      for (const c of lim.rules) {
+        const known = byName.get(c.spec.name);
+        if (known === undefined) byName.set(c.spec.name, c.spec);
+        else if (known.id !== c.spec.id) ambiguous.add(c.spec.name);
+      }
+    },
+    ruleByName(name) {
+      if (ambiguous.has(name)) {
+        throw configError('TG_UNKNOWN_RULE', {
+          path: 'rule',
+          expected: 'a rule name that names one state',
+          received: `${JSON.stringify(name)}, the name of route rules with different algorithms or windows`,
+          fix: 'Give those route rules different names to operate on their keys.',
+        });
+      }
+      return byName.get(name);
+    },
+    ruleNames: () => byName.keys(),
   };
 }
 
