@@ -78,12 +78,14 @@ export {
   windowSeconds,
 } from './headers.js';
 export type { ClientAddressOptions, HttpLimiterOptions } from './http-options.js';
+export { applyKeyOp, keyFigures } from './key-ops.js';
 export {
   compileTrust,
   constant,
   header,
   type IpOptions,
   ip,
+  ipKey,
   normalizeAddress,
   type RequestLike,
   TRUST_PROXY_WARNING,
@@ -95,6 +97,15 @@ export {
 export { createLimiter, type Limiter, type LimiterOptions, sanitizeKey } from './limiter.js';
 export { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
 export { mergeDecisions } from './merge.js';
+export {
+  type KeyOperationName,
+  type KeyOperations,
+  type KeyOpMessage,
+  type KeyState,
+  keyOperations,
+  type OperationKey,
+  type OperationSource,
+} from './operations.js';
 export {
   CAPACITY_RETRY_AFTER_MS,
   capacityProblem,
@@ -117,11 +128,13 @@ export { closest, didYouMean, editDistance, unknownOptionFix } from './suggest.j
 export type {
   AlgorithmName,
   Decision,
+  KeyOp,
   Outcome,
   RejectReason,
   RuleResult,
   RuleSpec,
   Store,
   StoreDecision,
+  StoreKeyState,
   StoreOp,
 } from './types.js';

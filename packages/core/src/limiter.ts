@@ -11,6 +11,7 @@ import { channels, DURATION } from './diagnostics.js';
 import { configError, describe } from './errors.js';
 import { ip } from './keys.js';
 import { MemoryStore } from './memory-store.js';
+import { type KeyOperations, keyOperations, type OperationKey } from './operations.js';
 import {
   type CompiledRule,
   checkAcross,
@@ -63,7 +64,7 @@ export interface LimiterOptions<R> {
  * const d = await limiter.consume(job);
  * if (!d.allowed) setTimeout(retry, d.retryAfterMs);
  */
-export interface Limiter<R> {
+export interface Limiter<R> extends Omit<KeyOperations, 'reset'> {
   /** The base rules (and those `extend` added), as they are now. */
   readonly rules: readonly CompiledRule<R>[];
   /** Each tier's rules, by tier name; `undefined` without tiers. */
@@ -95,6 +96,11 @@ export interface Limiter<R> {
   refund(req: R, decision: Decision, options?: { rules?: readonly string[] }): Promise<void>;
   /** Forgets the request's keys for every rule. */
   reset(req: R): Promise<void>;
+  /**
+   * Forgets one key's state for the rule named `rule` (an operation by key, see `get`):
+   * told from `reset(req)` by its two arguments.
+   */
+  reset(rule: string, key: OperationKey): Promise<void>;
   /** A limiter deciding this stack plus `rules` as one stack (same store, clock, prefix, tiers). */
   extend(rules: readonly Rule<R>[]): Limiter<R>;
   /**
@@ -702,6 +708,20 @@ function build<R>(
       tiering === undefined ? undefined : Object.fromEntries([...tiering.stacks].map(([name, stack]) => [name, stack.map((c) => c.c)]));
   }
 
+  // Operations by key look a rule up among this limiter's rules and its tiers', as they are
+  // now (after any update).
+  const own = (name: string): CompiledRule<R> | undefined => {
+    for (const c of cells) if (c.c.spec.name === name) return c.c;
+    for (const stack of tiering?.stacks.values() ?? []) for (const c of stack) if (c.c.spec.name === name) return c.c;
+    return undefined;
+  };
+  const ops = keyOperations({
+    store,
+    clock,
+    ruleByName: (name) => own(name)?.spec,
+    ruleNames: () => [...cells, ...[...(tiering?.stacks.values() ?? [])].flat()].map((c) => c.c.spec.name),
+  });
+
   const limiter: Limiter<R> = {
     get rules() {
       views();
@@ -714,6 +734,7 @@ function build<R>(
     store,
     clock,
     prefix,
+    ...ops,
     resolve,
     resolveAsync,
     consume(req, o) {
@@ -775,7 +796,10 @@ function build<R>(
         throw err;
       }
     },
-    async reset(req) {
+    async reset(...args: [R] | [string, OperationKey]) {
+      // Two arguments: a rule name and a key (an operation by key); one: a request.
+      if (args.length >= 2) return ops.reset(args[0] as string, args[1] as OperationKey);
+      const req = args[0] as R;
       await Promise.all((await resolveAsync(req)).map((op) => store.reset(op.rule, op.key, op.raw)));
     },
     extend(rules) {

@@ -234,3 +234,15 @@ describe('rejections of dropped promises', () => {
     }
   });
 });
+
+describe('operations by key see tiers and updates', () => {
+  it('get and penalize find a tier rule, with the limit an update set', async () => {
+    const l = createLimiter<Req>({ rules: [rule('base')], tiers: { pro: [rule('pro')] }, tier: () => 'pro', store: store() });
+    await l.consume({ k: 'a' });
+    expect(await l.get('pro', 'a')).toMatchObject({ limit: 5, remaining: 4 });
+    l.update('pro', { limit: 8 });
+    expect(await l.get('pro', 'a')).toMatchObject({ limit: 8, remaining: 7 });
+    expect(await l.penalize('pro', 'a', 2)).toMatchObject({ remaining: 5 });
+    expect((await l.consume({ k: 'a' })).rules[1]).toMatchObject({ name: 'pro', limit: 8, remaining: 4 });
+  });
+});

@@ -11,6 +11,8 @@ export {
   type HeadersOption,
   header,
   ip,
+  ipKey,
+  type KeyState,
   ManualClock,
   MemoryStore,
   type Rule,

@@ -3,7 +3,7 @@
  * validated once at construction (`normalizeLimiterOptions`), plus express-rate-limit's
  * `passOnStoreError` spelling.
  */
-import { configError, type Decision, describeValue, type RuleChanges } from '@tollgate/core';
+import { configError, type Decision, describeValue, type KeyOperations, type OperationKey, type RuleChanges } from '@tollgate/core';
 import {
   type LimiterOptionsOf,
   normalizeLimiterOptions,
@@ -69,7 +69,7 @@ export function normalise(options: RateLimitOptions): RateLimitSource<Request, R
 }
 
 /** The middleware `rateLimit()` returns, with its route-level extension. */
-export interface RateLimitMiddleware extends RequestHandler {
+export interface RateLimitMiddleware extends RequestHandler, Omit<KeyOperations, 'reset'> {
   /**
    * A route-level middleware adding `rules` to this limiter's (one all-or-nothing
    * decision: a route-level refusal gives back what the app-level check consumed), or
@@ -79,6 +79,12 @@ export interface RateLimitMiddleware extends RequestHandler {
   route(options: RouteOptions): RequestHandler;
   /** Forgets the request's counters for every app-level rule (e.g. after a successful login). */
   reset(req: Request): Promise<void>;
+  /**
+   * Forgets one key's state for a rule, app-level or route-level (an operation by key, like
+   * `get`, `block`, `unblock`, `penalize` and `reward`; docs/operations.md).
+   * @example await limiter.reset('login', ipKey('203.0.113.7'))
+   */
+  reset(rule: string, key: OperationKey): Promise<void>;
   /** Decides the request against the app-level rules without consuming anything. */
   peek(req: Request): Promise<Decision>;
   /**

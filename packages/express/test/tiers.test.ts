@@ -29,3 +29,23 @@ it("a tier rule's skipFailed is honoured: failed responses give their unit back 
   expect((await request(app).get('/ok')).status).toBe(200);
   expect((await request(app).get('/ok')).status).toBe(429);
 });
+
+it('operations by key on the middleware see tier rules and the limit an update set (the lookup kept the spec it was built with)', async () => {
+  const clock = new ManualClock(0);
+  const limiter = rateLimit({
+    rules: [{ name: 'ip', key: () => 'k', limit: 100, window: '1m', algorithm: 'fixed-window' }],
+    tiers: { pro: [{ name: 'pro', key: () => 'k', limit: 3, window: '1m', algorithm: 'fixed-window' }] },
+    tier: () => 'pro',
+    store: new MemoryStore({ clock }),
+    clock,
+  });
+  const app = express();
+  app.use(limiter);
+  app.get('/', (_req, res) => {
+    res.send('ok');
+  });
+  expect((await request(app).get('/')).status).toBe(200);
+  limiter.update('ip', { limit: 50 });
+  expect(await limiter.get('ip', 'k')).toMatchObject({ limit: 50, remaining: 49 });
+  expect(await limiter.get('pro', 'k')).toMatchObject({ limit: 3, remaining: 2 });
+});

@@ -2,7 +2,7 @@
  * Types tollgate adds to Fastify through module augmentation: the decision
  * on the request, and a route's `config.rateLimit`.
  */
-import type { Decision, RuleChanges } from '@tollgate/core';
+import type { Decision, KeyOperations, RuleChanges } from '@tollgate/core';
 import type { FastifyRequest } from 'fastify';
 import type { RouteRateLimit } from './options.js';
 
@@ -21,8 +21,13 @@ export interface TollgateInstance {
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** tollgate's operations on its registrations (`app.tollgate.update`). */
-    tollgate: TollgateInstance;
+    /**
+     * Operations by key without a request, over the rules of every tollgate registration
+     * this instance sees (plugin-level and route-level): `get`, `reset`, `block`, `unblock`,
+     * `penalize`, `reward` (docs/operations.md); and `update(ruleName, changes)`.
+     * @example await app.tollgate.unblock('login', ipKey('203.0.113.7'))
+     */
+    tollgate: KeyOperations & TollgateInstance;
   }
   interface FastifyRequest {
     /** The rate-limit decision: every tollgate registration this request has met, combined. */

@@ -17,6 +17,8 @@ export {
   type HeadersOption,
   header,
   ip,
+  ipKey,
+  type KeyState,
   ManualClock,
   MemoryStore,
   type Rule,

@@ -13,7 +13,7 @@
  * `await`, then routes) never pass through its `onRoute` hook: a scope-level hook then
  * decides them too, so no route of the scope is left unlimited whatever the order.
  */
-import { type Limiter, type RuleChanges, TollgateError } from '@tollgate/core';
+import { keyOperations, type Limiter, type OperationSource, type RuleChanges, TollgateError } from '@tollgate/core';
 import { createRateLimit, type Decide } from '@tollgate/core/http';
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
@@ -28,6 +28,9 @@ const OWNER = Symbol.for('tollgate.fastify.owner');
 const MARK = Symbol.for('tollgate.fastify.hook');
 /** Marks the config of a route the `onRoute` hook saw, per registration. */
 const SEEN = Symbol('tollgate.fastify.seen');
+/** The registrations (their rules by name) behind an instance's `tollgate` decoration. */
+const SOURCES = Symbol.for('tollgate.fastify.sources');
+const REGISTRATIONS = Symbol.for('tollgate.fastify.registrations');
 
 type HookFn = ((...args: never[]) => void) & { [MARK]?: true };
 type Scope = FastifyInstance & { [OWNER]?: object };
@@ -81,8 +84,7 @@ function register(fastify: FastifyInstance, options: TollgateOptions): void {
   const wantsBase = core.limiter !== undefined;
 
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
-  if (!fastify.hasDecorator('tollgate')) fastify.decorate('tollgate', instanceOps());
-  (fastify.tollgate as unknown as { [REGISTRATIONS]: Registration[] })[REGISTRATIONS]?.push(core);
+  decorateOperations(fastify, core.operationSource, core);
   (fastify as Scope)[OWNER] = owner;
 
   if (fastify.printRoutes() !== '(empty tree)') lateRoutes(fastify as Scope);
@@ -123,18 +125,27 @@ function register(fastify: FastifyInstance, options: TollgateOptions): void {
   });
 }
 
-/** What `app.tollgate` reaches of one registration. */
+/** What `app.tollgate.update` reaches of one registration. */
 type Registration = { update(ruleName: string, changes: RuleChanges<FastifyRequest>): void };
-const REGISTRATIONS = Symbol('tollgate.fastify.registrations');
 
 /**
- * `app.tollgate`: its `update` applies to every registration having the rule (a plugin-level,
- * tier or route rule); TG_UNKNOWN_RULE when none has it.
+ * `app.tollgate`: the operations by key (get, reset, block, unblock, penalize, reward) over
+ * the rules of every registration that sees this instance, plugin-level and route-level,
+ * and `update`, applied to every registration having the rule (plugin-level, tier or route
+ * rule; TG_UNKNOWN_RULE when none has it). A registration in a scope that already has it (a
+ * second one, or one in a child scope) adds its rules to it; a rule is looked up in the
+ * order of registration.
  */
-function instanceOps(): TollgateInstance & { [REGISTRATIONS]: Registration[] } {
-  const registrations: Registration[] = [];
-  return {
-    [REGISTRATIONS]: registrations,
+function decorateOperations(fastify: FastifyInstance, source: OperationSource, registration: Registration): void {
+  const existing = (fastify as { tollgate?: { [SOURCES]?: OperationSource[]; [REGISTRATIONS]?: Registration[] } }).tollgate;
+  if (existing?.[SOURCES] !== undefined) {
+    existing[SOURCES].push(source);
+    existing[REGISTRATIONS]?.push(registration);
+    return;
+  }
+  const sources = [source];
+  const registrations = [registration];
+  const instance: TollgateInstance = {
     update(ruleName, changes) {
       let unknown: unknown;
       let found = false;
@@ -147,12 +158,14 @@ function instanceOps(): TollgateInstance & { [REGISTRATIONS]: Registration[] } {
           unknown ??= err;
         }
       }
-      if (!found)
+      if (!found) {
         throw (
           unknown ?? new TollgateError('TG_UNKNOWN_RULE', `update: no tollgate registration has a rule named ${JSON.stringify(ruleName)}.`)
         );
+      }
     },
   };
+  fastify.decorate('tollgate', { ...keyOperations(sources), ...instance, [SOURCES]: sources, [REGISTRATIONS]: registrations });
 }
 
 const tollgatePlugin: FastifyPluginCallback<TollgateOptions> = function tollgate(fastify, options, done) {

@@ -9,7 +9,7 @@
  * the same double; `-0` kept), which Lua's `tonumber` reads exactly. The decide reply is
  * one string of packed doubles, read here from the Buffer ioredis returns.
  */
-import type { Outcome, RejectReason, RuleSpec, StoreDecision, StoreOp } from '@tollgate/core';
+import type { KeyOp, Outcome, RejectReason, RuleSpec, StoreDecision, StoreKeyState, StoreOp } from '@tollgate/core';
 import { OUT_FIELDS } from './lua/index.js';
 
 const ALGO_CODE = {
@@ -52,6 +52,11 @@ function wireOf(r: RuleSpec): RuleWire {
     wires.set(r, w);
   }
   return w;
+}
+
+/** A rule's 7 fields as a plan lists them (for the operations by key, lua/keyops.ts). */
+export function ruleText(r: RuleSpec): string {
+  return wireOf(r).text;
 }
 
 /** What one call sends: its distinct keys and its arguments (the plan, then the times it names). */
@@ -200,6 +205,36 @@ export function refundArgs(
   const b = new CallBuilder('r', minTtl);
   const shape = b.shape('r', ops, keys, 0, false);
   return b.finish([shape], [now === undefined ? '' : num(now), num(at)]);
+}
+
+/** The arguments of an operation by key (see lua/keyops.ts): rule, operation, time, least TTL. */
+export function keyOpArgs(r: RuleSpec, op: KeyOp, now: number | undefined, minTtl: string): string[] {
+  const code =
+    op.kind === 'get'
+      ? 'g'
+      : op.kind === 'unblock'
+        ? 'u'
+        : op.kind === 'block'
+          ? `b ${num(op.ms)}`
+          : `${op.kind === 'penalize' ? 'p' : 'w'} ${num(op.units)}`;
+  return [ruleText(r), code, now === undefined ? '' : num(now), minTtl];
+}
+
+/** Parses an operation's reply: 6 little-endian doubles (see lua/keyops.ts). */
+export function parseKeyState(reply: unknown): StoreKeyState {
+  if (!Buffer.isBuffer(reply) || reply.length !== 48) {
+    throw new TypeError(
+      `The keys function replied ${Buffer.isBuffer(reply) ? `${reply.length} bytes` : typeof reply}, not its 6 packed figures`,
+    );
+  }
+  return {
+    now: reply.readDoubleLE(0),
+    exists: reply.readDoubleLE(8) === 1,
+    remaining: reply.readDoubleLE(16),
+    resetMs: reply.readDoubleLE(24),
+    retryAfterMs: reply.readDoubleLE(32),
+    blockedUntil: reply.readDoubleLE(40),
+  };
 }
 
 const REASON_OF: readonly (RejectReason | undefined)[] = [undefined, undefined, 'limit', 'blocked', 'cost_exceeds_limit'];

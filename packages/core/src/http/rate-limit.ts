@@ -18,13 +18,14 @@ import { publishDecision, publishStoreError } from '../diagnostics.js';
 import { configError, describe } from '../errors.js';
 import type { HeaderContext } from '../headers.js';
 import type { HttpOptions, HttpOptionsInput } from '../http-options.js';
-import { createLimiterIn, decisionOps, type Limiter, type LimiterOptions, ruleFamily, updateRule } from '../limiter.js';
+import { createLimiterIn, decisionOps, type Limiter, type LimiterOptions, ruleByName, ruleFamily, updateRule } from '../limiter.js';
 import { MemoryStore } from '../memory-store.js';
 import { mergeDecisions } from '../merge.js';
 import { nextAdmission } from '../next-admission.js';
+import { type KeyOperations, keyOperations, type OperationSource } from '../operations.js';
 import { isCapacityRefusal, messageContentType, messageText, refusal, storeFailureRefusal } from '../response.js';
 import type { KeyFn, Rule, RuleChanges } from '../rules.js';
-import type { Decision, RuleResult, Store } from '../types.js';
+import type { Decision, RuleResult, RuleSpec, Store } from '../types.js';
 import { asAny, asMessage, asSkip, call, isThenable, settle } from './callbacks.js';
 import { holdRequest } from './lifetime.js';
 import { type HttpPort, sendRefusal, writeRefusalHead } from './port.js';
@@ -88,6 +89,13 @@ export interface RateLimitCore<Req, Res, Next> {
    * every route's rules (each rule of that name).
    */
   update(ruleName: string, changes: RuleChanges<Req>): void;
+  /**
+   * The operations by key over every rule of this limiter: the app-level rules, the tiers'
+   * and the route rules of every route stack built so far.
+   */
+  readonly operations: KeyOperations;
+  /** Where `operations` look rules up (for an adapter that combines registrations). */
+  readonly operationSource: OperationSource;
   /** Closes the store if this limiter created it. */
   close(): Promise<void>;
 }
@@ -158,6 +166,8 @@ export function createRateLimit<Req, Res, Next>(
     Array.isArray(rules) && rules.length === 0 && s.allowEmpty && !tiered
       ? undefined
       : createLimiterIn<Req>({ rules, ...tiering, ...common }, family);
+  const operationSource = ruleRegistry<Req>(store, o.clock);
+  if (limiter !== undefined) operationSource.learn(limiter);
   const slot = Symbol(`tollgate:${o.name}`);
   const checkSkip = asSkip(`${s.path}.skip`);
   const skip = s.skip;
@@ -203,8 +213,10 @@ export function createRateLimit<Req, Res, Next>(
 
   function routeLimiter(routeRules: readonly Rule<Req>[], mode: RouteMode, path: string): Limiter<Req> {
     const guarded = guardRules(routeRules, path);
-    if (mode === 'add' && limiter !== undefined) return limiter.extend(guarded);
-    return createLimiterIn<Req>({ rules: guarded, ...common }, family);
+    const lim =
+      mode === 'add' && limiter !== undefined ? limiter.extend(guarded) : createLimiterIn<Req>({ rules: guarded, ...common }, family);
+    operationSource.learn(lim);
+    return lim;
   }
 
   const handle: Decide<Req, Res, Next> = limiter === undefined ? (_req, _res, next) => port.pass(next) : stack(limiter);
@@ -251,6 +263,8 @@ export function createRateLimit<Req, Res, Next>(
       };
     },
     update: (ruleName, changes) => updateRule(family, ruleName, changes),
+    operations: keyOperations(operationSource),
+    operationSource,
     close: () => (ownStore === undefined ? Promise.resolve() : ownStore.close()),
   };
 }
@@ -259,6 +273,44 @@ export function createRateLimit<Req, Res, Next>(
 function guardTiers<Req>(tiers: unknown): Readonly<Record<string, readonly Rule<Req>[]>> | undefined {
   if (typeof tiers !== 'object' || tiers === null || Array.isArray(tiers)) return tiers as undefined;
   return Object.fromEntries(Object.entries(tiers).map(([name, stack]) => [name, guardRules(stack as Rule<Req>[], `tiers.${name}`)]));
+}
+
+/**
+ * The rules of a limiter's stacks by name, for operations by key: the app-level rules and
+ * each route stack's as it is built. Two route rules of one name that count differently
+ * (another algorithm or window, so another state) make the name ambiguous: an operation
+ * on it is refused rather than guessing which state was meant.
+ */
+function ruleRegistry<Req>(store: Store, clock: Clock | undefined): OperationSource & { learn(lim: Limiter<Req>): void } {
+  // Each name's first rule and a limiter that holds it: the spec is read from the limiter at
+  // each operation, so an operation sees the rule as it is after an update (the identity,
+  // which decides ambiguity, never changes).
+  const byName = new Map<string, { spec: RuleSpec; lim: Limiter<Req> }>();
+  const ambiguous = new Set<string>();
+  return {
+    store,
+    clock,
+    learn(lim) {
+      for (const c of [...lim.rules, ...Object.values(lim.tiers ?? {}).flat()]) {
+        const known = byName.get(c.spec.name);
+        if (known === undefined) byName.set(c.spec.name, { spec: c.spec, lim });
+        else if (known.spec.id !== c.spec.id) ambiguous.add(c.spec.name);
+      }
+    },
+    ruleByName(name) {
+      if (ambiguous.has(name)) {
+        throw configError('TG_UNKNOWN_RULE', {
+          path: 'rule',
+          expected: 'a rule name that names one state',
+          received: `${JSON.stringify(name)}, the name of route rules with different algorithms or windows`,
+          fix: 'Give those route rules different names to operate on their keys.',
+        });
+      }
+      const known = byName.get(name);
+      return known === undefined ? undefined : (ruleByName(known.lim, name)?.spec ?? known.spec);
+    },
+    ruleNames: () => byName.keys(),
+  };
 }
 
 /** `(req, res, next, prior?, fresh?)`: `prior` is given back on a refusal; `fresh` replaces earlier headers. */
