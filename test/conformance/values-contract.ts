@@ -220,6 +220,8 @@ export function valuesContract(ctx: () => ValuesContext): void {
       expect((await l.consume({ k: 'a', L: 10 })).rules[0]).toMatchObject({ limit: 10, remaining: 9 });
       expect((await l.consume({ k: 'a', L: 50 })).rules[0]).toMatchObject({ limit: 50, remaining: 48 });
       expect((await l.consume({ k: 'a', L: 2 })).rules[0]).toMatchObject({ limit: 2, remaining: 0, allowed: false });
+      // A count above a lowered limit leaves nothing, never a negative remaining.
+      expect((await l.consume({ k: 'a', L: 1 })).rules[0]).toMatchObject({ limit: 1, remaining: 0, allowed: false });
     });
 
     it('an async limit is awaited', async () => {

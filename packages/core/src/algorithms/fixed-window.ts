@@ -69,8 +69,7 @@ export const fixedWindow: Algorithm = {
       const used = count + cost;
       return admitted(r.limit - used, used > 0 ? end - now : 0, 0, [start, used], end);
     }
-    // max: a count above a limit lowered since (a limit per request, or an update).
-    return refused(Math.max(0, r.limit - count), end - now, end - now, r.countRejected ? [start, count + cost] : undefined);
+    return refused(r.limit - count, end - now, end - now, r.countRejected ? [start, count + cost] : undefined);
   },
 
   refund(state, now, r, cost, at) {
