@@ -48,16 +48,25 @@ local MIN_TTL = 0
 local REDIS_TIME = true
 
 -- Redis' TIME in ms, read once per call. The seconds' text changes once a second: its
--- number is kept rather than parsed again. The microseconds become whole milliseconds
--- with the VM's own arithmetic (no floor() call): u - u % 1000 is exact for an integer.
+-- number is kept rather than parsed again.
 local redis_now = nil
 local last_s, last_ms = nil, 0
 local function time_now()
   if redis_now == nil then
     local t = redis.call('TIME')
-    local s, u = t[1], tonumber(t[2])
+    local s, us = t[1], t[2]
     if s ~= last_s then last_s, last_ms = s, tonumber(s) * 1000 end
-    redis_now = last_ms + (u - u % 1000) / 1000
+    -- The digits of the microseconds but the last three (strtod, tonumber's, costs more).
+    local ms, n = 0, #us
+    if n > 3 then
+      local a, b, c = byte(us, 1, n - 3)
+      ms = a - 48
+      if b ~= nil then
+        ms = ms * 10 + b - 48
+        if c ~= nil then ms = ms * 10 + c - 48 end
+      end
+    end
+    redis_now = last_ms + ms
   end
   return redis_now
 end
@@ -269,12 +278,37 @@ local function read(key, r, now, drop, idx)
   return s, b
 end
 
--- A TTL as the text SET reads: Redis formats a Lua number argument with '%.17g' on every
--- call, while the stacks of a batch mostly share one TTL (one now, one window end). Kept
--- from call to call by a library, as the parsed rules are.
--- Few are kept (TTL_MAX): every string the library holds is traversed by each of
--- Redis' garbage collection steps, which run every 50 calls.
+-- An expiry as the text SET reads: Redis formats a Lua number argument with '%.17g' on
+-- every call, while the writes of a call, and of calls close in time, mostly share one
+-- (one window end). Kept from call to call by a library, as the parsed rules are; few are
+-- kept (TTL_MAX): every string the library holds is traversed by each of Redis' garbage
+-- collection steps, which run every 50 calls.
 local TTL_TEXT, NTTL, TTL_MAX = {}, 0, 64
+local function ttl_text(n)
+  local t = TTL_TEXT[n]
+  if t == nil then
+    -- Whole numbers below 1e14 print exactly with tostring's '%.14g'.
+    if n < 1e14 then t = tostring(n) else t = n end
+    if NTTL >= TTL_MAX then TTL_TEXT, NTTL = {}, 0 end
+    TTL_TEXT[n] = t
+    NTTL = NTTL + 1
+  end
+  return t
+end
+
+-- SET with the expiry x: on Redis time as the instant itself (PXAT, whole ms up), which
+-- the keys of one window share and which Redis replicates as it is; on supplied time as
+-- a TTL of at least min ms from now (PX), since Redis' clock is not the caller's.
+local function set_expiring(key, v, x, now, min, redis_time)
+  if redis_time then
+    if x % 1 ~= 0 then x = ceil(x) end
+    call('SET', key, v, 'PXAT', ttl_text(x))
+    return
+  end
+  local ms = ceil(x - now)
+  if ms < min then ms = min end
+  call('SET', key, v, 'PX', ttl_text(ms))
+end
 
 -- Writes the entry, with its TTL. x0: the expiry the key's TTL was set for, as stored
 -- with the entry read (see read): a write on Redis time that leaves it unchanged keeps the
@@ -313,17 +347,7 @@ local function write(key, s, b, r, now, x0, xs)
     v = pack(f, b, xk, unpack(s))
   else v = encode(s, b, xk) end
   if x == x0 and REDIS_TIME then call('SET', key, v, 'KEEPTTL'); return end
-  local ms = ceil(x - now)
-  if ms < MIN_TTL then ms = MIN_TTL end
-  local t = TTL_TEXT[ms]
-  if t == nil then
-    -- Whole numbers of ms below 1e14 print exactly with tostring's '%.14g'.
-    if ms < 1e14 then t = tostring(ms) else t = ms end
-    if NTTL >= TTL_MAX then TTL_TEXT, NTTL = {}, 0 end
-    TTL_TEXT[ms] = t
-    NTTL = NTTL + 1
-  end
-  call('SET', key, v, 'PX', t)
+  set_expiring(key, v, x, now, MIN_TTL, REDIS_TIME)
 end
 
 -- Writes the hot keys' final entries: each as its last write left it, with the TTL that
@@ -336,12 +360,9 @@ local function flush()
       local x = expires_at(s, b, e.r)
       if x <= now then call('DEL', key)
       else
-        local ms = ceil(x - now)
-        if ms < e.min then ms = e.min end
         local xk = x
         if not e.redis then xk = NO_EXPIRY end
-        if ms < 1e14 then ms = tostring(ms) end
-        call('SET', key, encode(s, b, xk), 'PX', ms)
+        set_expiring(key, encode(s, b, xk), x, now, e.min, e.redis)
       end
     elseif e.gone then call('DEL', key) end
   end
@@ -405,24 +426,18 @@ local R = {}
 -- Whether the previous call had hot keys.
 local HAD_HOT = false
 
--- The read of a call with one key (decide_one): VALS as read() takes it, reused.
-local ONE_VAL = {}
-
--- A call deciding one stack of one op (run: the plan's only run): what the main loop of
--- store() does for it, without the loop. GET rather than MGET (it costs Redis less); a
--- key of another type (a hash, a list), which GET refuses, reads as absent as with MGET.
-local function decide_one(run)
-  local given = nil
-  if run.timed then given = ARGV[2] end
-  local now, drop = stack_now(given)
-  local r = run.rules[1]
-  local cost = run.sh.costs[1]
-  local key = KEYS[1]
-  local v = redis.pcall('GET', key)
-  if type(v) ~= 'string' then v = false end
-  ONE_VAL[1] = v
-  VALS = ONE_VAL
-  local s, b, x0 = read(key, r, now, drop, 1)
+-- A stack of one op (its rule is the stack: admitted exactly when the rule admits, or is
+-- a dry run): reads the entry under key (KEYS[idx]; hot: whether the call has hot keys),
+-- checks it, writes what the rule would when consume, and puts the stack's reply fields
+-- at R[k + 1] .. R[k + 6] (allowed, now, then the op's OUT_FIELDS). The main loop of
+-- store() does the same for longer stacks, keeping each op's outcome until all are known.
+local function single(key, idx, r, cost, now, drop, consume, hot, k)
+  local s, b, x0
+  -- A hot key's entry is read from CACHE here (read() also drops it when expired).
+  local e = nil
+  if hot then e = CACHE[key] end
+  if e ~= nil and not drop then s, b = e.s, e.b
+  else s, b, x0 = read(key, r, now, drop, idx) end
   local ok, rem, reset, retry, delay, nx, reason, wb, xs
   if cost <= r.maxCost and (b == nil or b <= now) then
     ok, rem, reset, retry, delay, nx, xs = r.alg.check(s, now, r, cost)
@@ -437,15 +452,39 @@ local function decide_one(run)
     xs = nil
     if not has then wb = false end
   end
-  if run.consume and wb ~= false then write(key, nx, wb, r, now, x0, xs) end
+  if consume and wb ~= false then write(key, nx, wb, r, now, x0, xs) end
+  R[k + 2] = now
+  R[k + 4] = rem
+  R[k + 5] = reset
+  if ok then
+    R[k + 1] = 1
+    R[k + 3] = 1
+    R[k + 6] = delay
+    return
+  end
+  if r.dry then R[k + 1] = 1 else R[k + 1] = 0 end
+  if reason == 'l' then R[k + 3] = 2 elseif reason == 'b' then R[k + 3] = 3 else R[k + 3] = 4 end
+  R[k + 6] = retry
+end
+
+-- The read of a call with one key (decide_one): VALS as read() takes it, reused.
+local ONE_VAL = {}
+
+-- A call deciding one stack of one op (run: the plan's only run), the common call: no
+-- loop, and GET rather than MGET (it costs Redis less); a key of another type (a hash, a
+-- list), which GET refuses, reads as absent as with MGET.
+local function decide_one(run)
+  local given = nil
+  if run.timed then given = ARGV[2] end
+  local now, drop = stack_now(given)
+  local key = KEYS[1]
+  local v = redis.pcall('GET', key)
+  if type(v) ~= 'string' then v = false end
+  ONE_VAL[1] = v
+  VALS = ONE_VAL
+  single(key, 1, run.rules[1], run.sh.costs[1], now, drop, run.consume, false, 0)
   ONE_VAL[1] = nil
-  -- The reply as the main loop packs it (see OUT_FIELDS).
-  if ok then return pack('<dddddd', 1, now, 1, rem, reset, delay) end
-  local code = 4
-  if reason == 'l' then code = 2 elseif reason == 'b' then code = 3 end
-  local allowed = 0
-  if r.dry then allowed = 1 end
-  return pack('<dddddd', allowed, now, code, rem, reset, retry)
+  return pack('<dddddd', R[1], R[2], R[3], R[4], R[5], R[6])
 end
 
 -- One call: the state of the previous one is dropped first (a function library keeps
@@ -506,6 +545,21 @@ local function store(keys, argv)
     local consume = run.consume
     local sh = run.sh
     local rules, costs, refs, n, count = run.rules, sh.costs, sh.refs, sh.n, run.count
+    -- Stacks of one op (a one-rule limiter's batch) go through single, without the
+    -- per-op arrays.
+    if n == 1 then
+      local r, cost, ref = rules[1], costs[1], refs[1]
+      for _ = 1, count do
+        local idx = ref
+        if idx == 0 then
+          nextKey = nextKey + 1
+          idx = nextKey
+        end
+        single(KEYS[idx], idx, r, cost, now, drop, consume, hot, k)
+        k = k + 6
+      end
+      count = 0
+    end
     for _ = 1, count do
       for i = 1, n do
         local ref = refs[i]
@@ -547,14 +601,8 @@ local function store(keys, argv)
           if not has then wb = false end
           if not ok and not r.dry then allowed = false end
         end
-        -- A one-rule stack is its rule: admitted exactly when the rule admits (or is a dry
-        -- run), and what the rule would write is written now. Longer stacks keep each
-        -- op's outcome for the write pass below.
-        if n == 1 then
-          if consume and wb ~= false then write(key, nx, wb, r, now, x0, xs) end
-        else
-          OK[i], WS[i], WB[i], X0[i], XS[i] = ok, nx, wb, x0, xs or false
-        end
+        -- Each op's outcome is kept for the write pass below (see single for one op).
+        OK[i], WS[i], WB[i], X0[i], XS[i] = ok, nx, wb, x0, xs or false
         -- An admitting rule's retryAfterMs is 0 and a refusing rule's delayMs is 0: the first
         -- field is 1 or the refusal's reason code, the last the delay or the retry time.
         R[k + 2] = rem
@@ -569,7 +617,6 @@ local function store(keys, argv)
         k = k + 4
       end
       if allowed then R[base + 1] = 1
-      elseif n == 1 then R[base + 1] = 0
       else
         R[base + 1] = 0
         -- An admitting rule of a refused stack consumed nothing: report it untouched, with no
@@ -582,7 +629,7 @@ local function store(keys, argv)
           end
         end
       end
-      if consume and n > 1 then
+      if consume then
         for i = 1, n do
           local wb = WB[i]
           -- An admitting rule consumes only when the whole stack is admitted; a rejecting
