@@ -231,27 +231,31 @@ local function read(key, r, now, drop, idx)
     if m == w or m == 2 or m == 1 or (w == 0 and m > 2 and m % 2 == 0) then
       -- (A value of one field, a block alone as builds before the TTL expiry wrote it,
       -- reads without one.) Two or three state fields, the common sizes, are read in one
-      -- unpack.
-      if m == 5 then
-        local s1, s2, s3
-        b, x0, s1, s2, s3 = unpack_bin('<ddddd', v)
-        s = { s1, s2, s3 }
-      elseif m == 4 then
+      -- unpack, and their squares summed without a loop (y, see SANE2).
+      local y
+      if m == 4 then
         local s1, s2
         b, x0, s1, s2 = unpack_bin('<dddd', v)
         s = { s1, s2 }
-      elseif m == 1 then b, x0 = (unpack_bin('<d', v)), NO_EXPIRY
-      else b, x0 = unpack_bin('<dd', v) end
-      if m == 4 or m == 5 or m < 3 then
-      elseif m > 34 then s = decode(v)
+        y = b * b + s1 * s1 + s2 * s2
+      elseif m == 5 then
+        local s1, s2, s3
+        b, x0, s1, s2, s3 = unpack_bin('<ddddd', v)
+        s = { s1, s2, s3 }
+        y = b * b + s1 * s1 + s2 * s2 + s3 * s3
+      elseif m < 3 then
+        if m == 1 then b, x0 = (unpack_bin('<d', v)), NO_EXPIRY else b, x0 = unpack_bin('<dd', v) end
+        y = b * b
       else
-        local f = FMT[m - 2]
-        if f == nil then f = fmt_of(m - 2) end
-        s = { unpack_bin(f, v, 17) }
-        s[m - 1] = nil
-      end
-      local y = b * b
-      if s ~= nil then
+        b, x0 = unpack_bin('<dd', v)
+        if m > 34 then s = decode(v)
+        else
+          local f = FMT[m - 2]
+          if f == nil then f = fmt_of(m - 2) end
+          s = { unpack_bin(f, v, 17) }
+          s[m - 1] = nil
+        end
+        y = b * b
         for i = 1, m - 2 do
           local z = s[i]
           y = y + z * z
@@ -296,11 +300,13 @@ local function ttl_text(n)
   return t
 end
 
--- SET with the expiry x: on Redis time as the instant itself (PXAT, whole ms up), which
--- the keys of one window share and which Redis replicates as it is; on supplied time as
--- a TTL of at least min ms from now (PX), since Redis' clock is not the caller's.
-local function set_expiring(key, v, x, now, min, redis_time)
-  if redis_time then
+-- SET with the expiry x. When at (on Redis time, an expiry that is a window's end), as
+-- the instant itself (PXAT, whole ms up), which every key of that window shares, so its
+-- text is made once. Else as a TTL (PX), of at least min ms from now: on supplied time
+-- Redis' clock is not the caller's, and a bucket's refill time repeats more often than
+-- the instant it ends at.
+local function set_expiring(key, v, x, now, min, at)
+  if at then
     if x % 1 ~= 0 then x = ceil(x) end
     call('SET', key, v, 'PXAT', ttl_text(x))
     return
@@ -347,7 +353,7 @@ local function write(key, s, b, r, now, x0, xs)
     v = pack(f, b, xk, unpack(s))
   else v = encode(s, b, xk) end
   if x == x0 and REDIS_TIME then call('SET', key, v, 'KEEPTTL'); return end
-  set_expiring(key, v, x, now, MIN_TTL, REDIS_TIME)
+  set_expiring(key, v, x, now, MIN_TTL, REDIS_TIME and xs)
 end
 
 -- Writes the hot keys' final entries: each as its last write left it, with the TTL that
@@ -362,7 +368,7 @@ local function flush()
       else
         local xk = x
         if not e.redis then xk = NO_EXPIRY end
-        set_expiring(key, encode(s, b, xk), x, now, e.min, e.redis)
+        set_expiring(key, encode(s, b, xk), x, now, e.min, false)
       end
     elseif e.gone then call('DEL', key) end
   end
@@ -428,10 +434,10 @@ local HAD_HOT = false
 
 -- A stack of one op (its rule is the stack: admitted exactly when the rule admits, or is
 -- a dry run): reads the entry under key (KEYS[idx]; hot: whether the call has hot keys),
--- checks it, writes what the rule would when consume, and puts the stack's reply fields
--- at R[k + 1] .. R[k + 6] (allowed, now, then the op's OUT_FIELDS). The main loop of
--- store() does the same for longer stacks, keeping each op's outcome until all are known.
-local function single(key, idx, r, cost, now, drop, consume, hot, k)
+-- checks it, writes what the rule would when consume, and returns the stack's reply
+-- fields but now: allowed (1/0), then the op's OUT_FIELDS. The main loop of store() does
+-- the same for longer stacks, keeping each op's outcome until all are known.
+local function single(key, idx, r, cost, now, drop, consume, hot)
   local s, b, x0
   -- A hot key's entry is read from CACHE here (read() also drops it when expired).
   local e = nil
@@ -453,18 +459,12 @@ local function single(key, idx, r, cost, now, drop, consume, hot, k)
     if not has then wb = false end
   end
   if consume and wb ~= false then write(key, nx, wb, r, now, x0, xs) end
-  R[k + 2] = now
-  R[k + 4] = rem
-  R[k + 5] = reset
-  if ok then
-    R[k + 1] = 1
-    R[k + 3] = 1
-    R[k + 6] = delay
-    return
-  end
-  if r.dry then R[k + 1] = 1 else R[k + 1] = 0 end
-  if reason == 'l' then R[k + 3] = 2 elseif reason == 'b' then R[k + 3] = 3 else R[k + 3] = 4 end
-  R[k + 6] = retry
+  if ok then return 1, 1, rem, reset, delay end
+  local a = 0
+  if r.dry then a = 1 end
+  if reason == 'l' then return a, 2, rem, reset, retry end
+  if reason == 'b' then return a, 3, rem, reset, retry end
+  return a, 4, rem, reset, retry
 end
 
 -- The read of a call with one key (decide_one): VALS as read() takes it, reused.
@@ -482,9 +482,9 @@ local function decide_one(run)
   if type(v) ~= 'string' then v = false end
   ONE_VAL[1] = v
   VALS = ONE_VAL
-  single(key, 1, run.rules[1], run.sh.costs[1], now, drop, run.consume, false, 0)
+  local a, c, rem, reset, last = single(key, 1, run.rules[1], run.sh.costs[1], now, drop, run.consume, false)
   ONE_VAL[1] = nil
-  return pack('<dddddd', R[1], R[2], R[3], R[4], R[5], R[6])
+  return pack('<dddddd', a, now, c, rem, reset, last)
 end
 
 -- One call: the state of the previous one is dropped first (a function library keeps
@@ -555,7 +555,8 @@ local function store(keys, argv)
           nextKey = nextKey + 1
           idx = nextKey
         end
-        single(KEYS[idx], idx, r, cost, now, drop, consume, hot, k)
+        local a, c, rem, reset, last = single(KEYS[idx], idx, r, cost, now, drop, consume, hot)
+        R[k + 1], R[k + 2], R[k + 3], R[k + 4], R[k + 5], R[k + 6] = a, now, c, rem, reset, last
         k = k + 6
       end
       count = 0
