@@ -474,9 +474,13 @@ local ONE_VAL = {}
 -- loop, and GET rather than MGET (it costs Redis less); a key of another type (a hash, a
 -- list), which GET refuses, reads as absent as with MGET.
 local function decide_one(run)
-  local given = nil
-  if run.timed then given = ARGV[2] end
-  local now, drop = stack_now(given)
+  local now, drop
+  if run.timed then now, drop = stack_now(ARGV[2])
+  else
+    -- stack_now on Redis time, inlined.
+    MIN_TTL, REDIS_TIME, drop = 0, true, false
+    now = time_now()
+  end
   local key = KEYS[1]
   local v = redis.pcall('GET', key)
   if type(v) ~= 'string' then v = false end
@@ -491,7 +495,8 @@ end
 -- these definitions loaded from call to call).
 local function store(keys, argv)
   KEYS, ARGV = keys, argv
-  local plan = plan_of(ARGV[1])
+  local plan = PLANS[argv[1]]
+  if plan == nil then plan = plan_of(argv[1]) end
   MIN_TTL_SUPPLIED = plan.minTtl
   redis_now = nil
   -- Hot keys (and so CACHE entries) only where the previous call had some.
