@@ -27,8 +27,9 @@
  * again: a function library keeps each plan parsed (see plan_of), and a call reads it with
  * one table lookup. Redis also pays per argument, hence one.
  *
- * Every key written gets its TTL in the same command (`SET ... PX`), the time until
- * `entryExpiresAt`, so no key is ever left without expiry. An entry whose expiry has
+ * Every key written gets its expiry in the same command (`SET ... PXAT` for a window's end
+ * on Redis time, else `SET ... PX`; see set_expiring), `entryExpiresAt`, so no key is ever
+ * left without expiry. An entry whose expiry has
  * passed is read as absent, exactly as `MemoryStore` does (see read in STACK_LUA).
  */
 /**
