@@ -29,8 +29,8 @@
  *
  * Every key written gets its expiry in the same command (`SET ... PXAT` for a window's end
  * on Redis time, else `SET ... PX`; see set_expiring), `entryExpiresAt`, so no key is ever
- * left without expiry. An entry whose expiry has
- * passed is read as absent, exactly as `MemoryStore` does (see read in STACK_LUA).
+ * left without expiry. An entry whose expiry has passed is read as absent, exactly as
+ * `MemoryStore` does (see read in STACK_LUA).
  */
 /**
  * The call's state and the parsing helpers: defined once (per library load, or per EVAL),
