@@ -41,6 +41,8 @@ describe('the commands of a decision', () => {
     const store = new RedisStore({ client, prefix: 'cmd:', timeoutMs: 5_000, denyCache: false });
     const l = createLimiter({ rules: [{ name: 'ip', key: (r: { ip: string }) => r.ip, limit: 1000, window: '1m' }], store, prefix: 'one' });
     await l.consume({ ip: 'warm' });
+    // The store's connect-time checks (its own commands) are over before counting.
+    await store.checked;
     await client.config('RESETSTAT');
     for (let i = 0; i < N; i++) expect((await l.consume({ ip: `10.0.0.${i % 5}` })).allowed).toBe(true);
     const calls = await commandCalls();
@@ -63,6 +65,8 @@ describe('the commands of a decision', () => {
       prefix: 'three',
     });
     await l.consume({ ip: 'warm' });
+    // The store's connect-time checks (its own commands) are over before counting.
+    await store.checked;
     await client.config('RESETSTAT');
     for (let i = 0; i < N; i++) expect((await l.consume({ ip: `10.0.1.${i % 5}` })).allowed).toBe(true);
     const calls = await commandCalls();
