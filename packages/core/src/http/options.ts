@@ -17,6 +17,7 @@ import {
 import type { Rule } from '../rules.js';
 import { unknownOptionFix } from '../suggest.js';
 import type { Decision } from '../types.js';
+import { type AccessList, compileAccess } from './access.js';
 import { type RateLimitSource, type RouteMode, routeMode } from './rate-limit.js';
 
 /** What to do when the store fails to decide (Redis down, timeout). */
@@ -35,6 +36,20 @@ export interface HttpCallbackOptions<Req, Res, Next> {
    * @example skip: (req) => req.url === '/healthz'
    */
   skip?: (req: Req, res: Res) => boolean | Promise<boolean>;
+  /**
+   * Clients that bypass every rule, like `skip` (nothing is counted): addresses and CIDRs
+   * matched on the client address as the default `ip()` key finds it with this limiter's
+   * `trustProxy` (never on a forwarding header a client could write), or a function of
+   * the request returning a boolean (or a promise of one).
+   * @example allow: ['10.0.0.0/8', '2001:db8:1::/48']
+   */
+  allow?: AccessList<Req>;
+  /**
+   * Clients refused with 403 (an RFC 9457 problem body) before any rule or store call,
+   * matched like `allow`; a client on both lists is denied.
+   * @example deny: ['203.0.113.0/24'] // or deny: async (req) => isBanned(req)
+   */
+  deny?: AccessList<Req>;
   /** Called for every refused request (before the response is sent), e.g. for logging. */
   onRejected?: (req: Req, res: Res, decision: Decision) => void;
   /**
@@ -71,6 +86,8 @@ export const LIMITER_OPTION_NAMES: readonly string[] = [
   'message',
   'handler',
   'skip',
+  'allow',
+  'deny',
   'dryRun',
   'onRejected',
   'onStoreError',
@@ -112,7 +129,8 @@ export function normalizeLimiterOptions<Req, O extends LimiterOptionsOf<Req, nev
     timersFix: w.timersFix,
   };
   const shared = normalizeHttpOptions<Req, O>(options, wording);
-  return { ...shared, rules: options.rules, store: options.store, clock: options.clock, prefix: options.prefix };
+  const access = compileAccess<Req>(options.allow, options.deny, { path: w.path, trustProxy: options.trustProxy });
+  return { ...shared, rules: options.rules, store: options.store, clock: options.clock, prefix: options.prefix, access };
 }
 
 /** Route-level rules of an app-level limiter (`limiter.route({ rules, mode })`). */
