@@ -119,6 +119,19 @@ export class RedisServer {
     await waitFor(`redis-server on ${this.port}`, async () => (await rawCommand(this.port, 'PING')).startsWith('+PONG'), 10_000);
   }
 
+  /**
+   * Freezes the server (SIGSTOP): its connections stay open and every command waits for
+   * an answer that does not come, as with a Redis stuck in a long command or a paused VM.
+   */
+  freeze(): void {
+    this.#proc?.kill('SIGSTOP');
+  }
+
+  /** Lets a frozen server run again (SIGCONT). */
+  thaw(): void {
+    this.#proc?.kill('SIGCONT');
+  }
+
   /** Kills the server (SIGKILL: an outage, not a shutdown) and waits until the port is closed. */
   async stop(): Promise<void> {
     const proc = this.#proc;
