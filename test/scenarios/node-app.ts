@@ -17,6 +17,7 @@ export async function nodeApp(spec: AppSpec): Promise<ListeningApp> {
     ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
     ...(spec.allow !== undefined ? { allow: spec.allow as never } : {}),
     ...(spec.deny !== undefined ? { deny: spec.deny as never } : {}),
+    ...(spec.options as object),
   });
   const routes = new Map(
     spec.routes.map((r) => [

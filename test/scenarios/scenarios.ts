@@ -21,12 +21,15 @@
 import type http from 'node:http';
 import {
   constant,
+  type Decision,
   type HeadersOption,
   ManualClock,
   MemoryStore,
   PROBLEM_QUOTA_EXCEEDED,
+  PROBLEM_REDUCED_CAPACITY,
   type Rule,
   type Store,
+  type StoreDecision,
   type TrustProxy,
   tenant,
   user,
@@ -60,6 +63,8 @@ export interface AppSpec {
   /** The limiter's `allow` and `deny` lists (addresses/CIDRs or a function), as given. */
   allow?: AccessList<ScenarioRequest>;
   deny?: AccessList<ScenarioRequest>;
+  /** Other limiter options whose functions take only the request or the decision, passed as they are. */
+  options?: { statusCode?: number; message?: unknown; onRejected?: (req: never, res: never, d: Decision) => void };
   maxHeaderSize: number;
 }
 
@@ -117,7 +122,7 @@ export function httpScenarios(name: string, makeApp: MakeApp, makeStore?: (clock
       open.push(made.close);
       // Every store method call is counted (`storeCalls`), for scenarios that must make none.
       let calls = 0;
-      const counted = new Proxy(made.store, {
+      const counted = new Proxy(partial.store ?? made.store, {
         get(target, name) {
           const v = Reflect.get(target, name);
           if (typeof v !== 'function') return v;
@@ -454,6 +459,48 @@ export function httpScenarios(name: string, makeApp: MakeApp, makeStore?: (clock
         expect((await request(from6('198.51.100.20'))).status).toBe(200);
         expect((await request(from6('198.51.100.20'))).status).toBe(429);
       });
+    });
+
+    it('statusCode, message (string, object, function) and onRejected', async () => {
+      const rejected: Decision[] = [];
+      const variants: Array<{ o: NonNullable<AppSpec['options']>; status: number; type: RegExp; body: string }> = [
+        { o: { statusCode: 503, message: 'slow down' }, status: 503, type: /^text\/plain/, body: 'slow down' },
+        { o: { message: { error: 'too many' } }, status: 429, type: /^application\/json/, body: '{"error":"too many"}' },
+        {
+          o: { message: (_req: unknown, d: Decision) => ({ rules: d.rejectedBy }), onRejected: (_q, _s, d) => rejected.push(d) },
+          status: 429,
+          type: /^application\/json/,
+          body: '{"rules":["ip"]}',
+        },
+      ];
+      for (const v of variants) {
+        const { request } = await start({ rules: [{ name: 'ip', limit: 1, window: '1m', algorithm: 'fixed-window' }], options: v.o });
+        await request();
+        const res = await request();
+        expect(res.status).toBe(v.status);
+        expect(res.headers['content-type']).toMatch(v.type);
+        expect(res.text).toBe(v.body);
+        expect(res.headers['retry-after']).toBe('60');
+      }
+      expect(rejected.map((d) => d.rejectedBy)).toEqual([['ip']]);
+    });
+
+    it("a store's own failure policy answering 'deny' becomes a 503 problem", async () => {
+      const deny: Store = {
+        async consume(ops): Promise<StoreDecision> {
+          const outcome = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: undefined };
+          return { allowed: false, now: 0, degraded: 'deny', outcomes: ops.map(() => outcome) };
+        },
+        peek: () => Promise.reject(new Error('unused')),
+        refund: async () => {},
+        reset: async () => {},
+        close: async () => {},
+      };
+      const { request } = await start({ rules: [{ name: 'ip', limit: 1, window: '1m' }], store: deny });
+      const res = await request();
+      expect(res.status).toBe(503);
+      expect(res.body).toMatchObject({ status: 503, type: PROBLEM_REDUCED_CAPACITY });
+      expect(res.headers['retry-after']).toBe('1');
     });
 
     describe('allow and deny lists', () => {

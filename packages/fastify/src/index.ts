@@ -10,22 +10,7 @@
 import './augment.js';
 import { tollgate } from './plugin.js';
 
-export {
-  constant,
-  type Decision,
-  type HeaderMode,
-  type HeadersOption,
-  header,
-  ip,
-  ManualClock,
-  MemoryStore,
-  type Rule,
-  type RuleResult,
-  type Store,
-  type TrustProxy,
-  tenant,
-  user,
-} from '@tollgate/core';
+export * from '@tollgate/core/essentials';
 export {
   type ClientAddressOptions,
   type ConcurrencyPluginOptions,

@@ -31,22 +31,7 @@ import {
   slowDownFlow,
 } from '@tollgate/core/http';
 
-export {
-  constant,
-  type Decision,
-  type HeaderMode,
-  type HeadersOption,
-  header,
-  ip,
-  ManualClock,
-  MemoryStore,
-  type Rule,
-  type RuleResult,
-  type Store,
-  type TrustProxy,
-  tenant,
-  user,
-} from '@tollgate/core';
+export * from '@tollgate/core/essentials';
 export type { ClientAddressOptions, NodeNext } from '@tollgate/core/http';
 
 declare module 'node:http' {
