@@ -44,7 +44,9 @@ export {
   LIMITER_OPTION_NAMES,
   type LimiterOptionsOf,
   normalizeLimiterOptions,
+  RATE_LIMIT_WORDING,
   type RouteOptionsOf,
+  type RouteOptionsShape,
   routeOptionsOf,
   type StoreErrorPolicyOf,
 } from './options.js';
