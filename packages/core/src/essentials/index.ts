@@ -3,20 +3,12 @@
  * by every adapter (`@tollgate/express`, `@tollgate/fastify`, `@tollgate/node`) so that an
  * app needs one import: the key extractors, the in-memory store and manual clock, and the
  * types of rules, decisions and options. Listed once here; each adapter re-exports it all.
+ * (From the defining modules, not from core's root entry, so that the build keeps that
+ * entry whole.)
  */
-export {
-  constant,
-  type Decision,
-  type HeaderMode,
-  type HeadersOption,
-  header,
-  ip,
-  ManualClock,
-  MemoryStore,
-  type Rule,
-  type RuleResult,
-  type Store,
-  type TrustProxy,
-  tenant,
-  user,
-} from '../index.js';
+export { ManualClock } from '../clock.js';
+export type { HeaderMode, HeadersOption } from '../headers.js';
+export { constant, header, ip, type TrustProxy, tenant, user } from '../keys.js';
+export { MemoryStore } from '../memory-store.js';
+export type { Rule } from '../rules.js';
+export type { Decision, RuleResult, Store } from '../types.js';
