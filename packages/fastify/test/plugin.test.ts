@@ -511,6 +511,26 @@ describe('skip', () => {
   });
 });
 
+describe('allow and deny', () => {
+  it('a registration with only route rules (rules: []) still applies its lists to every route, declared before or after it', async () => {
+    const app = fastify();
+    app.get('/early', async () => 'early');
+    app.register(tollgate, { rules: [], deny: ['192.0.2.0/24'], allow: ['198.51.100.7'] });
+    app.get('/plain', async () => 'plain');
+    app.get('/limited', { config: { rateLimit: { rules: [fixed('r', 1)] } } }, async () => 'limited');
+    app.get('/off', { config: { rateLimit: false } }, async () => 'off');
+    await app.ready();
+    const get = (url: string, remoteAddress: string) => app.inject({ url, remoteAddress }).then((r) => r.statusCode);
+    for (const url of ['/early', '/plain', '/limited']) expect(await get(url, '192.0.2.9'), url).toBe(403);
+    // `config.rateLimit: false` turns the whole registration off for the route, lists included.
+    expect(await get('/off', '192.0.2.9')).toBe(200);
+    expect(await get('/plain', '203.0.113.1')).toBe(200);
+    expect([await get('/limited', '203.0.113.1'), await get('/limited', '203.0.113.1')]).toEqual([200, 429]);
+    expect([await get('/limited', '198.51.100.7'), await get('/limited', '198.51.100.7')]).toEqual([200, 200]);
+    await app.close();
+  });
+});
+
 describe('dryRun and diagnostics', () => {
   it('publishes every decision and refusal with the Fastify request', async () => {
     const decisions = listen(CHANNEL_NAMES.decision);

@@ -69,6 +69,8 @@ export type Decide<Req, Res, Next> = (req: Req, res: Res, next: Next) => void;
 export interface RateLimitCore<Req, Res, Next> {
   /** The app-level limiter (undefined for an empty stack). */
   readonly limiter: Limiter<Req> | undefined;
+  /** Whether `handle` does anything: app-level rules, or allow and deny lists. */
+  readonly active: boolean;
   /** The store every stack of this limiter shares. */
   readonly store: Store;
   /** The app-level middleware: skip → decide. */
@@ -216,10 +218,17 @@ export function createRateLimit<Req, Res, Next>(
     return createLimiter<Req>({ rules: guarded, ...common });
   }
 
-  const handle: Decide<Req, Res, Next> = limiter === undefined ? (_req, _res, next) => port.pass(next) : stack(limiter);
+  // An empty stack still applies the lists (a Fastify registration with only route rules).
+  const handle: Decide<Req, Res, Next> =
+    limiter !== undefined
+      ? stack(limiter)
+      : access !== undefined
+        ? (req, res, next) => accessThen(req, res, next, () => port.pass(next))
+        : (_req, _res, next) => port.pass(next);
 
   return {
     limiter,
+    active: limiter !== undefined || access !== undefined,
     store,
     handle,
     stack,
