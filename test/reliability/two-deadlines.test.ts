@@ -82,7 +82,7 @@ beforeAll(async () => {
   redis = await startRedis();
 });
 afterAll(async () => {
-  redis?.thaw();
+  redis?.resume();
   await redis?.destroy();
 });
 
@@ -101,7 +101,7 @@ describe('two deadlines in one request: a decision that takes the last unit stay
         expect(warm.status).toBe(200);
         expect(warm.headers.ratelimit).toMatch(/^"ip";r=0;t=\d+$/);
 
-        redis.freeze();
+        redis.pause();
         const started = performance.now();
         let timer = 0;
         const probe = new Promise<void>((resolve) =>
@@ -121,7 +121,7 @@ describe('two deadlines in one request: a decision that takes the last unit stay
           Math.max(TIMEOUT_MS, timer) + SLACK_MS,
         );
       } finally {
-        redis.thaw();
+        redis.resume();
         await app.close();
         await store.close().catch(() => {});
         client.disconnect();

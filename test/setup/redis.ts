@@ -119,19 +119,6 @@ export class RedisServer {
     await waitFor(`redis-server on ${this.port}`, async () => (await rawCommand(this.port, 'PING')).startsWith('+PONG'), 10_000);
   }
 
-  /**
-   * Freezes the server (SIGSTOP): its connections stay open and every command waits for
-   * an answer that does not come, as with a Redis stuck in a long command or a paused VM.
-   */
-  freeze(): void {
-    this.#proc?.kill('SIGSTOP');
-  }
-
-  /** Lets a frozen server run again (SIGCONT). */
-  thaw(): void {
-    this.#proc?.kill('SIGCONT');
-  }
-
   /** Kills the server (SIGKILL: an outage, not a shutdown) and waits until the port is closed. */
   async stop(): Promise<void> {
     const proc = this.#proc;
@@ -140,6 +127,16 @@ export class RedisServer {
     proc.kill('SIGKILL');
     await exited;
     this.#proc = undefined;
+  }
+
+  /** Freezes the server (SIGSTOP): its connections stay open and nothing is answered. */
+  pause(): void {
+    this.#proc?.kill('SIGSTOP');
+  }
+
+  /** Lets a paused server go on (SIGCONT). */
+  resume(): void {
+    this.#proc?.kill('SIGCONT');
   }
 
   async destroy(): Promise<void> {

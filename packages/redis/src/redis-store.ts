@@ -340,7 +340,7 @@ export class RedisStore extends EventEmitter implements Store {
     const dc = options.denyCache ?? true;
     this.#deny = dc === false ? undefined : new DenyCache(dc === true ? 10_000 : dc, localNow);
     this.#local = new LocalFallback(options.instances ?? 1, this.#clock);
-    const checks = checkOnConnect(this, this.client, this.#clock);
+    const checks = checkOnConnect(this, this.#port, this.#clock);
     this.checked = checks.done;
     this.#cancelChecks = checks.cancel;
     // FCALL or EVALSHA: chosen for the client now, not by the first decision.

@@ -58,6 +58,23 @@ type Mode = 'unknown' | 'functions' | 'scripts';
 /** What one server answered about the library. */
 type NodeAnswer = 'present' | 'loaded' | 'refused';
 
+/**
+ * How long one server may take to answer about the library before it is left out of the
+ * choice (as a server that is down is): a master that stopped answering must not hold up
+ * loading the library on the others, nor every call that waits for the choice.
+ */
+export const PROBE_TIMEOUT_MS = 1000;
+
+/** `p`, or a rejection once `ms` have passed without an answer. */
+function bounded<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer about the function library within ${ms} ms`)), ms);
+    timer.unref?.();
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
 /** Error codes of a server that will not run functions for this client. */
 const REFUSALS = new Set(['ERR', 'NOPERM']);
 
@@ -188,9 +205,9 @@ export class ScriptRunner {
     const nodes = await this.#port.masters();
     // A Cluster that knows no master yet: scripts for now, asked again next time.
     if (nodes.length === 0) return 'scripts';
-    const answers = await Promise.allSettled(nodes.map((n) => ensureLibrary(n, again)));
+    const answers = await Promise.allSettled(nodes.map((n) => bounded(ensureLibrary(n, again), PROBE_TIMEOUT_MS)));
     const known = answers.filter((a) => a.status === 'fulfilled').map((a) => a.value);
-    // Every server failed to answer (down, loading): nothing is chosen.
+    // Every server failed to answer (down, loading, silent past PROBE_TIMEOUT_MS): nothing is chosen.
     if (known.length === 0) throw (answers[0] as PromiseRejectedResult).reason;
     if (known.includes('loaded')) this.#loads++;
     this.#mode = known.includes('refused') ? 'scripts' : 'functions';
