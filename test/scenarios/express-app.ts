@@ -19,6 +19,9 @@ export function expressApp(express: ExpressFactory) {
       ...(spec.trustProxy !== undefined ? { trustProxy: spec.trustProxy } : {}),
       ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
       ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
+      ...(spec.allow !== undefined ? { allow: spec.allow as never } : {}),
+      ...(spec.deny !== undefined ? { deny: spec.deny as never } : {}),
+      ...(spec.options as object),
     });
     const answer = (path: string) => (req: express5.Request, res: express5.Response) => {
       res.json({ route: path, rateLimit: req.rateLimit ?? null });

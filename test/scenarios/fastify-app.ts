@@ -22,6 +22,9 @@ async function build(spec: AppSpec): Promise<FastifyInstance> {
     ...(spec.trustProxy !== undefined ? { trustProxy: spec.trustProxy } : {}),
     ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
     ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
+    ...(spec.allow !== undefined ? { allow: spec.allow as never } : {}),
+    ...(spec.deny !== undefined ? { deny: spec.deny as never } : {}),
+    ...(spec.options as object),
   });
   const answer = (path: string) => async (request: FastifyRequest) => ({ route: path, rateLimit: request.rateLimit ?? null });
   for (const route of spec.routes) {

@@ -15,6 +15,9 @@ export async function nodeApp(spec: AppSpec): Promise<ListeningApp> {
     ...(spec.trustProxy !== undefined ? { trustProxy: spec.trustProxy } : {}),
     ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
     ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
+    ...(spec.allow !== undefined ? { allow: spec.allow as never } : {}),
+    ...(spec.deny !== undefined ? { deny: spec.deny as never } : {}),
+    ...(spec.options as object),
   });
   const routes = new Map(
     spec.routes.map((r) => [

@@ -10,24 +10,7 @@
 import './augment.js';
 import { tollgate } from './plugin.js';
 
-export {
-  constant,
-  type Decision,
-  type HeaderMode,
-  type HeadersOption,
-  header,
-  ip,
-  ipKey,
-  type KeyState,
-  ManualClock,
-  MemoryStore,
-  type Rule,
-  type RuleResult,
-  type Store,
-  type TrustProxy,
-  tenant,
-  user,
-} from '@tollgate/core';
+export * from '@tollgate/core/essentials';
 export {
   type ClientAddressOptions,
   type ConcurrencyPluginOptions,
