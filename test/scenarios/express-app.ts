@@ -20,6 +20,9 @@ export function expressApp(express: ExpressFactory) {
       ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
       ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
       ...(spec.tiers !== undefined ? { tiers: spec.tiers as never, tier: spec.tier as never } : {}),
+      ...(spec.allow !== undefined ? { allow: spec.allow as never } : {}),
+      ...(spec.deny !== undefined ? { deny: spec.deny as never } : {}),
+      ...(spec.options as object),
     });
     const answer = (path: string) => (req: express5.Request, res: express5.Response) => {
       res.json({ route: path, rateLimit: req.rateLimit ?? null });

@@ -23,6 +23,9 @@ async function build(spec: AppSpec): Promise<FastifyInstance> {
     ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
     ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
     ...(spec.tiers !== undefined ? { tiers: spec.tiers as never, tier: spec.tier as never } : {}),
+    ...(spec.allow !== undefined ? { allow: spec.allow as never } : {}),
+    ...(spec.deny !== undefined ? { deny: spec.deny as never } : {}),
+    ...(spec.options as object),
   });
   const answer = (path: string) => async (request: FastifyRequest) => ({ route: path, rateLimit: request.rateLimit ?? null });
   for (const route of spec.routes) {

@@ -16,6 +16,9 @@ export async function nodeApp(spec: AppSpec): Promise<ListeningApp> {
     ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
     ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
     ...(spec.tiers !== undefined ? { tiers: spec.tiers as never, tier: spec.tier as never } : {}),
+    ...(spec.allow !== undefined ? { allow: spec.allow as never } : {}),
+    ...(spec.deny !== undefined ? { deny: spec.deny as never } : {}),
+    ...(spec.options as object),
   });
   const routes = new Map(
     spec.routes.map((r) => [

@@ -393,19 +393,44 @@ export function ip(options: IpOptions = {}): (req: RequestLike) => string {
       return key;
     };
   }
-  const t = trust;
-  const parse = name === 'forwarded' ? parseForwardedElement : parseXffNode;
-  const walked = name === 'forwarded' || name === 'x-forwarded-for';
+  const forwarded = forwardedClient(trust, name, maxHops);
   return function ipKey(req: RequestLike): string {
     const socket = socketAddress(req);
-    if (socket === 'unknown' || !t(socket, 0)) return socket === 'unknown' ? socket : groupAddress(socket, subnet);
+    if (socket === 'unknown') return socket;
+    return groupAddress(forwarded(req, socket), subnet);
+  };
+}
+
+/**
+ * The client address behind trusted proxies, given the socket peer's normalised address:
+ * the peer itself unless `trust` says it is a proxy of ours, else the forwarding header walked.
+ */
+function forwardedClient(trust: TrustFn, name: string, maxHops: number): (req: RequestLike, socket: string) => string {
+  const parse = name === 'forwarded' ? parseForwardedElement : parseXffNode;
+  const walked = name === 'forwarded' || name === 'x-forwarded-for';
+  return function clientOf(req, socket) {
+    if (!trust(socket, 0)) return socket;
     const value = headerValue(req, name);
-    let client = socket;
-    if (value !== undefined) {
-      if (walked) client = walk(value, socket, t, maxHops, parse);
-      else client = (value.length <= MAX_NODE_CHARS && parseXffNode(value)) || socket;
-    }
-    return groupAddress(client, subnet);
+    if (value === undefined) return socket;
+    if (walked) return walk(value, socket, trust, maxHops, parse);
+    return (value.length <= MAX_NODE_CHARS && parseXffNode(value)) || socket;
+  };
+}
+
+/**
+ * The client's whole address (normalised, never grouped by subnet) as the default `ip()`
+ * key finds it with the same `trustProxy`: what allow and deny lists match. `undefined`
+ * when the socket has no address. The forwarding header is read only from a trusted peer.
+ * @example clientAddress({ trustProxy: 'loopback' })(req) // '198.51.100.7'
+ */
+export function clientAddress(options: { trustProxy?: TrustProxy | undefined } = {}): (req: RequestLike) => string | undefined {
+  const trust = compileTrust(options.trustProxy);
+  const forwarded = trust === undefined ? undefined : forwardedClient(trust, 'x-forwarded-for', DEFAULT_MAX_HOPS);
+  return function addressOf(req) {
+    const raw = req.socket?.remoteAddress;
+    const socket = raw === undefined ? undefined : normalizeAddress(raw);
+    if (socket === undefined) return undefined;
+    return forwarded === undefined ? socket : forwarded(req, socket);
   };
 }
 

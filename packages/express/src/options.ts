@@ -7,6 +7,7 @@ import { configError, type Decision, describeValue, type KeyOperations, type Ope
 import {
   type LimiterOptionsOf,
   normalizeLimiterOptions,
+  RATE_LIMIT_WORDING,
   type RateLimitSource,
   type RouteOptionsOf,
   type StoreErrorPolicyOf,
@@ -55,14 +56,9 @@ export function normalise(options: RateLimitOptions): RateLimitSource<Request, R
     o = { ...rest, onStoreError: pass ? 'allow' : 'error' };
   }
   return normalizeLimiterOptions<Request, RateLimitOptions>(o, {
-    path: 'rateLimit',
-    req: 'req',
-    res: 'res',
-    next: 'next',
-    handler: '(req, res, next, decision)',
-    timersFix: 'Pass new ManualTimers(clock) in tests, or leave it out.',
+    ...RATE_LIMIT_WORDING,
     fixes: {
-      notObject: "Call rateLimit({ rules: [{ name: 'ip', rate: '100/min' }] }).",
+      ...RATE_LIMIT_WORDING.fixes,
       unknown: () => 'Remove the option or check its spelling (docs/migrating.md maps express-rate-limit options).',
     },
   });

@@ -1,8 +1,8 @@
 /**
- * Types tollgate adds to Fastify through module augmentation: the decision
- * on the request, and a route's `config.rateLimit`.
+ * Types tollgate adds to Fastify through module augmentation: the decision and the
+ * throttle's figures on the request; a route's `config.rateLimit` and the controls' opt-outs.
  */
-import type { Decision, KeyOperations, RuleChanges } from '@tollgate/core';
+import type { Decision, KeyOperations, RuleChanges, ThrottleResult } from '@tollgate/core';
 import type { FastifyRequest } from 'fastify';
 import type { RouteRateLimit } from './options.js';
 
@@ -32,9 +32,17 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The rate-limit decision: every tollgate registration this request has met, combined. */
     rateLimit?: Decision;
+    /** What the slow-down throttle decided for this request (hits and delay). */
+    slowDown?: ThrottleResult;
   }
   interface FastifyContextConfig {
     /** Rules for this route (added to or replacing the plugin-level stack), or `false` to turn tollgate off for it. */
     rateLimit?: RouteRateLimit | false;
+    /** `false` turns the slow-down throttle off for this route. */
+    slowDown?: false;
+    /** `false` turns the concurrency limit off for this route. */
+    concurrency?: false;
+    /** `false` exempts this route from load shedding (health checks). */
+    shed?: false;
   }
 }

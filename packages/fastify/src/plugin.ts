@@ -81,7 +81,7 @@ function register(fastify: FastifyInstance, options: TollgateOptions): void {
   const routeDecide = (own: RouteRateLimit, where: string): Hook =>
     core.stack(core.routeLimiter(own.rules ?? [], own.mode ?? 'add', `${where} config.rateLimit.rules`) as Limiter<FastifyRequest>);
   const owns = (scope: Scope, own: RouteRateLimit) => own.rules !== undefined && own.rules.length > 0 && scope[OWNER] === owner;
-  const wantsBase = core.limiter !== undefined;
+  const wantsBase = core.active;
 
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
   decorateOperations(fastify, core.operationSource, core);

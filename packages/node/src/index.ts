@@ -32,6 +32,7 @@ import {
   type NodeNext,
   nodePort,
   normalizeLimiterOptions,
+  RATE_LIMIT_WORDING,
   type RouteOptionsOf,
   routeOptionsOf,
   type SlowDownFlowOptions,
@@ -40,24 +41,7 @@ import {
   slowDownFlow,
 } from '@tollgate/core/http';
 
-export {
-  constant,
-  type Decision,
-  type HeaderMode,
-  type HeadersOption,
-  header,
-  ip,
-  ipKey,
-  type KeyState,
-  ManualClock,
-  MemoryStore,
-  type Rule,
-  type RuleResult,
-  type Store,
-  type TrustProxy,
-  tenant,
-  user,
-} from '@tollgate/core';
+export * from '@tollgate/core/essentials';
 export type { ClientAddressOptions, NodeNext } from '@tollgate/core/http';
 
 declare module 'node:http' {
@@ -169,18 +153,7 @@ export function rateLimit(options: RateLimitOptions): NodeLimiter &
     update(ruleName: string, changes: RuleChanges<Req>): void;
   } {
   const { onError, ...rest } = options ?? ({} as RateLimitOptions);
-  const o = normalizeLimiterOptions<Req, RateLimitOptions>(rest, {
-    path: 'rateLimit',
-    req: 'req',
-    res: 'res',
-    next: 'next',
-    handler: '(req, res, next, decision)',
-    timersFix: 'Pass new ManualTimers(clock) in tests, or leave it out.',
-    fixes: {
-      notObject: "Call rateLimit({ rules: [{ name: 'ip', rate: '100/min' }] }).",
-      unknown: () => 'Remove the option or check its spelling.',
-    },
-  });
+  const o = normalizeLimiterOptions<Req, RateLimitOptions>(rest, RATE_LIMIT_WORDING);
   const core = createRateLimit(nodePort, o, { path: 'rateLimit' });
   const limiter = core.limiter as NonNullable<typeof core.limiter>;
   const ops = core.operations;

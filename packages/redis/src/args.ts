@@ -31,6 +31,14 @@ interface RuleWire {
   /** The call that last listed the rule, and its number there. */
   call: number;
   n: number;
+  /**
+   * The plans of a call deciding one op of cost 1 of this rule alone on Redis time (the
+   * common call: a request alone in its tick, one rule), consume and peek, for the least
+   * TTL `oneTtl`; built on first use.
+   */
+  oneC: string | undefined;
+  oneP: string | undefined;
+  oneTtl: string | undefined;
 }
 
 const wires = new WeakMap<RuleSpec, RuleWire>();
@@ -48,7 +56,7 @@ function wireOf(r: RuleSpec): RuleWire {
       (r.countRejected ? '1' : '0') +
       (r.dryRun ? '1' : '0');
     const fields = [flags, num(r.limit), num(r.windowMs), num(r.burst), num(r.queue), num(r.blockForMs), num(r.maxCost)];
-    w = { text: fields.join(' '), call: 0, n: 0 };
+    w = { text: fields.join(' '), call: 0, n: 0, oneC: undefined, oneP: undefined, oneTtl: undefined };
     wires.set(r, w);
   }
   return w;
@@ -147,6 +155,13 @@ export interface StackCall {
  * the ops' Redis keys in order, stack after stack. Each distinct key is sent once.
  */
 export function decideArgs(stacks: readonly StackCall[], keys: readonly string[], minTtl: string): ScriptCall {
+  if (stacks.length === 1) {
+    const st = stacks[0] as StackCall;
+    const op = st.ops[0] as StoreOp;
+    // One op of cost 1 on Redis time: its plan is the rule's, kept with its wire text.
+    if (st.ops.length === 1 && st.now === undefined && op.cost === 1)
+      return { keys: keys as string[], args: [onePlan(op.rule, st.cmd, minTtl)] };
+  }
   const b = new CallBuilder('d', minTtl);
   // One line per run (`<count> <shape>`), and the supplied times of the runs with one.
   const tail: string[] = [];
@@ -181,6 +196,22 @@ export function decideArgs(stacks: readonly StackCall[], keys: readonly string[]
   }
   if (runAt >= 0) tail[runAt] = `${count} ${shape}`;
   return b.finish(tail, times);
+}
+
+/** The plan of one op of cost 1 of `rule` on Redis time (what decideArgs would build). */
+function onePlan(rule: RuleSpec, cmd: Command, minTtl: string): string {
+  const w = wireOf(rule);
+  if (w.oneTtl !== minTtl) {
+    w.oneTtl = minTtl;
+    w.oneC = undefined;
+    w.oneP = undefined;
+  }
+  if (cmd === 'c') {
+    w.oneC ??= `d ${minTtl} 1\n${w.text}\n1 c1:1`;
+    return w.oneC;
+  }
+  w.oneP ??= `d ${minTtl} 1\n${w.text}\n1 p1:1`;
+  return w.oneP;
 }
 
 /** Whether stack `b` (key references `br`) has the shape of stack `a` (references `ar`). */

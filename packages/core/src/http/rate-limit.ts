@@ -26,6 +26,7 @@ import { type KeyOperations, keyOperations, type OperationSource } from '../oper
 import { isCapacityRefusal, messageContentType, messageText, refusal, storeFailureRefusal } from '../response.js';
 import type { KeyFn, Rule, RuleChanges } from '../rules.js';
 import type { Decision, RuleResult, RuleSpec, Store } from '../types.js';
+import { type Access, deniedRefusal } from './access.js';
 import { asAny, asMessage, asSkip, call, isThenable, settle } from './callbacks.js';
 import { holdRequest } from './lifetime.js';
 import { type HttpPort, sendRefusal, writeRefusalHead } from './port.js';
@@ -42,6 +43,8 @@ export interface RateLimitSource<Req, O extends HttpOptionsInput = HttpOptionsIn
   store: Store | undefined;
   clock: Clock | undefined;
   prefix: string | undefined;
+  /** The compiled `allow` and `deny` lists, when the limiter has either. */
+  access?: Access<Req> | undefined;
 }
 
 /** How the adapter mounts the pipeline. */
@@ -69,6 +72,8 @@ export type Decide<Req, Res, Next> = (req: Req, res: Res, next: Next) => void;
 export interface RateLimitCore<Req, Res, Next> {
   /** The app-level limiter (undefined for an empty stack). */
   readonly limiter: Limiter<Req> | undefined;
+  /** Whether `handle` does anything: app-level rules, or allow and deny lists. */
+  readonly active: boolean;
   /** The store every stack of this limiter shares. */
   readonly store: Store;
   /** The app-level middleware: skip → decide. */
@@ -204,11 +209,34 @@ export function createRateLimit<Req, Res, Next>(
     return p;
   }
 
+  const access = o.access;
+  /**
+   * The allow and deny lists → `go`. A denied request is answered 403 (a dry run lets it
+   * on to the rules); an allowed one is marked on `slot`, like a skipped one.
+   */
+  function accessThen(req: Req, res: Res, next: Next, go: () => void): void {
+    (access as Access<Req>)(
+      req,
+      (verdict) => {
+        if (verdict === undefined || (verdict === 'deny' && o.dryRun)) return go();
+        if (verdict === 'deny') return sendRefusal(port, res, deniedRefusal());
+        (req as WithDecision)[slot] = null;
+        port.pass(next);
+      },
+      (err) => port.fail(next, err),
+    );
+  }
+
   function stack(lim: Limiter<Req>): Decide<Req, Res, Next> {
     const p = pipelineOf(lim);
     // Called with three arguments: no prior decision, headers appended.
-    if (skip === undefined) return p as Decide<Req, Res, Next>;
-    return (req, res, next) => skipThen(req, res, next, () => p(req, res, next, undefined, false));
+    if (skip === undefined && access === undefined) return p as Decide<Req, Res, Next>;
+    const skipped: Decide<Req, Res, Next> =
+      skip === undefined
+        ? (p as Decide<Req, Res, Next>)
+        : (req, res, next) => skipThen(req, res, next, () => p(req, res, next, undefined, false));
+    if (access === undefined) return skipped;
+    return (req, res, next) => accessThen(req, res, next, () => skipped(req, res, next));
   }
 
   function routeLimiter(routeRules: readonly Rule<Req>[], mode: RouteMode, path: string): Limiter<Req> {
@@ -219,10 +247,17 @@ export function createRateLimit<Req, Res, Next>(
     return lim;
   }
 
-  const handle: Decide<Req, Res, Next> = limiter === undefined ? (_req, _res, next) => port.pass(next) : stack(limiter);
+  // An empty stack still applies the lists (a Fastify registration with only route rules).
+  const handle: Decide<Req, Res, Next> =
+    limiter !== undefined
+      ? stack(limiter)
+      : access !== undefined
+        ? (req, res, next) => accessThen(req, res, next, () => port.pass(next))
+        : (_req, _res, next) => port.pass(next);
 
   return {
     limiter,
+    active: limiter !== undefined || access !== undefined,
     store,
     handle,
     stack,
