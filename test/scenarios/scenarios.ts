@@ -66,6 +66,9 @@ export interface AppSpec {
   /** Other limiter options whose functions take only the request or the decision, passed as they are. */
   options?: { statusCode?: number; message?: unknown; onRejected?: (req: never, res: never, d: Decision) => void };
   maxHeaderSize: number;
+  /** App-level tiers and the function picking one (the adapters' `tiers` and `tier` options). */
+  tiers?: Record<string, Rule<ScenarioRequest>[]>;
+  tier?: (req: ScenarioRequest) => string | Promise<string>;
 }
 
 export interface ListeningApp {
@@ -73,6 +76,8 @@ export interface ListeningApp {
   close(): Promise<void>;
   /** Another transport for the same requests (e.g. in-process injection); default: HTTP to `port`. */
   send?(o: SendOptions): Promise<ScenarioResponse>;
+  /** The adapter's `update(ruleName, changes)` (Express and node: the middleware's; Fastify: `app.tollgate`). */
+  update(ruleName: string, changes: object): void;
 }
 
 export type MakeApp = (spec: AppSpec) => Promise<ListeningApp>;
@@ -135,7 +140,7 @@ export function httpScenarios(name: string, makeApp: MakeApp, makeStore?: (clock
       const app = await makeApp({ routes: [], maxHeaderSize: MAX_HEADER, ...partial, store: counted, clock });
       open.push(() => app.close());
       const request = (o?: SendOptions) => (app.send ? app.send(o ?? {}) : send(app.port, o));
-      return { clock, request, store: made.store, storeCalls: () => calls };
+      return { clock, request, store: made.store, storeCalls: () => calls, app };
     }
 
     async function statuses(request: (o?: SendOptions) => Promise<ScenarioResponse>, n: number, o?: SendOptions): Promise<number[]> {
@@ -458,6 +463,97 @@ export function httpScenarios(name: string, makeApp: MakeApp, makeStore?: (clock
         expect((await request(from6('::ffff:198.51.100.20'))).status).toBe(200);
         expect((await request(from6('198.51.100.20'))).status).toBe(200);
         expect((await request(from6('198.51.100.20'))).status).toBe(429);
+      });
+    });
+
+    describe('tiers, limits per request and update', () => {
+      const plan = (req: ScenarioRequest) => {
+        const p = req.headers['x-plan'];
+        return typeof p === 'string' ? p : 'free';
+      };
+      const tiers: Record<string, Rule<ScenarioRequest>[]> = {
+        free: [{ name: 'free', key: userKey, limit: 2, window: '1m', algorithm: 'fixed-window' }],
+        pro: [{ name: 'pro', key: userKey, limit: 4, window: '1m', algorithm: 'fixed-window' }],
+      };
+      const base: Rule<ScenarioRequest>[] = [{ name: 'ip', limit: 100, window: '1m', algorithm: 'fixed-window' }];
+
+      it("the plan picks the tier's rules, decided with the app-level ones; headers name the tier's rule and limit", async () => {
+        const { request } = await start({ rules: base, tiers, tier: plan });
+        const free = { headers: { 'x-user': 'alice' } };
+        const pro = { headers: { 'x-user': 'bob', 'x-plan': 'pro' } };
+        const r = await request(free);
+        expect(r.headers['ratelimit-policy']).toBe('"ip";q=100;w=60, "free";q=2;w=60');
+        expect(await statuses(request, 2, free)).toEqual([200, 429]);
+        const p = await request(pro);
+        expect(p.headers['ratelimit-policy']).toBe('"ip";q=100;w=60, "pro";q=4;w=60');
+        expect(await statuses(request, 4, pro)).toEqual([200, 200, 200, 429]);
+        // The refusals consumed nothing from the app-level rule: 1 + 1 + 1 + 3 admitted.
+        expect((await request({ headers: { 'x-user': 'carol' } })).headers.ratelimit).toMatch(/^"ip";r=93;/);
+      });
+
+      it('an unknown plan goes to the error handler (500), never through', async () => {
+        const { request } = await start({ rules: base, tiers, tier: plan });
+        const r = await request({ headers: { 'x-user': 'alice', 'x-plan': 'gold' } });
+        expect(r.status).toBe(500);
+        expect(r.headers.ratelimit).toBeUndefined();
+      });
+
+      it('an async plan lookup is awaited; route rules join the same decision', async () => {
+        const { request } = await start({
+          rules: base,
+          tiers,
+          tier: async (req) => plan(req),
+          routes: [
+            {
+              method: 'POST',
+              path: '/upload',
+              rules: [{ name: 'upload', key: userKey, limit: 1, window: '1m', algorithm: 'fixed-window' }],
+            },
+          ],
+        });
+        const r = await request({ method: 'POST', path: '/upload', headers: { 'x-user': 'alice', 'x-plan': 'pro' } });
+        expect(r.status).toBe(200);
+        expect(r.body.rateLimit.rules.map((x: { name: string }) => x.name).sort()).toEqual(['ip', 'pro', 'upload']);
+        const again = await request({ method: 'POST', path: '/upload', headers: { 'x-user': 'alice', 'x-plan': 'pro' } });
+        expect(again.status).toBe(429);
+        expect(again.body['violated-policies']).toEqual(['upload']);
+      });
+
+      it('a limit per request: headers and the decision report the limit applied; a bad value is a 500, never a pass', async () => {
+        const { request } = await start({
+          rules: [
+            {
+              name: 'user',
+              key: userKey,
+              limit: (req) => Number(req.headers['x-quota'] ?? 3),
+              window: '1m',
+              algorithm: 'fixed-window',
+            },
+          ],
+        });
+        const r = await request({ headers: { 'x-user': 'alice', 'x-quota': '7' } });
+        expect(r.headers['ratelimit-policy']).toBe('"user";q=7;w=60');
+        expect(r.body.rateLimit.rules[0]).toMatchObject({ limit: 7, remaining: 6 });
+        expect((await request({ headers: { 'x-user': 'alice', 'x-quota': '1' } })).status).toBe(429);
+        expect((await request({ headers: { 'x-user': 'alice', 'x-quota': 'lots' } })).status).toBe(500);
+      });
+
+      it("update raises a rule's limit in place, for the next request, keeping what was used", async () => {
+        const { request, app } = await start({
+          rules: [{ name: 'user', key: userKey, limit: 2, window: '1m', algorithm: 'fixed-window' }],
+          tiers,
+          tier: plan,
+        });
+        const alice = { headers: { 'x-user': 'alice', 'x-plan': 'pro' } };
+        expect(await statuses(request, 3, alice)).toEqual([200, 200, 429]);
+        app.update('user', { limit: 3 });
+        app.update('pro', { limit: 10 });
+        const r = await request(alice);
+        expect(r.status).toBe(200);
+        expect(r.headers['ratelimit-policy']).toBe('"user";q=3;w=60, "pro";q=10;w=60');
+        expect(r.headers.ratelimit).toBe('"user";r=0;t=60, "pro";r=7;t=60');
+        expect(() => app.update('usr', { limit: 3 })).toThrow(expect.objectContaining({ code: 'TG_UNKNOWN_RULE' }));
+        expect(() => app.update('user', { limti: 3 })).toThrow(expect.objectContaining({ code: 'TG_UNKNOWN_OPTION' }));
       });
     });
 

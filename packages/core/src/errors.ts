@@ -27,7 +27,7 @@ export const ERROR_CODES = {
   TG_STORE_TIMEOUT: 'A store call did not answer within its deadline.',
   TG_INVALID_TIME: 'A clock gave a time that is not a finite number of milliseconds.',
   TG_INVALID_CALLBACK_RESULT: 'A callback (key, cost, skip, message, handler, delay) returned a value of the wrong type at request time.',
-  TG_UNKNOWN_RULE: 'An operation by key names a rule the limiter does not have.',
+  TG_UNKNOWN_RULE: 'An operation by key or limiter.update names a rule the limiter does not have.',
   TG_INVALID_UNITS: 'The units of penalize or reward are not a positive whole number.',
   TG_STORE_UNSUPPORTED: 'The store cannot run an operation by key (it has no keyOp).',
 } as const;

@@ -122,7 +122,7 @@ export {
   refusal,
   retryAfterSeconds,
 } from './response.js';
-export { type CompiledRule, compileRule, compileRules, type KeyFn, type Rule } from './rules.js';
+export { type CompiledRule, compileRule, compileRules, type KeyFn, type Rule, type RuleChanges, type ValueFn } from './rules.js';
 export { checkRule, decideStack, type Entry, entryExpiresAt, refundEntry } from './stack.js';
 export { closest, didYouMean, editDistance, unknownOptionFix } from './suggest.js';
 export type {

@@ -3,7 +3,7 @@
  * validated once at construction (`normalizeLimiterOptions`), plus express-rate-limit's
  * `passOnStoreError` spelling.
  */
-import { configError, type Decision, describeValue, type KeyOperations, type OperationKey } from '@tollgate/core';
+import { configError, type Decision, describeValue, type KeyOperations, type OperationKey, type RuleChanges } from '@tollgate/core';
 import {
   type LimiterOptionsOf,
   normalizeLimiterOptions,
@@ -83,4 +83,11 @@ export interface RateLimitMiddleware extends RequestHandler, Omit<KeyOperations,
   reset(rule: string, key: OperationKey): Promise<void>;
   /** Decides the request against the app-level rules without consuming anything. */
   peek(req: Request): Promise<Decision>;
+  /**
+   * Replaces a rule's `limit`, `burst`, `cost` or `blockFor` in place (the app-level
+   * rules, the tiers' and every route's), validated as at construction; the next decisions
+   * use it and the rule's state is kept. Per process: apply it on every instance.
+   * @example limiter.update('pro', { limit: 10_000 })
+   */
+  update(ruleName: string, changes: RuleChanges<Request>): void;
 }

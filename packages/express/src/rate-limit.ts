@@ -61,5 +61,6 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
   middleware.unblock = ops.unblock;
   middleware.penalize = ops.penalize;
   middleware.reward = ops.reward;
+  middleware.update = (ruleName, changes) => core.update(ruleName, changes);
   return middleware;
 }

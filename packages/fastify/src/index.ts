@@ -10,7 +10,9 @@
 import './augment.js';
 import { tollgate } from './plugin.js';
 
+export type { RuleChanges } from '@tollgate/core';
 export * from '@tollgate/core/essentials';
+export type { TollgateInstance } from './augment.js';
 export {
   type ClientAddressOptions,
   type ConcurrencyPluginOptions,

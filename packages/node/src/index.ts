@@ -14,7 +14,16 @@
  * });
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { ConcurrencyLimit, Decision, KeyOperations, OperationKey, Shedder, ShedOptions, ThrottleResult } from '@tollgate/core';
+import type {
+  ConcurrencyLimit,
+  Decision,
+  KeyOperations,
+  OperationKey,
+  RuleChanges,
+  Shedder,
+  ShedOptions,
+  ThrottleResult,
+} from '@tollgate/core';
 import {
   type ConcurrencyFlowOptions,
   concurrencyFlow,
@@ -135,6 +144,13 @@ export function rateLimit(options: RateLimitOptions): NodeLimiter &
      * all-or-nothing decision), or standing instead of them with `mode: 'replace'`.
      */
     route(options: RouteOptionsOf<Req>): NodeLimiter;
+    /**
+     * Replaces a rule's `limit`, `burst`, `cost` or `blockFor` in place (the app-level
+     * rules, the tiers' and every route's), validated as at construction; the next decisions
+     * use it and the rule's state is kept. Per process: apply it on every instance.
+     * @example limiter.update('pro', { limit: 10_000 })
+     */
+    update(ruleName: string, changes: RuleChanges<Req>): void;
   } {
   const { onError, ...rest } = options ?? ({} as RateLimitOptions);
   const o = normalizeLimiterOptions<Req, RateLimitOptions>(rest, RATE_LIMIT_WORDING);
@@ -154,6 +170,7 @@ export function rateLimit(options: RateLimitOptions): NodeLimiter &
     unblock: ops.unblock,
     penalize: ops.penalize,
     reward: ops.reward,
+    update: (ruleName: string, changes: RuleChanges<Req>) => core.update(ruleName, changes),
     route(options: RouteOptionsOf<Req>) {
       const r = routeOptionsOf<Req>(options);
       return forms(core.route(r.rules, r.mode, 'route rules'), onError, {});

@@ -37,5 +37,7 @@ export function admitted(remaining: number, resetMs: number, delayMs: number, ne
 }
 
 export function refused(remaining: number, resetMs: number, retryAfterMs: number, next: State | undefined): Check {
-  return { allowed: false, remaining, resetMs, retryAfterMs, delayMs: 0, reason: 'limit', next, x: 0 };
+  // Never below 0: a fixed window's count may exceed a limit lowered since (a limit per
+  // request, or an update). Here rather than in the algorithm, off its admitting path.
+  return { allowed: false, remaining: Math.max(0, remaining), resetMs, retryAfterMs, delayMs: 0, reason: 'limit', next, x: 0 };
 }

@@ -65,15 +65,30 @@ export interface HttpCallbackOptions<Req, Res, Next> {
 /** A limiter adapter's options: the shared ones, the callbacks and the rules. */
 export interface LimiterOptionsOf<Req, Res, Next> extends HttpLimiterOptions, HttpCallbackOptions<Req, Res, Next> {
   /**
-   * The stack: a request passes only if every rule admits it.
+   * The stack: a request passes only if every rule admits it (may be left out with `tiers`).
    * @example rules: [{ name: 'ip', rate: '100/min' }, { name: 'user', key: user((req) => req.user?.id), rate: '1000/h' }]
    */
-  rules: Rule<Req>[];
+  rules?: Rule<Req>[];
+  /**
+   * Named rule stacks, one of which joins `rules` per request, picked by `tier`; decided
+   * with them as one all-or-nothing decision. Rule names are unique across `rules` and
+   * every tier (give two tiers' rules one `group` to share a budget).
+   * @example tiers: { free: [{ name: 'free', rate: '100/min' }], pro: [{ name: 'pro', rate: '5000/min' }] }
+   */
+  tiers?: Record<string, Rule<Req>[]>;
+  /**
+   * The tier of a request (with `tiers`), or a promise of it. A name that is not a tier is
+   * a coded error (`TG_INVALID_CALLBACK_RESULT`) handed to the error handler, never an admission.
+   * @example tier: (req) => req.user?.plan ?? 'free'
+   */
+  tier?: (req: Req) => string | Promise<string>;
 }
 
 /** The option names every limiter adapter knows. */
 export const LIMITER_OPTION_NAMES: readonly string[] = [
   'rules',
+  'tiers',
+  'tier',
   'store',
   'clock',
   'timers',
@@ -157,7 +172,16 @@ export function normalizeLimiterOptions<Req, O extends LimiterOptionsOf<Req, nev
   };
   const shared = normalizeHttpOptions<Req, O>(options, wording);
   const access = compileAccess<Req>(options.allow, options.deny, { path: w.path, trustProxy: options.trustProxy });
-  return { ...shared, rules: options.rules, store: options.store, clock: options.clock, prefix: options.prefix, access };
+  return {
+    ...shared,
+    rules: options.rules as Rule<Req>[],
+    tiers: options.tiers,
+    tier: options.tier,
+    store: options.store,
+    clock: options.clock,
+    prefix: options.prefix,
+    access,
+  };
 }
 
 /** Route-level rules of an app-level limiter (`limiter.route({ rules, mode })`). */

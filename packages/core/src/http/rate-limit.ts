@@ -18,13 +18,13 @@ import { publishDecision, publishStoreError } from '../diagnostics.js';
 import { configError, describe } from '../errors.js';
 import type { HeaderContext } from '../headers.js';
 import type { HttpOptions, HttpOptionsInput } from '../http-options.js';
-import { createLimiter, decisionOps, type Limiter } from '../limiter.js';
+import { createLimiterIn, decisionOps, type Limiter, type LimiterOptions, ruleByName, ruleFamily, updateRule } from '../limiter.js';
 import { MemoryStore } from '../memory-store.js';
 import { mergeDecisions } from '../merge.js';
 import { nextAdmission } from '../next-admission.js';
 import { type KeyOperations, keyOperations, type OperationSource } from '../operations.js';
 import { isCapacityRefusal, messageContentType, messageText, refusal, storeFailureRefusal } from '../response.js';
-import type { KeyFn, Rule } from '../rules.js';
+import type { KeyFn, Rule, RuleChanges } from '../rules.js';
 import type { Decision, RuleResult, RuleSpec, Store } from '../types.js';
 import { type Access, deniedRefusal } from './access.js';
 import { asAny, asMessage, asSkip, call, isThenable, settle } from './callbacks.js';
@@ -38,6 +38,8 @@ export type RouteMode = 'add' | 'replace';
 /** A limiter's options as the adapter normalised them (`normalizeHttpOptions` and its own). */
 export interface RateLimitSource<Req, O extends HttpOptionsInput = HttpOptionsInput> extends HttpOptions<Req, O> {
   rules: readonly Rule<Req>[];
+  tiers: Readonly<Record<string, readonly Rule<Req>[]>> | undefined;
+  tier: ((req: Req) => string | Promise<string>) | undefined;
   store: Store | undefined;
   clock: Clock | undefined;
   prefix: string | undefined;
@@ -88,8 +90,13 @@ export interface RateLimitCore<Req, Res, Next> {
    */
   route(rules: readonly Rule<Req>[], mode: RouteMode, path: string): Decide<Req, Res, Next>;
   /**
-   * The operations by key over every rule of this limiter: the app-level rules and the
-   * route rules of every route stack built so far.
+   * `limiter.update` over every stack of this limiter: the app-level rules, the tiers and
+   * every route's rules (each rule of that name).
+   */
+  update(ruleName: string, changes: RuleChanges<Req>): void;
+  /**
+   * The operations by key over every rule of this limiter: the app-level rules, the tiers'
+   * and the route rules of every route stack built so far.
    */
   readonly operations: KeyOperations;
   /** Where `operations` look rules up (for an adapter that combines registrations). */
@@ -152,8 +159,18 @@ export function createRateLimit<Req, Res, Next>(
     ...(o.prefix !== undefined ? { prefix: o.prefix } : {}),
     defaultKey: guardAppFn(o.defaultKey) as KeyFn<Req>,
   };
-  const rules = guardRules(o.rules, 'rules');
-  const limiter = Array.isArray(rules) && rules.length === 0 && s.allowEmpty ? undefined : createLimiter<Req>({ rules, ...common });
+  const family = ruleFamily<Req>(o.prefix ?? 'tg');
+  const tiered = o.tiers !== undefined || o.tier !== undefined;
+  // With tiers, `rules` may be left out: each request gets its tier's rules.
+  const rules = guardRules(o.rules === undefined && tiered ? [] : o.rules, 'rules');
+  // Passed on as given (guarded when they are what they should be): the limiter reports the rest.
+  const tiering = (
+    tiered ? { tiers: guardTiers<Req>(o.tiers), tier: typeof o.tier === 'function' ? guardAppFn(o.tier) : o.tier } : {}
+  ) as Pick<LimiterOptions<Req>, 'tiers' | 'tier'>;
+  const limiter =
+    Array.isArray(rules) && rules.length === 0 && s.allowEmpty && !tiered
+      ? undefined
+      : createLimiterIn<Req>({ rules, ...tiering, ...common }, family);
   const operationSource = ruleRegistry<Req>(store, o.clock);
   if (limiter !== undefined) operationSource.learn(limiter);
   const slot = Symbol(`tollgate:${o.name}`);
@@ -224,7 +241,8 @@ export function createRateLimit<Req, Res, Next>(
 
   function routeLimiter(routeRules: readonly Rule<Req>[], mode: RouteMode, path: string): Limiter<Req> {
     const guarded = guardRules(routeRules, path);
-    const lim = mode === 'add' && limiter !== undefined ? limiter.extend(guarded) : createLimiter<Req>({ rules: guarded, ...common });
+    const lim =
+      mode === 'add' && limiter !== undefined ? limiter.extend(guarded) : createLimiterIn<Req>({ rules: guarded, ...common }, family);
     operationSource.learn(lim);
     return lim;
   }
@@ -248,7 +266,7 @@ export function createRateLimit<Req, Res, Next>(
       const guarded = guardRules(routeRules, path);
       // Validates the route rules against the app-level ones (no shared names) for 'add'.
       const whole = routeLimiter(guarded, mode, path);
-      const alone = mode === 'replace' ? whole : createLimiter<Req>({ rules: guarded, ...common });
+      const alone = mode === 'replace' ? whole : createLimiterIn<Req>({ rules: guarded, ...common }, family);
       const decideWhole = stack(whole);
       const decideAlone = pipelineOf(alone);
       return function routeStage(req, res, next) {
@@ -279,10 +297,17 @@ export function createRateLimit<Req, Res, Next>(
         );
       };
     },
+    update: (ruleName, changes) => updateRule(family, ruleName, changes),
     operations: keyOperations(operationSource),
     operationSource,
     close: () => (ownStore === undefined ? Promise.resolve() : ownStore.close()),
   };
+}
+
+/** Every tier's rules with their functions guarded (see guardRules); other values as they are, for the limiter to report. */
+function guardTiers<Req>(tiers: unknown): Readonly<Record<string, readonly Rule<Req>[]>> | undefined {
+  if (typeof tiers !== 'object' || tiers === null || Array.isArray(tiers)) return tiers as undefined;
+  return Object.fromEntries(Object.entries(tiers).map(([name, stack]) => [name, guardRules(stack as Rule<Req>[], `tiers.${name}`)]));
 }
 
 /**
@@ -292,16 +317,19 @@ export function createRateLimit<Req, Res, Next>(
  * on it is refused rather than guessing which state was meant.
  */
 function ruleRegistry<Req>(store: Store, clock: Clock | undefined): OperationSource & { learn(lim: Limiter<Req>): void } {
-  const byName = new Map<string, RuleSpec>();
+  // Each name's first rule and a limiter that holds it: the spec is read from the limiter at
+  // each operation, so an operation sees the rule as it is after an update (the identity,
+  // which decides ambiguity, never changes).
+  const byName = new Map<string, { spec: RuleSpec; lim: Limiter<Req> }>();
   const ambiguous = new Set<string>();
   return {
     store,
     clock,
     learn(lim) {
-      for (const c of lim.rules) {
+      for (const c of [...lim.rules, ...Object.values(lim.tiers ?? {}).flat()]) {
         const known = byName.get(c.spec.name);
-        if (known === undefined) byName.set(c.spec.name, c.spec);
-        else if (known.id !== c.spec.id) ambiguous.add(c.spec.name);
+        if (known === undefined) byName.set(c.spec.name, { spec: c.spec, lim });
+        else if (known.spec.id !== c.spec.id) ambiguous.add(c.spec.name);
       }
     },
     ruleByName(name) {
@@ -313,7 +341,8 @@ function ruleRegistry<Req>(store: Store, clock: Clock | undefined): OperationSou
           fix: 'Give those route rules different names to operate on their keys.',
         });
       }
-      return byName.get(name);
+      const known = byName.get(name);
+      return known === undefined ? undefined : (ruleByName(known.lim, name)?.spec ?? known.spec);
     },
     ruleNames: () => byName.keys(),
   };
