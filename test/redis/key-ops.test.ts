@@ -109,6 +109,21 @@ describe('standalone', () => {
     await store.close();
   });
 
+  it("deny cache: an operator's block on a rule without blockFor is not answered as 'blocked' once it ends", async () => {
+    // Found by the key-operations property (seed 1902656442): penalize 5, block 1 ms,
+    // consume, wait 1 ms, consume. The first refusal was cached until the limit's retry
+    // time with its reason 'blocked', and answered 'blocked' after the block had ended.
+    const clock = new ManualClock(START);
+    const store = new RedisStore({ client, prefix: `ks${++n}:`, clock, timeoutMs: 5000 });
+    const l = createLimiter({ rules: [{ name: 'r', key: (q: { k: string }) => q.k, algorithm: 'fixed-window', limit: 5, window: '1s' }], store, clock });
+    await l.penalize('r', 'a', 5);
+    await l.block('r', 'a', 1);
+    expect((await l.consume({ k: 'a' })).rules[0]).toMatchObject({ allowed: false, reason: 'blocked', retryAfterMs: 1000 });
+    clock.advance(1);
+    expect((await l.consume({ k: 'a' })).rules[0]).toMatchObject({ allowed: false, reason: 'limit', retryAfterMs: 999 });
+    await store.close();
+  });
+
   it('hostile values under the key read as absent and are overwritten by a write', async () => {
     const clock = new ManualClock(START);
     const prefix = `ks${++n}:`;

@@ -7,7 +7,8 @@
  * every rule that rejected still rejects throughout), and only when skipping Redis has
  * no side effect Redis would have had: no rule of the stack counts rejected requests,
  * and every rule with `blockFor` has just started its block (a blocked rule writes
- * nothing, so the entry lives at most until that block ends). The answer's per-rule figures are those of the store's
+ * nothing, so the entry lives at most until that block ends); a block an operator set on a
+ * rule without `blockFor` is never cached (its end is not in the answer). The answer's per-rule figures are those of the store's
  * answer with time shifted; `remaining` of a rule is as of that answer. A refund, reset or
  * operation by key through this store drops the entries of its keys; one made elsewhere
  * (another instance, `tollgate keys`) is seen when the entry runs out: at the retry time
@@ -94,6 +95,10 @@ export class DenyCache {
       const o = d.outcomes[i] as Outcome;
       const rejecting = !o.allowed && !op.rule.dryRun;
       if (op.rule.countRejected) return;
+      // A block on a rule without blockFor was set by an operator (limiter.block,
+      // `tollgate keys block`): the answer does not say when it ends, and after that the
+      // same refusal is the limit's, so it is not answered locally.
+      if (o.reason === 'blocked' && op.rule.blockForMs === 0) return;
       if (op.rule.blockForMs > 0 && o.reason !== 'cost_exceeds_limit') {
         // A rule that blocks writes a new block whenever it rejects, unless it is blocked.
         // Its block runs from this rejection only when the rejection was its own ('limit'),
