@@ -115,7 +115,11 @@ describe('standalone', () => {
     // time with its reason 'blocked', and answered 'blocked' after the block had ended.
     const clock = new ManualClock(START);
     const store = new RedisStore({ client, prefix: `ks${++n}:`, clock, timeoutMs: 5000 });
-    const l = createLimiter({ rules: [{ name: 'r', key: (q: { k: string }) => q.k, algorithm: 'fixed-window', limit: 5, window: '1s' }], store, clock });
+    const l = createLimiter({
+      rules: [{ name: 'r', key: (q: { k: string }) => q.k, algorithm: 'fixed-window', limit: 5, window: '1s' }],
+      store,
+      clock,
+    });
     await l.penalize('r', 'a', 5);
     await l.block('r', 'a', 1);
     expect((await l.consume({ k: 'a' })).rules[0]).toMatchObject({ allowed: false, reason: 'blocked', retryAfterMs: 1000 });
