@@ -105,6 +105,7 @@ export {
   keyOperations,
   type OperationKey,
   type OperationSource,
+  type OperationValues,
 } from './operations.js';
 export {
   CAPACITY_RETRY_AFTER_MS,

@@ -718,7 +718,7 @@ function build<R>(
   const ops = keyOperations({
     store,
     clock,
-    ruleByName: (name) => own(name)?.spec,
+    ruleByName: (name) => own(name) as CompiledRule<never> | undefined,
     ruleNames: () => [...cells, ...[...(tiering?.stacks.values() ?? [])].flat()].map((c) => c.c.spec.name),
   });
 

@@ -14,6 +14,7 @@ import { channels } from './diagnostics.js';
 import { type Duration, parseDuration } from './duration.js';
 import { configError, describe, TollgateError } from './errors.js';
 import { sanitizeKey } from './limiter.js';
+import { type CompiledRule, specFor } from './rules.js';
 import { didYouMean } from './suggest.js';
 import type { KeyOp, RuleSpec, Store, StoreKeyState } from './types.js';
 
@@ -49,23 +50,34 @@ export interface KeyState {
 /** A key as operations take it: what the rule's key function returns. */
 export type OperationKey = string | number;
 
+/**
+ * The values in force for the key, for a rule whose `limit` or `burst` is a function of the
+ * request: without a request tollgate cannot call it, so the operation is told (the
+ * caller's plan, as the function would return it). Refused for a rule with plain values.
+ * @example await limiter.get('user', 'u1', { limit: 5000 })
+ */
+export interface OperationValues {
+  limit?: number;
+  burst?: number;
+}
+
 /** Operations on one (rule, key) without a request. See docs/operations.md. */
 export interface KeyOperations {
   /** The key's state for the rule: remaining, reset, retry and block. */
-  get(rule: string, key: OperationKey): Promise<KeyState>;
+  get(rule: string, key: OperationKey, values?: OperationValues): Promise<KeyState>;
   /** Forgets the key's state for the rule (a fresh budget, no block). */
   reset(rule: string, key: OperationKey): Promise<void>;
   /**
    * Refuses the key (reason `'blocked'`, with `Retry-After`) for `duration`, as `blockFor`
    * does, on any rule; a block already ending later is kept.
    */
-  block(rule: string, key: OperationKey, duration: Duration): Promise<KeyState>;
+  block(rule: string, key: OperationKey, duration: Duration, values?: OperationValues): Promise<KeyState>;
   /** Lifts a block (the counter is left as it is: `reset` forgets both). */
-  unblock(rule: string, key: OperationKey): Promise<KeyState>;
+  unblock(rule: string, key: OperationKey, values?: OperationValues): Promise<KeyState>;
   /** Consumes up to `units` of what the key has left now, never beyond empty. */
-  penalize(rule: string, key: OperationKey, units: number): Promise<KeyState>;
+  penalize(rule: string, key: OperationKey, units: number, values?: OperationValues): Promise<KeyState>;
   /** Gives back up to `units` of what the key has used, never beyond a full budget. */
-  reward(rule: string, key: OperationKey, units: number): Promise<KeyState>;
+  reward(rule: string, key: OperationKey, units: number, values?: OperationValues): Promise<KeyState>;
 }
 
 /** The operation names, as `tollgate:key-op` messages carry them. */
@@ -91,8 +103,8 @@ export interface KeyOpMessage {
 export interface OperationSource {
   readonly store: Store;
   readonly clock: Clock | undefined;
-  /** The rule named `name`, or undefined. */
-  ruleByName(name: string): RuleSpec | undefined;
+  /** The rule named `name` as it is now (after any update), or undefined. */
+  ruleByName(name: string): Pick<CompiledRule<never>, 'spec' | 'dynamic'> | undefined;
   /** Every rule name, for "did you mean" in errors. */
   ruleNames(): Iterable<string>;
 }
@@ -119,6 +131,51 @@ function positiveUnits(units: unknown, path: string): number {
     });
   }
   return units;
+}
+
+/**
+ * The spec an operation works with: the rule's own, or for a rule whose limit or burst is a
+ * function of the request, the one derived from the values the caller gave (required: the
+ * placeholder values of such a rule would misstate every figure and cap).
+ */
+function specOf(rule: Pick<CompiledRule<never>, 'spec' | 'dynamic'>, values: unknown, operation: string): RuleSpec {
+  const path = `${operation}.values`;
+  const d = rule.dynamic;
+  if (values !== undefined && (typeof values !== 'object' || values === null)) {
+    throw configError('TG_INVALID_OPTION', {
+      path,
+      expected: 'an object { limit?, burst? }',
+      received: describe(values),
+      fix: 'Pass { limit: 5000 }, or leave it out.',
+    });
+  }
+  const v = (values ?? {}) as Record<string, unknown>;
+  for (const name of Object.keys(v)) {
+    const used = d !== undefined && (name === 'limit' ? d.limit : name === 'burst' ? d.burst : undefined) !== undefined;
+    if (!used) {
+      throw configError('TG_INVALID_OPTION', {
+        path: `${path}.${name}`,
+        expected:
+          d === undefined ? 'no values: this rule has plain ones' : 'only the values that are functions of the request on this rule',
+        received: describe(v[name]),
+        fix: `Leave ${name} out: rule ${JSON.stringify(rule.spec.name)} ${d === undefined ? 'uses its own values (change them with update)' : `does not take ${name} per request`}.`,
+      });
+    }
+  }
+  if (d === undefined) return rule.spec;
+  for (const name of ['limit', 'burst'] as const) {
+    if (d[name] === undefined) continue;
+    const x = v[name];
+    if (typeof x !== 'number' || !Number.isSafeInteger(x) || x <= 0) {
+      throw configError('TG_INVALID_OPTION', {
+        path: `${path}.${name}`,
+        expected: `the key's ${name} in force, as a positive whole number: rule ${JSON.stringify(rule.spec.name)}'s ${name} is a function of the request`,
+        received: describe(x),
+        fix: `Pass the value the rule's ${name} function returns for this key, e.g. { ${name}: 5000 } for the caller's plan.`,
+      });
+    }
+  }
+  return specFor(rule as CompiledRule<never>, v.limit, v.burst);
 }
 
 function unsupported(store: Store, operation: string): TollgateError {
@@ -167,7 +224,7 @@ export function keyOperations(from: OperationSource | readonly OperationSource[]
     return [...all];
   }
 
-  function ruleOf(name: unknown, operation: string): { rule: RuleSpec; source: OperationSource } {
+  function ruleOf(name: unknown, operation: string): { rule: Pick<CompiledRule<never>, 'spec' | 'dynamic'>; source: OperationSource } {
     if (typeof name === 'string') {
       for (const source of sources) {
         const rule = source.ruleByName(name);
@@ -190,8 +247,12 @@ export function keyOperations(from: OperationSource | readonly OperationSource[]
     rawKey: unknown,
     op: KeyOp | undefined,
     extra: Pick<KeyOpMessage, 'units' | 'blockMs'>,
+    values?: unknown,
   ): Promise<KeyState | undefined> {
-    const { rule, source } = ruleOf(name, operation);
+    const found = ruleOf(name, operation);
+    const { source } = found;
+    // A reset forgets the state whatever the values; every other operation reads or caps it.
+    const rule = op === undefined ? found.rule.spec : specOf(found.rule, values, operation);
     const { store, clock } = source;
     const raw = keyText(rawKey, `${operation}.key`);
     const key = sanitizeKey(raw);
@@ -215,22 +276,22 @@ export function keyOperations(from: OperationSource | readonly OperationSource[]
   }
 
   return {
-    get: (rule, key) => run('get', rule, key, { kind: 'get' }, {}) as Promise<KeyState>,
+    get: (rule, key, values) => run('get', rule, key, { kind: 'get' }, {}, values) as Promise<KeyState>,
     reset: async (rule, key) => {
       await run('reset', rule, key, undefined, {});
     },
-    block: async (rule, key, duration) => {
+    block: async (rule, key, duration, values) => {
       const ms = parseDuration(duration, 'block.duration');
-      return run('block', rule, key, { kind: 'block', ms }, { blockMs: ms }) as Promise<KeyState>;
+      return run('block', rule, key, { kind: 'block', ms }, { blockMs: ms }, values) as Promise<KeyState>;
     },
-    unblock: (rule, key) => run('unblock', rule, key, { kind: 'unblock' }, {}) as Promise<KeyState>,
-    penalize: async (rule, key, units) => {
+    unblock: (rule, key, values) => run('unblock', rule, key, { kind: 'unblock' }, {}, values) as Promise<KeyState>,
+    penalize: async (rule, key, units, values) => {
       const n = positiveUnits(units, 'penalize.units');
-      return run('penalize', rule, key, { kind: 'penalize', units: n }, { units: n }) as Promise<KeyState>;
+      return run('penalize', rule, key, { kind: 'penalize', units: n }, { units: n }, values) as Promise<KeyState>;
     },
-    reward: async (rule, key, units) => {
+    reward: async (rule, key, units, values) => {
       const n = positiveUnits(units, 'reward.units');
-      return run('reward', rule, key, { kind: 'reward', units: n }, { units: n }) as Promise<KeyState>;
+      return run('reward', rule, key, { kind: 'reward', units: n }, { units: n }, values) as Promise<KeyState>;
     },
   };
 }

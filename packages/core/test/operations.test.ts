@@ -14,6 +14,42 @@ const req = (k: string) => ({ k });
 const byK = (r: { k: string }) => r.k;
 
 describe('operations by key on the limiter', () => {
+  it('operations by key on a rule whose limit is a function used the placeholder limit 1: they take the values in force', async () => {
+    const clock = new ManualClock(START);
+    const plans: Record<string, number> = { a: 100 };
+    const l = createLimiter({
+      rules: [{ name: 'user', key: byK, limit: (r: { k: string }) => plans[r.k] ?? 10, window: '1m', algorithm: 'fixed-window' }],
+      clock,
+    });
+    for (let i = 0; i < 3; i++) expect((await l.consume(req('a'))).allowed).toBe(true);
+    // Without a request the limit cannot be known: asked for, never guessed.
+    for (const call of [
+      () => l.get('user', 'a'),
+      () => l.reward('user', 'a', 1),
+      () => l.penalize('user', 'a', 1),
+      () => l.block('user', 'a', '1m'),
+    ]) {
+      await expect(call()).rejects.toMatchObject({ code: 'TG_INVALID_OPTION', path: expect.stringMatching(/values\.limit$/) });
+    }
+    const s = await l.get('user', 'a', { limit: 100 });
+    expect(s).toMatchObject({ limit: 100, capacity: 100, remaining: 97, exists: true });
+    // A reward gives back what was used, never beyond the limit in force.
+    expect(await l.reward('user', 'a', 50, { limit: 100 })).toMatchObject({ remaining: 100 });
+    expect(await l.penalize('user', 'a', 40, { limit: 100 })).toMatchObject({ remaining: 60 });
+    expect((await l.consume(req('a'))).rules[0]).toMatchObject({ limit: 100, remaining: 59 });
+    await expect(l.get('user', 'a', { limit: 0 })).rejects.toMatchObject({ code: 'TG_INVALID_OPTION' });
+    await expect(l.get('user', 'a', { limit: 100, burst: 5 })).rejects.toMatchObject({
+      code: 'TG_INVALID_OPTION',
+      path: 'get.values.burst',
+    });
+    // A reset needs no values; a rule with plain values takes none.
+    await l.reset('user', 'a');
+    expect((await l.get('user', 'a', { limit: 100 })).exists).toBe(false);
+    const plain = createLimiter({ rules: [{ name: 'r', key: byK, limit: 5, window: '1m' }], clock });
+    await expect(plain.get('r', 'a', { limit: 5 })).rejects.toMatchObject({ code: 'TG_INVALID_OPTION', path: 'get.values.limit' });
+    expect((await plain.get('r', 'a')).limit).toBe(5);
+  });
+
   it('a store without keyOp: reset(rule, key) works (it needs only reset), the others reject TG_STORE_UNSUPPORTED', async () => {
     const inner = new MemoryStore();
     const bare: Store = {

@@ -24,7 +24,7 @@ import { mergeDecisions } from '../merge.js';
 import { nextAdmission } from '../next-admission.js';
 import { type KeyOperations, keyOperations, type OperationSource } from '../operations.js';
 import { isCapacityRefusal, messageContentType, messageText, refusal, storeFailureRefusal } from '../response.js';
-import type { KeyFn, Rule, RuleChanges } from '../rules.js';
+import type { CompiledRule, KeyFn, Rule, RuleChanges } from '../rules.js';
 import type { Decision, RuleResult, RuleSpec, Store } from '../types.js';
 import { type Access, deniedRefusal } from './access.js';
 import { asAny, asMessage, asSkip, call, isThenable, settle } from './callbacks.js';
@@ -320,7 +320,7 @@ function ruleRegistry<Req>(store: Store, clock: Clock | undefined): OperationSou
   // Each name's first rule and a limiter that holds it: the spec is read from the limiter at
   // each operation, so an operation sees the rule as it is after an update (the identity,
   // which decides ambiguity, never changes).
-  const byName = new Map<string, { spec: RuleSpec; lim: Limiter<Req> }>();
+  const byName = new Map<string, { spec: RuleSpec; rule: CompiledRule<Req>; lim: Limiter<Req> }>();
   const ambiguous = new Set<string>();
   return {
     store,
@@ -328,7 +328,7 @@ function ruleRegistry<Req>(store: Store, clock: Clock | undefined): OperationSou
     learn(lim) {
       for (const c of [...lim.rules, ...Object.values(lim.tiers ?? {}).flat()]) {
         const known = byName.get(c.spec.name);
-        if (known === undefined) byName.set(c.spec.name, { spec: c.spec, lim });
+        if (known === undefined) byName.set(c.spec.name, { spec: c.spec, rule: c, lim });
         else if (known.spec.id !== c.spec.id) ambiguous.add(c.spec.name);
       }
     },
@@ -342,7 +342,7 @@ function ruleRegistry<Req>(store: Store, clock: Clock | undefined): OperationSou
         });
       }
       const known = byName.get(name);
-      return known === undefined ? undefined : (ruleByName(known.lim, name)?.spec ?? known.spec);
+      return known === undefined ? undefined : ((ruleByName(known.lim, name) ?? known.rule) as CompiledRule<never>);
     },
     ruleNames: () => byName.keys(),
   };
