@@ -31,7 +31,7 @@ const db = {
   },
   async quotaOf(id) {
     await new Promise((resolve) => setImmediate(resolve));
-    return tenants.get(id)?.quota;
+    return tenants.get(id)?.quota ?? 200; // the enterprise default, until a limit is negotiated
   },
   async setPlan(id, plan) {
     const t = tenants.get(id);
@@ -108,11 +108,15 @@ admin.use((req, res, next) => {
   next();
 });
 
-// Move a tenant to another plan (the database is the source of truth).
+// Move a tenant to another plan (the database is the source of truth). The plans share
+// one group, so the minute's count carries over, and so does a block: an upgrade lifts
+// it (the customer has just paid to get in), a downgrade keeps it.
 admin.put('/tenants/:id/plan', async (req, res) => {
   const plan = req.body?.plan;
   if (!PLANS.includes(plan)) return res.status(400).json({ error: `plan must be one of ${PLANS.join(', ')}` });
+  const previous = tenants.get(req.params.id)?.plan;
   if (!(await db.setPlan(req.params.id, plan))) return res.status(404).json({ error: 'no such tenant' });
+  if (PLANS.indexOf(plan) > PLANS.indexOf(previous)) await limiter.unblock(plan, req.params.id);
   res.json({ tenant: req.params.id, plan });
 });
 

@@ -178,6 +178,21 @@ describe.skipIf(!built)('examples/plans', { timeout: 60_000 }, () => {
       expect(remaining(pro, 'pro')).toBe(44); // 5 used on free + this one
       expect((await call(base, '/admin/tenants/acme/plan', { method: 'PUT', headers: ADMIN, body: { plan: 'gold' } })).status).toBe(400);
     });
+
+    it('a block carries over to the new plan (one group), and an upgrade lifts it; a downgrade does not', async () => {
+      const base = await server(env());
+      for (let i = 0; i < 6; i++) await api(base, 'acme-key');
+      expect((await api(base, 'acme-key')).status).toBe(429); // blocked on free
+      await call(base, '/admin/tenants/acme/plan', { method: 'PUT', headers: ADMIN, body: { plan: 'enterprise' } });
+      const upgraded = await api(base, 'acme-key');
+      expect(upgraded.status).toBe(200);
+      expect(remaining(upgraded, 'enterprise')).toBe(194); // tenants without a negotiated limit: the default 200
+      // Back on free: over its limit, refused and blocked again; moving down to free keeps the block.
+      await call(base, '/admin/tenants/acme/plan', { method: 'PUT', headers: ADMIN, body: { plan: 'free' } });
+      const down = await api(base, 'acme-key');
+      expect(down.status).toBe(429);
+      expect(down.retryAfter).toBe('300');
+    });
   });
 
   it('on Redis, a tier change made on one instance reaches the other over pub/sub', async () => {
