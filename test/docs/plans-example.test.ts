@@ -2,16 +2,21 @@
 // process (as a user runs it) on the memory store, and twice on one real redis-server to
 // check that a tier change made on one instance reaches the other over pub/sub.
 // The example imports the built packages: the test command builds them first.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../setup/redis.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const built = existsSync(join(root, 'packages/express/dist/index.mjs')) && existsSync(join(root, 'packages/redis/dist/index.mjs'));
+const built =
+  existsSync(join(root, 'packages/express/dist/index.mjs')) &&
+  existsSync(join(root, 'packages/redis/dist/index.mjs')) &&
+  existsSync(join(root, 'packages/cli/dist/index.mjs'));
 const ADMIN = { 'x-admin-token': 'test-admin' };
+const run = promisify(execFile);
 
 const children: ChildProcess[] = [];
 afterEach(() => {
@@ -193,6 +198,41 @@ describe.skipIf(!built)('examples/plans', { timeout: 60_000 }, () => {
       expect(down.status).toBe(429);
       expect(down.retryAfter).toBe('300');
     });
+  });
+
+  it("on Redis, an operator's `tollgate keys` reaches the example's state: get shows the block, unblock lifts it", async () => {
+    const env = { REDIS_URL: `redis://127.0.0.1:${redis.port}`, REDIS_PREFIX: 'plans-cli:' };
+    const base = await server(env);
+    for (let i = 0; i < 6; i++) await api(base, 'acme-key');
+    const rule = [
+      '--prefix',
+      'plans-cli:',
+      '--rule',
+      'free',
+      '--limit',
+      '5',
+      '--window',
+      '1m',
+      '--group',
+      'plan',
+      '--key',
+      'acme',
+      '--json',
+    ];
+    const cli = async (op: string) => {
+      const { stdout } = await run(process.execPath, ['packages/cli/bin/tollgate.js', 'keys', op, '--redis', env.REDIS_URL, ...rule], {
+        cwd: root,
+      });
+      return JSON.parse(stdout) as { redisKey: string; state: { blocked: boolean; remaining: number } };
+    };
+    const got = await cli('get');
+    expect(got.redisKey).toBe('plans-cli:tg:plan:w60000{acme}');
+    expect(got.state).toMatchObject({ blocked: true, remaining: 0 });
+    expect((await cli('unblock')).state.blocked).toBe(false);
+    // The app sees it: no longer blocked (the admin API reads the same state).
+    expect((await call(base, '/admin/keys/free/acme', { headers: ADMIN })).body).toMatchObject({ blocked: false });
+    await cli('reset');
+    expect((await api(base, 'acme-key')).status).toBe(200);
   });
 
   it('on Redis, a tier change made on one instance reaches the other over pub/sub', async () => {
