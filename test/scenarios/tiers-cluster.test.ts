@@ -202,6 +202,8 @@ describe.each([
     expect(raised.status).toBe(200);
     expect(raised.policy).toBe('"ip";q=100;w=60, "pro";q=6;w=60');
     expect(raised.rateLimit).toMatch(/"pro";r=1;/);
+    // An operation uses the rule as updated.
+    expect(await app.ops.get('pro', 'gina')).toMatchObject({ limit: 6, remaining: 1 });
     // Back to free (limit 2): the 5 used stay used.
     expect((await go({ 'x-user': 'gina' })).status).toBe(429);
     expect(() => app.ops.update('pro', { limit: 0 })).toThrow(expect.objectContaining({ code: 'TG_INVALID_LIMIT' }));
