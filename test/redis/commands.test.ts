@@ -76,6 +76,36 @@ describe('the commands of a decision', () => {
     expect(calls.set).toBe(3 * N);
   });
 
+  it('a tiered decision (base rule, route rule, the tier with an async limit) is one call, a refusal too', async () => {
+    // Issue 16: tiers and values per request join the base and route rules in one decision,
+    // one round trip; a refusal by the tier rule needs no refund call (all or nothing inside).
+    const store = new RedisStore({ client, prefix: 'cmd:', timeoutMs: 5_000, denyCache: false });
+    type Req = { ip: string; plan: string; quota: number };
+    const l = createLimiter<Req>({
+      rules: [{ name: 'ip', key: (r) => r.ip, limit: 1000, window: '1m' }],
+      tiers: {
+        free: [{ name: 'free', key: (r) => r.ip, limit: 2, window: '1m', algorithm: 'fixed-window' }],
+        pro: [{ name: 'pro', key: (r) => r.ip, limit: async (r) => r.quota, window: '1m', algorithm: 'token-bucket' }],
+      },
+      tier: async (r) => r.plan,
+      store,
+      prefix: 'tiers',
+    }).extend([{ name: 'route', key: () => 'upload', limit: 1000, window: '1m' }]);
+    await l.consume({ ip: 'warm', plan: 'pro', quota: 10 });
+    await store.checked;
+    await client.config('RESETSTAT');
+    const allowed: boolean[] = [];
+    for (let i = 0; i < N; i++)
+      allowed.push((await l.consume({ ip: '10.0.2.1', plan: i < N / 2 ? 'pro' : 'free', quota: 50 + i })).allowed);
+    // Pro admits its ten; free (limit 2, a separate rule and count) admits two, then refuses.
+    expect(allowed).toEqual([...Array(N / 2 + 2).fill(true), ...Array(N / 2 - 2).fill(false)]);
+    const calls = await commandCalls();
+    expect(calls.fcall).toBe(N);
+    expect(calls.mget).toBe(N);
+    expect(calls.evalsha).toBeUndefined();
+    expect(calls.eval).toBeUndefined();
+  });
+
   it("a key of another type is read as absent by a one-rule call's GET and overwritten", async () => {
     const store = new RedisStore({ client, prefix: 'cmd:', timeoutMs: 5_000, denyCache: false });
     const l = createLimiter({
