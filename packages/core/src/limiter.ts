@@ -10,7 +10,7 @@ import type { Clock } from './clock.js';
 import { channels, DURATION } from './diagnostics.js';
 import { configError, describe } from './errors.js';
 import { ip } from './keys.js';
-import { MemoryStore } from './memory-store.js';
+import { DECIDE, MemoryStore } from './memory-store.js';
 import { type CompiledRule, compileRules, type KeyFn, type Rule } from './rules.js';
 import { unknownOptionFix } from './suggest.js';
 import type { Decision, RuleResult, Store, StoreDecision, StoreOp } from './types.js';
@@ -365,7 +365,10 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
   }
 
   const now = clock ? () => clock.now() : () => undefined;
-  const consumeSync = store.consumeSync;
+  // A MemoryStore (one whose consumeSync is its own) decides into objects it reuses, which
+  // finish reads at once.
+  const consumeSync =
+    store instanceof MemoryStore && store.consumeSync === MemoryStore.prototype.consumeSync ? store[DECIDE] : store.consumeSync;
   // In-process stores decide synchronously: no promise per decision.
   const decideOps =
     consumeSync !== undefined
