@@ -3,9 +3,10 @@ import { defineConfig } from 'vitest/config';
 
 const pkg = (name: string) => fileURLToPath(new URL(`./packages/${name}/src/index.ts`, import.meta.url));
 
-// '@tollgate/core/http' first: an alias also matches the start of a longer specifier.
+// The subpaths ('@tollgate/core/http', '/essentials') first: an alias also matches the start of a longer specifier.
 const alias = {
   '@tollgate/core/http': fileURLToPath(new URL('./packages/core/src/http/index.ts', import.meta.url)),
+  '@tollgate/core/essentials': fileURLToPath(new URL('./packages/core/src/essentials/index.ts', import.meta.url)),
   '@tollgate/core': pkg('core'),
   '@tollgate/redis': pkg('redis'),
   '@tollgate/express': pkg('express'),

@@ -15,6 +15,7 @@
 import { type Clock, createLimiter, type Decision, type Limiter, ManualClock, type Rule, type Store } from '@tollgate/core';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { valuesContract } from './values-contract.js';
 
 /** What the suite's rules read from a "request". */
 export interface ContractReq {
@@ -440,7 +441,7 @@ export function storeContract(
       for (const c of EXACTNESS_CASES) {
         it(`${c.label}: at now + resetMs a request of the full quota passes, at now + resetMs - 1 it does not`, async () => {
           // The full quota: the burst of a bucket, the places of a queue, else the limit.
-          const full = c.rule.burst ?? c.rule.queue ?? c.rule.limit ?? Number(String(c.rule.rate).split('/')[0]);
+          const full = (c.rule.burst ?? c.rule.queue ?? c.rule.limit ?? Number(String(c.rule.rate).split('/')[0])) as number;
           const l = one({ ...c.rule, cost: (req) => req.n ?? 1 });
           const rnd = prng(c.label.length * 104_729 + 3);
           let waited = 0;
@@ -919,5 +920,8 @@ export function storeContract(
         });
       }
     });
+
+    // Tiers, values per request and update (values-contract.ts), on this store.
+    valuesContract(() => ({ clock, store, prefix }));
   });
 }

@@ -44,7 +44,10 @@ export type Behaviour =
 
 export type Stage =
   | { kind: 'shed'; options: ShedOptions<AnyReq> }
-  | { kind: 'slowDown'; options: Omit<ThrottleOptions<AnyReq>, 'defaultKey'> & { timers: ManualTimers; headers?: HeadersOption } }
+  | {
+      kind: 'slowDown';
+      options: Omit<ThrottleOptions<AnyReq>, 'defaultKey'> & { timers: ManualTimers; headers?: HeadersOption; allow?: unknown };
+    }
   | {
       kind: 'rateLimit';
       options: {
@@ -56,7 +59,7 @@ export type Stage =
         message?: (req: AnyReq) => unknown;
       };
     }
-  | { kind: 'concurrency'; options: Omit<ConcurrencyOptions<AnyReq>, 'defaultKey'> & { timers: ManualTimers } };
+  | { kind: 'concurrency'; options: Omit<ConcurrencyOptions<AnyReq>, 'defaultKey'> & { timers: ManualTimers; allow?: unknown } };
 
 export interface ControlAppSpec {
   clock: ManualClock;
@@ -669,6 +672,45 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
         expect(blocked.headers['retry-after']).toBe('60');
         await t.timers.advance(60 * 1000);
         expect((await t.get('/login').reply).status).toBe(200);
+      });
+    });
+
+    describe('allow lists on the controls', () => {
+      it('slowDown: an allowed client is never delayed nor counted; a spoofed X-Forwarded-For is not allowed', async () => {
+        const t = await start(({ timers, clock, store }) => [
+          { kind: 'slowDown', options: { window: '10s', delayAfter: 0, delay: 1000, store, clock, timers, allow: ['127.0.0.2'] } },
+        ]);
+        for (let i = 0; i < 3; i++) expect((await t.get('/', { from: '127.0.0.2' }).reply).status).toBe(200);
+        expect(t.timers.pending).toBe(0);
+        const held = t.get('/', { headers: { 'x-forwarded-for': '127.0.0.2' } });
+        await until(() => t.timers.pending === 1, 'the spoofing request is delayed');
+        await t.timers.advance(1000);
+        expect((await held.reply).status).toBe(200);
+        expect(t.starts.map((s) => s.at)).toEqual([0, 0, 0, 1000]);
+      });
+
+      it('concurrency: an allowed client takes no slot; a non-boolean from an allow function goes to the error handler', async () => {
+        const t = await start(
+          ({ timers, slots }) => [
+            {
+              kind: 'concurrency',
+              options: {
+                max: 1,
+                store: slots,
+                timers,
+                allow: (req: AnyReq) => (req.headers['x-odd'] ? 'yes' : req.headers['x-internal'] === 'yes'),
+              },
+            },
+          ],
+          (path) => (path === '/slow' ? { kind: 'slow', ms: 1000 } : { kind: 'ok' }),
+        );
+        const slow = t.get('/slow');
+        await until(() => t.starts.length === 1, 'the slot is taken');
+        expect((await t.get('/').reply).status).toBe(429);
+        expect((await t.get('/', { headers: { 'x-internal': 'yes' } }).reply).status).toBe(200);
+        expect((await t.get('/', { headers: { 'x-odd': '1' } }).reply).status).toBe(500);
+        await t.timers.advance(1000);
+        expect((await slow.reply).status).toBe(200);
       });
     });
 

@@ -2,9 +2,10 @@
  * Acceptance tests of issue 3 on a real redis-server: atomicity under concurrency (with a
  * naive control that is not atomic), instances with skewed clocks sharing one window
  * through Redis time, and script-cache loss (SCRIPT FLUSH) between decisions. The race runs
- * on every client the store takes (the library's FCALL), on the EVALSHA fallback of an
- * ioredis client whose ACL refuses FUNCTION, with one instance on each path (two versions
- * of an app on one server), and on a three-master Cluster.
+ * on every client the store takes (the library's FCALL), on the EVALSHA fallback of a
+ * client whose ACL refuses FUNCTION (every client), with one instance on each path (two
+ * versions of an app on one server), and on a three-master Cluster (each client with one
+ * instance on each path).
  */
 import { createLimiter, type Rule } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
@@ -72,8 +73,21 @@ const PAIRS: [string, () => Promise<[Connected, Connected]>, number][] = [
     ROUNDS,
   ]),
   ['ioredis, scripts', async () => [kept(sa), kept(sb)], ROUNDS],
+  ...CLIENTS.filter((kind) => kind.name !== 'ioredis').map((kind): [string, () => Promise<[Connected, Connected]>, number] => [
+    `${kind.name}, scripts`,
+    async () => [await kind.standalone(server.port, loginFor('scripts')), await kind.standalone(server.port, loginFor('scripts'))],
+    ROUNDS,
+  ]),
   ['ioredis, one instance on each path', async () => [kept(a), kept(sa)], ROUNDS],
   ['ioredis Cluster, one instance on each path', async () => [kept(cla), kept(clb)], 5],
+  ...CLIENTS.filter((kind) => kind.name !== 'ioredis').map((kind): [string, () => Promise<[Connected, Connected]>, number] => {
+    const ports = () => cluster.startupNodes.map((node) => node.port);
+    return [
+      `${kind.name} Cluster, one instance on each path`,
+      async () => [await kind.cluster(ports()), await kind.cluster(ports(), loginFor('scripts'))],
+      5,
+    ];
+  }),
 ];
 
 describe.each(PAIRS)('race: two instances (%s), 400 concurrent decisions for one key, limit 50', (_label, pair, rounds) => {

@@ -19,6 +19,10 @@ export function expressApp(express: ExpressFactory) {
       ...(spec.trustProxy !== undefined ? { trustProxy: spec.trustProxy } : {}),
       ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
       ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
+      ...(spec.tiers !== undefined ? { tiers: spec.tiers as never, tier: spec.tier as never } : {}),
+      ...(spec.allow !== undefined ? { allow: spec.allow as never } : {}),
+      ...(spec.deny !== undefined ? { deny: spec.deny as never } : {}),
+      ...(spec.options as object),
     });
     const answer = (path: string) => (req: express5.Request, res: express5.Response) => {
       res.json({ route: path, rateLimit: req.rateLimit ?? null });
@@ -39,6 +43,7 @@ export function expressApp(express: ExpressFactory) {
     return {
       port: (server.address() as { port: number }).port,
       close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+      update: (name, changes) => limiter.update(name, changes),
     };
   };
 }

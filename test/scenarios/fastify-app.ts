@@ -22,6 +22,10 @@ async function build(spec: AppSpec): Promise<FastifyInstance> {
     ...(spec.trustProxy !== undefined ? { trustProxy: spec.trustProxy } : {}),
     ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
     ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
+    ...(spec.tiers !== undefined ? { tiers: spec.tiers as never, tier: spec.tier as never } : {}),
+    ...(spec.allow !== undefined ? { allow: spec.allow as never } : {}),
+    ...(spec.deny !== undefined ? { deny: spec.deny as never } : {}),
+    ...(spec.options as object),
   });
   const answer = (path: string) => async (request: FastifyRequest) => ({ route: path, rateLimit: request.rateLimit ?? null });
   for (const route of spec.routes) {
@@ -42,12 +46,17 @@ export function fastifyApp(transport: Transport) {
     const app = await build(spec);
     if (transport === 'socket') {
       await app.listen({ port: 0, host: '127.0.0.1' });
-      return { port: (app.server.address() as { port: number }).port, close: () => app.close() };
+      return {
+        port: (app.server.address() as { port: number }).port,
+        close: () => app.close(),
+        update: (name, changes) => app.tollgate.update(name, changes),
+      };
     }
     await app.ready();
     return {
       port: 0,
       close: () => app.close(),
+      update: (name, changes) => app.tollgate.update(name, changes),
       async send(o: SendOptions): Promise<ScenarioResponse> {
         const started = performance.now();
         const res = await app.inject({

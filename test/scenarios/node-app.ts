@@ -15,6 +15,10 @@ export async function nodeApp(spec: AppSpec): Promise<ListeningApp> {
     ...(spec.trustProxy !== undefined ? { trustProxy: spec.trustProxy } : {}),
     ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
     ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
+    ...(spec.tiers !== undefined ? { tiers: spec.tiers as never, tier: spec.tier as never } : {}),
+    ...(spec.allow !== undefined ? { allow: spec.allow as never } : {}),
+    ...(spec.deny !== undefined ? { deny: spec.deny as never } : {}),
+    ...(spec.options as object),
   });
   const routes = new Map(
     spec.routes.map((r) => [
@@ -40,5 +44,6 @@ export async function nodeApp(spec: AppSpec): Promise<ListeningApp> {
   return {
     port: (server.address() as { port: number }).port,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    update: (name, changes) => limit.update(name, changes),
   };
 }

@@ -21,16 +21,20 @@
 import type http from 'node:http';
 import {
   constant,
+  type Decision,
   type HeadersOption,
   ManualClock,
   MemoryStore,
   PROBLEM_QUOTA_EXCEEDED,
+  PROBLEM_REDUCED_CAPACITY,
   type Rule,
   type Store,
+  type StoreDecision,
   type TrustProxy,
   tenant,
   user,
 } from '@tollgate/core';
+import type { AccessList } from '@tollgate/core/http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { send as loopback } from '../setup/http.js';
 
@@ -56,7 +60,15 @@ export interface AppSpec {
   trustProxy?: TrustProxy;
   headers?: HeadersOption;
   dryRun?: boolean;
+  /** The limiter's `allow` and `deny` lists (addresses/CIDRs or a function), as given. */
+  allow?: AccessList<ScenarioRequest>;
+  deny?: AccessList<ScenarioRequest>;
+  /** Other limiter options whose functions take only the request or the decision, passed as they are. */
+  options?: { statusCode?: number; message?: unknown; onRejected?: (req: never, res: never, d: Decision) => void };
   maxHeaderSize: number;
+  /** App-level tiers and the function picking one (the adapters' `tiers` and `tier` options). */
+  tiers?: Record<string, Rule<ScenarioRequest>[]>;
+  tier?: (req: ScenarioRequest) => string | Promise<string>;
 }
 
 export interface ListeningApp {
@@ -64,6 +76,8 @@ export interface ListeningApp {
   close(): Promise<void>;
   /** Another transport for the same requests (e.g. in-process injection); default: HTTP to `port`. */
   send?(o: SendOptions): Promise<ScenarioResponse>;
+  /** The adapter's `update(ruleName, changes)` (Express and node: the middleware's; Fastify: `app.tollgate`). */
+  update(ruleName: string, changes: object): void;
 }
 
 export type MakeApp = (spec: AppSpec) => Promise<ListeningApp>;
@@ -111,10 +125,22 @@ export function httpScenarios(name: string, makeApp: MakeApp, makeStore?: (clock
       const clock = partial.clock ?? new ManualClock(startMs);
       const made = makeStore ? await makeStore(clock) : { store: new MemoryStore({ clock }), close: async () => {} };
       open.push(made.close);
-      const app = await makeApp({ routes: [], maxHeaderSize: MAX_HEADER, ...partial, store: made.store, clock });
+      // Every store method call is counted (`storeCalls`), for scenarios that must make none.
+      let calls = 0;
+      const counted = new Proxy(partial.store ?? made.store, {
+        get(target, name) {
+          const v = Reflect.get(target, name);
+          if (typeof v !== 'function') return v;
+          return (...args: unknown[]) => {
+            calls++;
+            return v.apply(target, args);
+          };
+        },
+      });
+      const app = await makeApp({ routes: [], maxHeaderSize: MAX_HEADER, ...partial, store: counted, clock });
       open.push(() => app.close());
       const request = (o?: SendOptions) => (app.send ? app.send(o ?? {}) : send(app.port, o));
-      return { clock, request, store: made.store };
+      return { clock, request, store: made.store, storeCalls: () => calls, app };
     }
 
     async function statuses(request: (o?: SendOptions) => Promise<ScenarioResponse>, n: number, o?: SendOptions): Promise<number[]> {
@@ -437,6 +463,239 @@ export function httpScenarios(name: string, makeApp: MakeApp, makeStore?: (clock
         expect((await request(from6('::ffff:198.51.100.20'))).status).toBe(200);
         expect((await request(from6('198.51.100.20'))).status).toBe(200);
         expect((await request(from6('198.51.100.20'))).status).toBe(429);
+      });
+    });
+
+    describe('tiers, limits per request and update', () => {
+      const plan = (req: ScenarioRequest) => {
+        const p = req.headers['x-plan'];
+        return typeof p === 'string' ? p : 'free';
+      };
+      const tiers: Record<string, Rule<ScenarioRequest>[]> = {
+        free: [{ name: 'free', key: userKey, limit: 2, window: '1m', algorithm: 'fixed-window' }],
+        pro: [{ name: 'pro', key: userKey, limit: 4, window: '1m', algorithm: 'fixed-window' }],
+      };
+      const base: Rule<ScenarioRequest>[] = [{ name: 'ip', limit: 100, window: '1m', algorithm: 'fixed-window' }];
+
+      it("the plan picks the tier's rules, decided with the app-level ones; headers name the tier's rule and limit", async () => {
+        const { request } = await start({ rules: base, tiers, tier: plan });
+        const free = { headers: { 'x-user': 'alice' } };
+        const pro = { headers: { 'x-user': 'bob', 'x-plan': 'pro' } };
+        const r = await request(free);
+        expect(r.headers['ratelimit-policy']).toBe('"ip";q=100;w=60, "free";q=2;w=60');
+        expect(await statuses(request, 2, free)).toEqual([200, 429]);
+        const p = await request(pro);
+        expect(p.headers['ratelimit-policy']).toBe('"ip";q=100;w=60, "pro";q=4;w=60');
+        expect(await statuses(request, 4, pro)).toEqual([200, 200, 200, 429]);
+        // The refusals consumed nothing from the app-level rule: 1 + 1 + 1 + 3 admitted.
+        expect((await request({ headers: { 'x-user': 'carol' } })).headers.ratelimit).toMatch(/^"ip";r=93;/);
+      });
+
+      it('an unknown plan goes to the error handler (500), never through', async () => {
+        const { request } = await start({ rules: base, tiers, tier: plan });
+        const r = await request({ headers: { 'x-user': 'alice', 'x-plan': 'gold' } });
+        expect(r.status).toBe(500);
+        expect(r.headers.ratelimit).toBeUndefined();
+      });
+
+      it('an async plan lookup is awaited; route rules join the same decision', async () => {
+        const { request } = await start({
+          rules: base,
+          tiers,
+          tier: async (req) => plan(req),
+          routes: [
+            {
+              method: 'POST',
+              path: '/upload',
+              rules: [{ name: 'upload', key: userKey, limit: 1, window: '1m', algorithm: 'fixed-window' }],
+            },
+          ],
+        });
+        const r = await request({ method: 'POST', path: '/upload', headers: { 'x-user': 'alice', 'x-plan': 'pro' } });
+        expect(r.status).toBe(200);
+        expect(r.body.rateLimit.rules.map((x: { name: string }) => x.name).sort()).toEqual(['ip', 'pro', 'upload']);
+        const again = await request({ method: 'POST', path: '/upload', headers: { 'x-user': 'alice', 'x-plan': 'pro' } });
+        expect(again.status).toBe(429);
+        expect(again.body['violated-policies']).toEqual(['upload']);
+      });
+
+      it('a limit per request: headers and the decision report the limit applied; a bad value is a 500, never a pass', async () => {
+        const { request } = await start({
+          rules: [
+            {
+              name: 'user',
+              key: userKey,
+              limit: (req) => Number(req.headers['x-quota'] ?? 3),
+              window: '1m',
+              algorithm: 'fixed-window',
+            },
+          ],
+        });
+        const r = await request({ headers: { 'x-user': 'alice', 'x-quota': '7' } });
+        expect(r.headers['ratelimit-policy']).toBe('"user";q=7;w=60');
+        expect(r.body.rateLimit.rules[0]).toMatchObject({ limit: 7, remaining: 6 });
+        expect((await request({ headers: { 'x-user': 'alice', 'x-quota': '1' } })).status).toBe(429);
+        expect((await request({ headers: { 'x-user': 'alice', 'x-quota': 'lots' } })).status).toBe(500);
+      });
+
+      it("update raises a rule's limit in place, for the next request, keeping what was used", async () => {
+        const { request, app } = await start({
+          rules: [{ name: 'user', key: userKey, limit: 2, window: '1m', algorithm: 'fixed-window' }],
+          tiers,
+          tier: plan,
+        });
+        const alice = { headers: { 'x-user': 'alice', 'x-plan': 'pro' } };
+        expect(await statuses(request, 3, alice)).toEqual([200, 200, 429]);
+        app.update('user', { limit: 3 });
+        app.update('pro', { limit: 10 });
+        const r = await request(alice);
+        expect(r.status).toBe(200);
+        expect(r.headers['ratelimit-policy']).toBe('"user";q=3;w=60, "pro";q=10;w=60');
+        expect(r.headers.ratelimit).toBe('"user";r=0;t=60, "pro";r=7;t=60');
+        expect(() => app.update('usr', { limit: 3 })).toThrow(expect.objectContaining({ code: 'TG_UNKNOWN_RULE' }));
+        expect(() => app.update('user', { limti: 3 })).toThrow(expect.objectContaining({ code: 'TG_UNKNOWN_OPTION' }));
+      });
+    });
+
+    it('statusCode, message (string, object, function) and onRejected', async () => {
+      const rejected: Decision[] = [];
+      const variants: Array<{ o: NonNullable<AppSpec['options']>; status: number; type: RegExp; body: string }> = [
+        { o: { statusCode: 503, message: 'slow down' }, status: 503, type: /^text\/plain/, body: 'slow down' },
+        { o: { message: { error: 'too many' } }, status: 429, type: /^application\/json/, body: '{"error":"too many"}' },
+        {
+          o: { message: (_req: unknown, d: Decision) => ({ rules: d.rejectedBy }), onRejected: (_q, _s, d) => rejected.push(d) },
+          status: 429,
+          type: /^application\/json/,
+          body: '{"rules":["ip"]}',
+        },
+      ];
+      for (const v of variants) {
+        const { request } = await start({ rules: [{ name: 'ip', limit: 1, window: '1m', algorithm: 'fixed-window' }], options: v.o });
+        await request();
+        const res = await request();
+        expect(res.status).toBe(v.status);
+        expect(res.headers['content-type']).toMatch(v.type);
+        expect(res.text).toBe(v.body);
+        expect(res.headers['retry-after']).toBe('60');
+      }
+      expect(rejected.map((d) => d.rejectedBy)).toEqual([['ip']]);
+    });
+
+    it("a store's own failure policy answering 'deny' becomes a 503 problem", async () => {
+      const deny: Store = {
+        async consume(ops): Promise<StoreDecision> {
+          const outcome = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: undefined };
+          return { allowed: false, now: 0, degraded: 'deny', outcomes: ops.map(() => outcome) };
+        },
+        peek: () => Promise.reject(new Error('unused')),
+        refund: async () => {},
+        reset: async () => {},
+        close: async () => {},
+      };
+      const { request } = await start({ rules: [{ name: 'ip', limit: 1, window: '1m' }], store: deny });
+      const res = await request();
+      expect(res.status).toBe(503);
+      expect(res.body).toMatchObject({ status: 503, type: PROBLEM_REDUCED_CAPACITY });
+      expect(res.headers['retry-after']).toBe('1');
+    });
+
+    describe('allow and deny lists', () => {
+      const rules: Rule<ScenarioRequest>[] = [{ name: 'ip', limit: 1, window: '1m', algorithm: 'fixed-window' }];
+      const loginRoute: RouteSpec = {
+        method: 'POST',
+        path: '/login',
+        rules: [{ name: 'login', limit: 1, window: '15m', algorithm: 'fixed-window' }],
+      };
+
+      it('addresses and CIDRs: an allowed client bypasses every rule (route rules too), a denied one gets 403 and no store call', async () => {
+        const { request, storeCalls } = await start({
+          rules,
+          routes: [loginRoute],
+          // The mapped form names the IPv4 client; a client on both lists is denied.
+          allow: ['127.0.0.2', '::ffff:127.0.0.3', '127.0.0.8/30'],
+          deny: '127.0.0.9, 127.0.0.64/26',
+        });
+        for (const from of ['127.0.0.2', '127.0.0.3', '127.0.0.10']) {
+          for (let i = 0; i < 3; i++) {
+            const r = await request({ from, method: 'POST', path: '/login' });
+            expect(r.status, from).toBe(200);
+            expect(r.headers.ratelimit, from).toBeUndefined();
+            expect(r.body.rateLimit).toBeNull();
+          }
+        }
+        expect(storeCalls()).toBe(0);
+        for (const from of ['127.0.0.9', '127.0.0.64', '127.0.0.100', '127.0.0.127']) {
+          const denied = await request({ from });
+          expect(denied.status, from).toBe(403);
+          expect(denied.headers['content-type']).toMatch(/^application\/problem\+json/);
+          expect(denied.headers['cache-control']).toBe('no-store');
+          expect(denied.headers['retry-after']).toBeUndefined();
+          expect(denied.headers.ratelimit).toBeUndefined();
+          expect(denied.body).toMatchObject({ type: 'about:blank', title: 'Forbidden', status: 403 });
+        }
+        expect(storeCalls()).toBe(0);
+        // Anyone else is limited as usual.
+        expect(await statuses(request, 2, { from: '127.0.0.4' })).toEqual([200, 429]);
+        expect(await statuses(request, 1, { from: '127.0.0.128' })).toEqual([200]);
+        expect(storeCalls()).toBeGreaterThan(0);
+      });
+
+      for (const trustProxy of [undefined, '10.0.0.0/8'] as const) {
+        it(`spoofing: a forwarding header naming a listed address from an untrusted peer changes nothing (trustProxy ${String(trustProxy)})`, async () => {
+          const { request } = await start({
+            rules,
+            allow: ['203.0.113.7'],
+            deny: ['127.0.0.5'],
+            ...(trustProxy ? { trustProxy } : {}),
+          });
+          const spoof = { 'x-forwarded-for': '203.0.113.7', forwarded: 'for=203.0.113.7' };
+          // Not allowed: limited as the socket address it is.
+          expect(await statuses(request, 2, { from: '127.0.0.6', headers: spoof })).toEqual([200, 429]);
+          // A denied peer cannot talk its way out by naming another client.
+          expect((await request({ from: '127.0.0.5', headers: { 'x-forwarded-for': '198.51.100.1' } })).status).toBe(403);
+        });
+      }
+
+      it('behind a trusted proxy the forwarded client is matched, not the proxy; IPv6 and IPv4-mapped addresses', async () => {
+        const { request } = await start({
+          rules,
+          trustProxy: 'loopback',
+          allow: ['203.0.113.7', '2001:db8:aa::/48', '2001:db8:bb:cc01::1', '198.51.100.0/24'],
+          deny: ['127.0.0.0/8', '2001:db8:aa:dead::/64'],
+        });
+        const via = (xff: string) => ({ headers: { 'x-forwarded-for': xff } });
+        // The loopback proxy itself is on the deny list: only the client it names counts.
+        expect(await statuses(request, 3, via('203.0.113.7'))).toEqual([200, 200, 200]);
+        expect((await request(via('203.0.113.7'))).headers.ratelimit).toBeUndefined();
+        // Whatever the client writes to the left of its own address is ignored.
+        expect(await statuses(request, 2, via('203.0.113.7, 203.0.113.8'))).toEqual([200, 429]);
+        expect(await statuses(request, 2, via('2001:db8:aa:1::5'))).toEqual([200, 200]);
+        expect((await request(via('2001:db8:aa:dead::1'))).status).toBe(403);
+        // A single IPv6 address is that address, not the /56 the ip() key groups it into.
+        expect(await statuses(request, 2, via('2001:DB8:BB:CC01:0:0:0:1'))).toEqual([200, 200]);
+        expect(await statuses(request, 2, via('2001:db8:bb:cc01::2'))).toEqual([200, 429]);
+        expect(await statuses(request, 2, via('::ffff:198.51.100.20'))).toEqual([200, 200]);
+        // No forwarded client: the proxy is the client, and it is denied.
+        expect((await request()).status).toBe(403);
+      });
+
+      it('functions: sync or async, a throw or a non-boolean goes to the error handler', async () => {
+        const { request, storeCalls } = await start({
+          rules,
+          allow: async (req) => req.headers['x-internal'] === 'yes',
+          deny: (req) => {
+            const v = req.headers['x-ban'];
+            if (v === 'throw') throw new Error('deny bug');
+            return (v === 'odd' ? 'yes' : v === 'me') as boolean;
+          },
+        });
+        expect(await statuses(request, 3, { headers: { 'x-internal': 'yes' } })).toEqual([200, 200, 200]);
+        expect((await request({ headers: { 'x-ban': 'me', 'x-internal': 'yes' } })).status).toBe(403);
+        expect(storeCalls()).toBe(0);
+        expect((await request({ headers: { 'x-ban': 'odd' } })).status).toBe(500);
+        expect((await request({ headers: { 'x-ban': 'throw' } })).status).toBe(500);
+        expect(storeCalls()).toBe(0);
+        expect(await statuses(request, 2)).toEqual([200, 429]);
       });
     });
 

@@ -21,10 +21,16 @@ export interface Connected {
   close(): Promise<void>;
 }
 
+/** An ACL user to log in as (test/setup/redis-paths.ts `loginFor`); none: the default user. */
+export interface Login {
+  readonly username?: string;
+  readonly password?: string;
+}
+
 export interface ClientKind {
   readonly name: ClientName;
-  standalone(port: number): Promise<Connected>;
-  cluster(ports: readonly number[]): Promise<Connected>;
+  standalone(port: number, login?: Login): Promise<Connected>;
+  cluster(ports: readonly number[], login?: Login): Promise<Connected>;
   /** A Sentinel client for master `name` through the sentinels on `sentinelPorts`. */
   sentinel(name: string, sentinelPorts: readonly number[]): Promise<Connected>;
 }
@@ -34,13 +40,16 @@ const host = '127.0.0.1';
 function ioredis(): ClientKind {
   return {
     name: 'ioredis',
-    async standalone(port) {
-      const client = new Redis({ port, host });
+    async standalone(port, login = {}) {
+      const client = new Redis({ port, host, ...login });
       await client.ping();
       return { client, close: async () => void client.disconnect() };
     },
-    async cluster(ports) {
-      const client = new Cluster(ports.map((port) => ({ host, port })));
+    async cluster(ports, login = {}) {
+      const client = new Cluster(
+        ports.map((port) => ({ host, port })),
+        { redisOptions: login },
+      );
       await client.ping();
       return { client, close: async () => void client.disconnect() };
     },
@@ -66,14 +75,15 @@ function nodeRedis(name: ClientName, lib: typeof redis5): ClientKind {
   const socket = { host, reconnectStrategy: () => 50 };
   return {
     name,
-    async standalone(port) {
-      const client = lib.createClient({ socket: { ...socket, port } });
+    async standalone(port, login = {}) {
+      const client = lib.createClient({ socket: { ...socket, port }, ...login });
       client.on('error', () => {});
       await client.connect();
       return { client, close: async () => void client.destroy() };
     },
-    async cluster(ports) {
-      const client = lib.createCluster({ rootNodes: ports.map((port) => ({ socket: { host, port } })) });
+    async cluster(ports, login = {}) {
+      // The login goes to every node's client (`defaults`), the ones found later too.
+      const client = lib.createCluster({ rootNodes: ports.map((port) => ({ socket: { host, port } })), defaults: { ...login } });
       client.on('error', () => {});
       await client.connect();
       return { client, close: async () => void client.destroy() };

@@ -129,6 +129,16 @@ export class RedisServer {
     this.#proc = undefined;
   }
 
+  /** Freezes the server (SIGSTOP): its connections stay open and nothing is answered. */
+  pause(): void {
+    this.#proc?.kill('SIGSTOP');
+  }
+
+  /** Lets a paused server go on (SIGCONT). */
+  resume(): void {
+    this.#proc?.kill('SIGCONT');
+  }
+
   async destroy(): Promise<void> {
     await this.stop();
     rmSync(this.dir, { recursive: true, force: true });

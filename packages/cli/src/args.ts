@@ -25,6 +25,33 @@ const POLICY_OPTIONS = {
 export const SIMULATE_OPTIONS = { ...POLICY_OPTIONS, algorithm: { type: 'string', short: 'a' }, rows: { type: 'string' } } as const;
 export const COMPARE_OPTIONS = { ...POLICY_OPTIONS, algorithms: { type: 'string', short: 'a' } } as const;
 
+export const KEYS_OPTIONS = {
+  redis: { type: 'string', multiple: true },
+  cluster: { type: 'boolean' },
+  prefix: { type: 'string' },
+  'limiter-prefix': { type: 'string' },
+  'hash-tag': { type: 'string' },
+  timeout: { type: 'string' },
+  rule: { type: 'string' },
+  key: { type: 'string', short: 'k' },
+  ip: { type: 'string' },
+  'ipv6-subnet': { type: 'string' },
+  for: { type: 'string' },
+  units: { type: 'string', short: 'n' },
+  config: { type: 'string', short: 'c' },
+  rate: { type: 'string', short: 'r' },
+  limit: { type: 'string' },
+  window: { type: 'string' },
+  algorithm: { type: 'string', short: 'a' },
+  burst: { type: 'string' },
+  queue: { type: 'string' },
+  align: { type: 'string' },
+  group: { type: 'string' },
+  'block-for': { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
 const PATTERNS = `Arrival patterns (--pattern, repeatable; merged by time):
   burst N [at T] [over D]             N requests at T, or spread evenly over [T, T+D)
   rate R for D [from T]               constant rate, e.g. "rate 20/s for 3s"
@@ -59,10 +86,51 @@ export const HELP = {
 Usage:
   tollgate simulate [options]   run one policy on a virtual clock
   tollgate compare [options]    run several algorithms on the same arrivals
+  tollgate keys <op> [options]  read, reset, block, unblock, penalize or reward
+                                a key in an application's Redis
   tollgate help <command>       help for a command
 
-Both run the real @tollgate/core limiter (memory store, same code as production)
-on simulated time. Run "tollgate <command> --help" for the options.
+simulate and compare run the real @tollgate/core limiter (memory store, same code
+as production) on simulated time. Run "tollgate <command> --help" for the options.
+`,
+  keys: `Usage: tollgate keys <get|reset|block|unblock|penalize|reward> [options]
+
+Operates on one key's state for one rule in the Redis an application's RedisStore
+uses: the same operation as limiter.get / reset / block / unblock / penalize /
+reward, on the same keys (one atomic call each). Prints the state after it.
+
+Where:
+      --redis <url>       redis://[user:password@]host:port[/db] (rediss:// for TLS)
+      --cluster           a Redis Cluster: --redis names seed nodes (repeatable)
+      --prefix <p>        the RedisStore's prefix option (default: none)
+      --limiter-prefix <p> the limiter's prefix option (default: tg)
+      --hash-tag <tag>    the tag the application's hashTag returns for this key
+      --timeout <ms>      deadline of the Redis call (default 2000)
+
+What:
+      --rule <name>       the rule's name
+  -k, --key <key>         the key, as the rule's key function returns it
+      --ip <address>      or an address, keyed as ip() keys it
+      --ipv6-subnet <n>   ip()'s ipv6Subnet (default 56; false for whole addresses)
+      --for <duration>    block: how long (15m, 1h, 1d)
+  -n, --units <n>         penalize / reward: how many units
+
+The rule as the application defines it (its state is kept per algorithm and window):
+  -a, --algorithm <name>  as for simulate (default sliding-window)
+  -r, --rate <R>  or  --limit <L> --window <W>,  --burst, --queue, --align, --group
+      --block-for <d>     the rule's blockFor
+  -c, --config <file>     or a JSON/YAML file with the rules (simulate's format)
+
+      --json              print JSON (for scripts)
+  -h, --help              show this help
+
+Exit codes: 0 done, 2 bad usage, 3 Redis unreachable or failed.
+
+Examples:
+  tollgate keys get --redis redis://localhost:6379 --rule ip --rate 100/min --ip 203.0.113.7
+  tollgate keys unblock --redis redis://localhost:6379 -c rules.yaml --rule login --ip 203.0.113.7
+  tollgate keys block --redis redis://localhost:6379 --rule ip --rate 100/min --key 203.0.113.7 --for 1h --json
+  tollgate keys penalize --redis redis://localhost:6379 --rule api --rate 1000/h -a token-bucket --key acme --units 50
 `,
   simulate: `Usage: tollgate simulate [options]
 

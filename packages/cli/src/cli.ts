@@ -3,14 +3,16 @@
  * `simulate` or `compare`, and reports through `io`, so tests call it as a function
  * and `bin/tollgate.js` calls it with the real process.
  *
- * Exit codes: 0 done, 1 unexpected failure, 2 bad usage or configuration.
+ * Exit codes: 0 done, 1 unexpected failure, 2 bad usage or configuration, 3 Redis
+ * unreachable or failed (`tollgate keys`).
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { compileRules, TollgateError, unknownOptionFix } from '@tollgate/core';
-import { COMPARE_OPTIONS, HELP, parse, SIMULATE_OPTIONS } from './args.js';
+import { COMPARE_OPTIONS, HELP, KEYS_OPTIONS, parse, SIMULATE_OPTIONS } from './args.js';
 import { type Arrival, generateArrivals, parsePattern } from './arrivals.js';
 import { parseConfig } from './config.js';
 import { CliError, cliError, show } from './errors.js';
+import { keysCommand } from './keys.js';
 import { ALGORITHM_CHOICES, describePolicy, keyLabel, type Policy, policyFromFlags, type RuleFlags } from './policy.js';
 import { createProgress } from './progress.js';
 import { firstWindow, type SimulationResult, simulate } from './simulate.js';
@@ -278,7 +280,7 @@ function report(err: unknown, io: Io, json: boolean): number {
   if (err instanceof CliError || err instanceof TollgateError) {
     if (json) io.stdout(`${JSON.stringify({ error: { code: err.code, message: err.message, path: err.path ?? null } })}\n`);
     io.stderr(`tollgate: ${err.code}: ${err.message}\n`);
-    return 2;
+    return err.code === 'TG_CLI_REDIS_FAILED' ? 3 : 2;
   }
   io.stderr(`tollgate: unexpected failure: ${(err as Error)?.stack ?? String(err)}\n`);
   return 1;
@@ -297,6 +299,19 @@ export async function run(argv: readonly string[], io: Io = defaultIo): Promise<
         return await simulateCommand(args, io);
       case 'compare':
         return await compareCommand(args, io);
+      case 'keys': {
+        const [operation, ...rest] = args;
+        if (operation === '--help' || operation === '-h' || operation === undefined) {
+          io.stdout(HELP.keys);
+          return 0;
+        }
+        const { values } = parse(rest, KEYS_OPTIONS, 'keys');
+        if (values.help) {
+          io.stdout(HELP.keys);
+          return 0;
+        }
+        return await keysCommand(operation, values, io);
+      }
       case undefined:
       case '--help':
       case '-h':
@@ -304,7 +319,7 @@ export async function run(argv: readonly string[], io: Io = defaultIo): Promise<
         return 0;
       case 'help': {
         const topic = args[0];
-        io.stdout(topic === 'simulate' || topic === 'compare' ? HELP[topic] : HELP.main);
+        io.stdout(topic === 'simulate' || topic === 'compare' || topic === 'keys' ? HELP[topic] : HELP.main);
         return 0;
       }
       case '--version':
@@ -314,9 +329,9 @@ export async function run(argv: readonly string[], io: Io = defaultIo): Promise<
       default:
         throw cliError('TG_CLI_UNKNOWN_COMMAND', {
           path: 'tollgate',
-          expected: 'a command: simulate, compare or help',
+          expected: 'a command: simulate, compare, keys or help',
           received: show(command),
-          fix: unknownOptionFix(command, ['simulate', 'compare', 'help'], 'Run "tollgate --help".'),
+          fix: unknownOptionFix(command, ['simulate', 'compare', 'keys', 'help'], 'Run "tollgate --help".'),
         });
     }
   } catch (err) {

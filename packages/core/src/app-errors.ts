@@ -59,6 +59,8 @@ export function guardRules<R>(rules: readonly Rule<R>[], path: string): Rule<R>[
     const out: Rule<R> = { ...rule };
     if (typeof rule.key === 'function') out.key = guardAppFn(rule.key);
     if (typeof rule.cost === 'function') out.cost = guardAppFn(rule.cost);
+    if (typeof rule.limit === 'function') out.limit = guardAppFn(rule.limit);
+    if (typeof rule.burst === 'function') out.burst = guardAppFn(rule.burst);
     return out;
   });
 }

@@ -16,9 +16,14 @@ export interface FinishingResponse {
   readonly statusCode: number;
 }
 
-/** The rules of a limiter whose count depends on the response (computed once per limiter). */
+/**
+ * The rules of a limiter whose count depends on the response, its tiers' included
+ * (computed once per limiter; a rule of a tier the request was not in is not in its
+ * decision, and refunding it is a no-op).
+ */
 export function countedRules<R>(lim: Limiter<R>): readonly CompiledRule<R>[] {
-  return lim.rules.filter((r) => r.countIf !== undefined);
+  const all = [...lim.rules, ...Object.values(lim.tiers ?? {}).flat()];
+  return all.filter((r) => r.countIf !== undefined);
 }
 
 /**

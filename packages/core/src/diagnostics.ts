@@ -13,6 +13,8 @@
  *   `{ limiter, control, inFlight, limit }`
  * - `tollgate:memory-store:evicted` a MemoryStore at `maxKeys` evicted a refused or blocked
  *   state, nothing else being left: `{ store, ruleId, key, evictions }`
+ * - `tollgate:key-op`      an operation by key (`get`, `reset`, `block`, `unblock`, `penalize`,
+ *   `reward`) ran or failed: `{ operation, rule, key, units?, blockMs?, state?, error? }`
  *
  * A decision made by a limiter's engine carries how long it took (`durationMs` on the
  * message), measured only while `tollgate:decision` has a subscriber.
@@ -30,6 +32,7 @@ export const CHANNEL_NAMES = {
   storeError: 'tollgate:store-error',
   inFlight: 'tollgate:in-flight',
   memoryEvicted: 'tollgate:memory-store:evicted',
+  keyOp: 'tollgate:key-op',
 } as const;
 
 /** The channels themselves, for `subscribe` or for publishers in other packages. */
@@ -41,6 +44,7 @@ export const channels = {
   storeError: diagnosticsChannel.channel(CHANNEL_NAMES.storeError),
   inFlight: diagnosticsChannel.channel(CHANNEL_NAMES.inFlight),
   memoryEvicted: diagnosticsChannel.channel(CHANNEL_NAMES.memoryEvicted),
+  keyOp: diagnosticsChannel.channel(CHANNEL_NAMES.keyOp),
 } as const;
 
 /** Where the engine leaves a decision's duration (ms) for `publishDecision`; never enumerable or serialised. */

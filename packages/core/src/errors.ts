@@ -19,7 +19,7 @@ export const ERROR_CODES = {
   TG_UNKNOWN_ALGORITHM: 'The algorithm name is not one of the five tollgate provides.',
   TG_DUPLICATE_RULE: 'Two rules of one stack have the same name.',
   TG_NO_RULES: 'A limiter was created without rules.',
-  TG_INVALID_KEY: 'A rule key is not a function.',
+  TG_INVALID_KEY: 'A rule key is not a function, or a key given to an operation by key is not a string or number.',
   TG_INVALID_TRUST_PROXY: 'A trustProxy setting cannot be understood.',
   TG_INVALID_HEADERS: 'A headers mode is not one of draft-10, draft-7, draft-6, legacy or false.',
   TG_STORE_CLOSED: 'A store was used after close().',
@@ -27,6 +27,9 @@ export const ERROR_CODES = {
   TG_STORE_TIMEOUT: 'A store call did not answer within its deadline.',
   TG_INVALID_TIME: 'A clock gave a time that is not a finite number of milliseconds.',
   TG_INVALID_CALLBACK_RESULT: 'A callback (key, cost, skip, message, handler, delay) returned a value of the wrong type at request time.',
+  TG_UNKNOWN_RULE: 'An operation by key or limiter.update names a rule the limiter does not have.',
+  TG_INVALID_UNITS: 'The units of penalize or reward are not a positive whole number.',
+  TG_STORE_UNSUPPORTED: 'The store cannot run an operation by key (it has no keyOp).',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -78,12 +78,14 @@ export {
   windowSeconds,
 } from './headers.js';
 export type { ClientAddressOptions, HttpLimiterOptions } from './http-options.js';
+export { applyKeyOp, keyFigures } from './key-ops.js';
 export {
   compileTrust,
   constant,
   header,
   type IpOptions,
   ip,
+  ipKey,
   normalizeAddress,
   type RequestLike,
   TRUST_PROXY_WARNING,
@@ -95,6 +97,15 @@ export {
 export { createLimiter, type Limiter, type LimiterOptions, sanitizeKey } from './limiter.js';
 export { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
 export { mergeDecisions } from './merge.js';
+export {
+  type KeyOperationName,
+  type KeyOperations,
+  type KeyOpMessage,
+  type KeyState,
+  keyOperations,
+  type OperationKey,
+  type OperationSource,
+} from './operations.js';
 export {
   CAPACITY_RETRY_AFTER_MS,
   capacityProblem,
@@ -111,17 +122,19 @@ export {
   refusal,
   retryAfterSeconds,
 } from './response.js';
-export { type CompiledRule, compileRule, compileRules, type KeyFn, type Rule } from './rules.js';
+export { type CompiledRule, compileRule, compileRules, type KeyFn, type Rule, type RuleChanges, type ValueFn } from './rules.js';
 export { checkRule, decideStack, type Entry, entryExpiresAt, refundEntry } from './stack.js';
 export { closest, didYouMean, editDistance, unknownOptionFix } from './suggest.js';
 export type {
   AlgorithmName,
   Decision,
+  KeyOp,
   Outcome,
   RejectReason,
   RuleResult,
   RuleSpec,
   Store,
   StoreDecision,
+  StoreKeyState,
   StoreOp,
 } from './types.js';

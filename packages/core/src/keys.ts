@@ -112,6 +112,59 @@ function groupAddress(addr: string, bits: number | false): string {
   return `${new ipaddr.IPv6(parts).toRFC5952String()}/${bits}`;
 }
 
+function checkSubnet(ipv6Subnet: unknown, path: string): number | false {
+  if (ipv6Subnet !== false && (typeof ipv6Subnet !== 'number' || !Number.isInteger(ipv6Subnet) || ipv6Subnet < 1 || ipv6Subnet > 128)) {
+    throw configError('TG_INVALID_OPTION', {
+      path,
+      expected: 'a prefix length from 1 to 128, or false',
+      received: describe(ipv6Subnet),
+      fix: 'Keep the default 56, use 64 for one LAN, or false for whole addresses.',
+    });
+  }
+  return ipv6Subnet;
+}
+
+/**
+ * The key `ip()` gives a client at `address`: the address normalised (IPv4-mapped IPv6 as
+ * IPv4, RFC 5952 text, zone id dropped) and IPv6 grouped by `ipv6Subnet` exactly as the
+ * rule groups it, for operations by key (`limiter.block('ip', ipKey(addr), '1h')`). Pass
+ * the `ipv6Subnet` the rule's `ip()` uses. Throws `TG_INVALID_OPTION` for text that is not
+ * an IP address.
+ * @example ipKey('2001:db8:1:2::7') // '2001:db8:1::/56', the key of every address of that /56
+ * @example ipKey('::ffff:203.0.113.7') // '203.0.113.7'
+ */
+export function ipKey(address: string, options: Pick<IpOptions, 'ipv6Subnet'> = {}): string {
+  if (typeof options !== 'object' || options === null) {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'ipKey',
+      expected: 'an options object { ipv6Subnet? }',
+      received: describe(options),
+      fix: "Call ipKey('203.0.113.7') or ipKey(address, { ipv6Subnet: 64 }).",
+    });
+  }
+  const { ipv6Subnet = DEFAULT_SUBNET, ...rest } = options;
+  const unknown = Object.keys(rest)[0];
+  if (unknown !== undefined) {
+    throw configError('TG_UNKNOWN_OPTION', {
+      path: `ipKey.${unknown}`,
+      expected: 'ipv6Subnet',
+      received: JSON.stringify(unknown),
+      fix: unknownOptionFix(unknown, ['ipv6Subnet']),
+    });
+  }
+  const bits = checkSubnet(ipv6Subnet, 'ipKey.ipv6Subnet');
+  const addr = typeof address === 'string' ? normalizeAddress(address.trim()) : undefined;
+  if (addr === undefined) {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'ipKey.address',
+      expected: 'an IPv4 or IPv6 address',
+      received: describe(address),
+      fix: "Pass the client's address, e.g. '203.0.113.7' or '2001:db8::1'.",
+    });
+  }
+  return groupAddress(addr, bits);
+}
+
 /**
  * Compiles a `trustProxy` setting once. Throws `TG_INVALID_TRUST_PROXY` for
  * anything it cannot understand.
@@ -296,14 +349,7 @@ export function ip(options: IpOptions = {}): (req: RequestLike) => string {
       fix: unknownOptionFix(unknown, ['trustProxy', 'header', 'ipv6Subnet', 'maxHops']),
     });
   }
-  if (ipv6Subnet !== false && (!Number.isInteger(ipv6Subnet) || ipv6Subnet < 1 || ipv6Subnet > 128)) {
-    throw configError('TG_INVALID_OPTION', {
-      path: 'ip.ipv6Subnet',
-      expected: 'a prefix length from 1 to 128, or false',
-      received: describe(ipv6Subnet),
-      fix: 'Keep the default 56, use 64 for one LAN, or false for whole addresses.',
-    });
-  }
+  checkSubnet(ipv6Subnet, 'ip.ipv6Subnet');
   if (typeof headerName !== 'string' || !TOKEN.test(headerName.toLowerCase())) {
     throw configError('TG_INVALID_OPTION', {
       path: 'ip.header',
@@ -347,19 +393,44 @@ export function ip(options: IpOptions = {}): (req: RequestLike) => string {
       return key;
     };
   }
-  const t = trust;
-  const parse = name === 'forwarded' ? parseForwardedElement : parseXffNode;
-  const walked = name === 'forwarded' || name === 'x-forwarded-for';
+  const forwarded = forwardedClient(trust, name, maxHops);
   return function ipKey(req: RequestLike): string {
     const socket = socketAddress(req);
-    if (socket === 'unknown' || !t(socket, 0)) return socket === 'unknown' ? socket : groupAddress(socket, subnet);
+    if (socket === 'unknown') return socket;
+    return groupAddress(forwarded(req, socket), subnet);
+  };
+}
+
+/**
+ * The client address behind trusted proxies, given the socket peer's normalised address:
+ * the peer itself unless `trust` says it is a proxy of ours, else the forwarding header walked.
+ */
+function forwardedClient(trust: TrustFn, name: string, maxHops: number): (req: RequestLike, socket: string) => string {
+  const parse = name === 'forwarded' ? parseForwardedElement : parseXffNode;
+  const walked = name === 'forwarded' || name === 'x-forwarded-for';
+  return function clientOf(req, socket) {
+    if (!trust(socket, 0)) return socket;
     const value = headerValue(req, name);
-    let client = socket;
-    if (value !== undefined) {
-      if (walked) client = walk(value, socket, t, maxHops, parse);
-      else client = (value.length <= MAX_NODE_CHARS && parseXffNode(value)) || socket;
-    }
-    return groupAddress(client, subnet);
+    if (value === undefined) return socket;
+    if (walked) return walk(value, socket, trust, maxHops, parse);
+    return (value.length <= MAX_NODE_CHARS && parseXffNode(value)) || socket;
+  };
+}
+
+/**
+ * The client's whole address (normalised, never grouped by subnet) as the default `ip()`
+ * key finds it with the same `trustProxy`: what allow and deny lists match. `undefined`
+ * when the socket has no address. The forwarding header is read only from a trusted peer.
+ * @example clientAddress({ trustProxy: 'loopback' })(req) // '198.51.100.7'
+ */
+export function clientAddress(options: { trustProxy?: TrustProxy | undefined } = {}): (req: RequestLike) => string | undefined {
+  const trust = compileTrust(options.trustProxy);
+  const forwarded = trust === undefined ? undefined : forwardedClient(trust, 'x-forwarded-for', DEFAULT_MAX_HOPS);
+  return function addressOf(req) {
+    const raw = req.socket?.remoteAddress;
+    const socket = raw === undefined ? undefined : normalizeAddress(raw);
+    if (socket === undefined) return undefined;
+    return forwarded === undefined ? socket : forwarded(req, socket);
   };
 }
 

@@ -5,19 +5,47 @@
  * undefined/null, and hands the rest to the store as one all-or-nothing decision.
  */
 import { createHash } from 'node:crypto';
-import { callbackResultError, markAppError } from './app-errors.js';
+import { callbackResultError, guardAppFn, markAppError } from './app-errors.js';
 import type { Clock } from './clock.js';
 import { channels, DURATION } from './diagnostics.js';
 import { configError, describe } from './errors.js';
 import { ip } from './keys.js';
 import { DECIDE, MemoryStore } from './memory-store.js';
-import { type CompiledRule, compileRules, type KeyFn, type Rule } from './rules.js';
-import { unknownOptionFix } from './suggest.js';
-import type { Decision, RuleResult, Store, StoreDecision, StoreOp } from './types.js';
+import { type KeyOperations, keyOperations, type OperationKey } from './operations.js';
+import {
+  type CompiledRule,
+  checkAcross,
+  compileChanges,
+  compileRules,
+  type DynamicValues,
+  type KeyFn,
+  type Rule,
+  type RuleChanges,
+  specFor,
+} from './rules.js';
+import { didYouMean, unknownOptionFix } from './suggest.js';
+import type { Decision, RuleResult, RuleSpec, Store, StoreDecision, StoreOp } from './types.js';
 
 export interface LimiterOptions<R> {
-  /** The stack: every rule must admit a request for it to pass. */
-  rules: readonly Rule<R>[];
+  /**
+   * The stack: every rule must admit a request for it to pass. May be empty (or left out)
+   * when `tiers` gives every request its rules.
+   */
+  rules?: readonly Rule<R>[];
+  /**
+   * Named rule stacks, one of which joins `rules` per request (picked by `tier`): all
+   * validated here, decided with the base rules as one all-or-nothing decision. A rule
+   * name is unique across `rules` and every tier; give two tiers' rules one `group` to
+   * share a budget (a customer moving from one plan to the other keeps what was used).
+   * @example tiers: { free: [{ name: 'free', rate: '100/min' }], pro: [{ name: 'pro', rate: '5000/min' }] }
+   */
+  tiers?: Readonly<Record<string, readonly Rule<R>[]>>;
+  /**
+   * The tier of a request (with `tiers`): its name, or a promise of it. A name that is not
+   * a tier (or not a string) is a `TG_INVALID_CALLBACK_RESULT` error, never an admission.
+   * @example tier: (req) => req.user?.plan ?? 'free'
+   */
+  tier?: (req: R) => string | Promise<string>;
   /** @default new MemoryStore() */
   store?: Store;
   /** Time source; when omitted the store's own clock decides (Redis: `TIME`). */
@@ -36,8 +64,11 @@ export interface LimiterOptions<R> {
  * const d = await limiter.consume(job);
  * if (!d.allowed) setTimeout(retry, d.retryAfterMs);
  */
-export interface Limiter<R> {
+export interface Limiter<R> extends Omit<KeyOperations, 'reset'> {
+  /** The base rules (and those `extend` added), as they are now. */
   readonly rules: readonly CompiledRule<R>[];
+  /** Each tier's rules, by tier name; `undefined` without tiers. */
+  readonly tiers: Readonly<Record<string, readonly CompiledRule<R>[]>> | undefined;
   readonly store: Store;
   readonly clock: Clock | undefined;
   readonly prefix: string;
@@ -65,8 +96,22 @@ export interface Limiter<R> {
   refund(req: R, decision: Decision, options?: { rules?: readonly string[] }): Promise<void>;
   /** Forgets the request's keys for every rule. */
   reset(req: R): Promise<void>;
-  /** A limiter deciding this stack plus `rules` as one stack (same store, clock, prefix). */
+  /**
+   * Forgets one key's state for the rule named `rule` (an operation by key, see `get`):
+   * told from `reset(req)` by its two arguments.
+   */
+  reset(rule: string, key: OperationKey): Promise<void>;
+  /** A limiter deciding this stack plus `rules` as one stack (same store, clock, prefix, tiers). */
   extend(rules: readonly Rule<R>[]): Limiter<R>;
+  /**
+   * Replaces a rule's `limit`, `burst`, `cost` or `blockFor` in place, validated as at
+   * construction (all or nothing); the next decisions use it, and its state is kept. Covers
+   * the base rules, the tiers' and those of the limiters `extend` made from this one (every
+   * rule of that name). Per process: apply the same update on every instance.
+   * @throws TG_UNKNOWN_RULE for a name no rule has; TG_UNKNOWN_OPTION for another field.
+   * @example limiter.update('pro', { limit: 10_000 });
+   */
+  update(ruleName: string, changes: RuleChanges<R>): void;
   /**
    * The ops this request maps to (for adapters and diagnostics). Throws
    * `TG_INVALID_CALLBACK_RESULT` when a key or cost function returns a promise (use
@@ -146,17 +191,12 @@ export function sanitizeKey(key: string): string {
   return h;
 }
 
-function costOf<R>(rule: CompiledRule<R>, raw: unknown): number {
+function costOf(spec: RuleSpec, raw: unknown): number {
   if (typeof raw !== 'number') {
-    throw callbackResultError(
-      `rules.${rule.spec.name}.cost`,
-      'a number (or a promise of one)',
-      raw,
-      "Return the request's cost as a number.",
-    );
+    throw callbackResultError(`rules.${spec.name}.cost`, 'a number (or a promise of one)', raw, "Return the request's cost as a number.");
   }
   // A cost that is not a finite non-negative number fails closed: the rule refuses it.
-  if (!(raw >= 0) || raw === Number.POSITIVE_INFINITY) return rule.spec.maxCost + 1;
+  if (!(raw >= 0) || raw === Number.POSITIVE_INFINITY) return spec.maxCost + 1;
   return Math.ceil(raw);
 }
 
@@ -241,6 +281,14 @@ function toResults(ops: readonly StoreOp[], d: StoreDecision, receipt?: StoreOp[
  * const decision = await limiter.consume(req);
  */
 export function createLimiter<R = unknown>(options: LimiterOptions<R>): Limiter<R> {
+  return createLimiterIn(options, undefined);
+}
+
+/**
+ * `createLimiter` in a given rule family (adapters: the app-level and route stacks of one
+ * limiter are updated together); a new family when `family` is undefined.
+ */
+export function createLimiterIn<R>(options: LimiterOptions<R>, family: RuleFamily<R> | undefined): Limiter<R> {
   if (typeof options !== 'object' || options === null) {
     throw configError('TG_INVALID_OPTION', {
       path: 'createLimiter',
@@ -249,14 +297,14 @@ export function createLimiter<R = unknown>(options: LimiterOptions<R>): Limiter<
       fix: 'Pass { rules: [...] }.',
     });
   }
-  const { rules, store, clock, prefix = 'tg', defaultKey, ...rest } = options;
+  const { rules, tiers, tier, store, clock, prefix = 'tg', defaultKey, ...rest } = options;
   const unknown = Object.keys(rest)[0];
   if (unknown !== undefined) {
     throw configError('TG_UNKNOWN_OPTION', {
       path: `createLimiter.${unknown}`,
-      expected: 'rules, store, clock, prefix or defaultKey',
+      expected: 'rules, tiers, tier, store, clock, prefix or defaultKey',
       received: JSON.stringify(unknown),
-      fix: unknownOptionFix(unknown, ['rules', 'store', 'clock', 'prefix', 'defaultKey']),
+      fix: unknownOptionFix(unknown, ['rules', 'tiers', 'tier', 'store', 'clock', 'prefix', 'defaultKey']),
     });
   }
   if (typeof prefix !== 'string' || !/^[\x21-\x7a|~]{1,32}$/.test(prefix)) {
@@ -291,24 +339,298 @@ export function createLimiter<R = unknown>(options: LimiterOptions<R>): Limiter<
       fix: 'Pass ip({ trustProxy }) or another key function.',
     });
   }
-  return build(
-    compileRules(rules, prefix),
-    store ?? new MemoryStore(clock ? { clock } : {}),
-    clock,
-    prefix,
-    (defaultKey ?? ip()) as KeyFn<R>,
+  const tierRules = compileTiers<R>(tiers, tier, prefix);
+  // With tiers, the base stack may be empty: every request gets its tier's rules.
+  const base =
+    tierRules !== undefined && (rules === undefined || (Array.isArray(rules) && rules.length === 0))
+      ? []
+      : compileRules(rules as readonly Rule<R>[], prefix);
+  if (tierRules !== undefined) {
+    checkAcross([{ path: 'rules', compiled: base }, ...[...tierRules].map(([name, compiled]) => ({ path: `tiers.${name}`, compiled }))]);
+  }
+  const fam = family ?? ruleFamily<R>(prefix);
+  const key = (defaultKey ?? ip()) as KeyFn<R>;
+  const cells = base.map((c) => cellOf(c, key, fam));
+  const tiering: Tiering<R> | undefined =
+    tierRules === undefined
+      ? undefined
+      : {
+          fn: tier as (req: R) => unknown,
+          stacks: new Map([...tierRules].map(([name, stack]) => [name, stack.map((c) => cellOf(c, key, fam))])),
+        };
+  return build(cells, tiering, store ?? new MemoryStore(clock ? { clock } : {}), clock, prefix, key, fam);
+}
+
+/** One rule as a limiter holds it: replaced in place by `update`, shared by the limiters `extend` makes. */
+interface Cell<R> {
+  c: CompiledRule<R>;
+  readonly key: KeyFn<R>;
+  /** The rule's last key string and its sanitised form (see cachedKey). */
+  lastRaw: string | undefined;
+  lastKey: string;
+}
+
+/**
+ * The rules of a limiter and of every limiter made from it (`extend`, and an adapter's
+ * route stacks), by name: what `update` changes and operations by rule name look up.
+ */
+export interface RuleFamily<R> {
+  readonly prefix: string;
+  readonly byName: Map<string, Cell<R>[]>;
+  /** Counts updates, so a view of the rules is rebuilt only after one. */
+  version: number;
+}
+
+/** A family for limiters that should be updated together (an adapter's app and route stacks). */
+export function ruleFamily<R>(prefix = 'tg'): RuleFamily<R> {
+  return { prefix, byName: new Map(), version: 0 };
+}
+
+const families = new WeakMap<object, RuleFamily<unknown>>();
+
+/**
+ * The rule named `name` among a limiter's rules, its tiers' and those of the limiters
+ * made from it, as it is now (after any `update`); `undefined` when there is none.
+ */
+export function ruleByName<R>(limiter: Limiter<R>, name: string): CompiledRule<R> | undefined {
+  const family = families.get(limiter) as RuleFamily<R> | undefined;
+  return family?.byName.get(name)?.[0]?.c;
+}
+
+/**
+ * Replaces `changes` of every rule named `name` in `family`, validated as at construction,
+ * all or none. The next decisions use the new values; the state is kept (same identity).
+ */
+export function updateRule<R>(family: RuleFamily<R>, name: string, changes: RuleChanges<R>): void {
+  const cells = typeof name === 'string' ? family.byName.get(name) : undefined;
+  if (cells === undefined) {
+    const names = [...family.byName.keys()];
+    throw configError('TG_UNKNOWN_RULE', {
+      path: 'update',
+      expected: `the name of one of this limiter's rules (${names.map((n) => JSON.stringify(n)).join(', ')})`,
+      received: describe(name),
+      fix: `${didYouMean(name, names)}Name a rule as it is declared (its \`name\`).`,
+    });
+  }
+  const guarded: RuleChanges<R> = typeof changes === 'object' && changes !== null ? { ...changes } : changes;
+  if (typeof guarded === 'object' && guarded !== null) {
+    if (typeof guarded.limit === 'function') guarded.limit = guardAppFn(guarded.limit);
+    if (typeof guarded.burst === 'function') guarded.burst = guardAppFn(guarded.burst);
+    if (typeof guarded.cost === 'function') guarded.cost = guardAppFn(guarded.cost);
+  }
+  const next = cells.map((cell) => compileChanges(cell.c, guarded, family.prefix, 'update'));
+  for (const [i, cell] of cells.entries()) cell.c = next[i] as CompiledRule<R>;
+  family.version++;
+}
+
+function cellOf<R>(c: CompiledRule<R>, defaultKey: KeyFn<R>, family: RuleFamily<R>): Cell<R> {
+  const cell: Cell<R> = { c, key: c.key ?? defaultKey, lastRaw: undefined, lastKey: '' };
+  const list = family.byName.get(c.spec.name);
+  if (list === undefined) family.byName.set(c.spec.name, [cell]);
+  else list.push(cell);
+  return cell;
+}
+
+/** A limiter's tiers: the function naming a request's tier, and each tier's rules. */
+interface Tiering<R> {
+  readonly fn: (req: R) => unknown;
+  readonly stacks: ReadonlyMap<string, Cell<R>[]>;
+}
+
+const TIER_NAME = /^[\x21-\x7e]{1,64}$/;
+
+/** Validates `tiers` and `tier` (both or neither) and compiles every tier's rules. */
+function compileTiers<R>(tiers: unknown, tier: unknown, prefix: string): Map<string, CompiledRule<R>[]> | undefined {
+  if (tiers === undefined && tier === undefined) return undefined;
+  if (tiers === undefined || typeof tiers !== 'object' || tiers === null || Array.isArray(tiers) || Object.keys(tiers).length === 0) {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'tiers',
+      expected: 'an object of named rule stacks, e.g. { free: [...], pro: [...] }, beside tier',
+      received: tiers === undefined ? 'tier without tiers' : describe(tiers),
+      fix: "Pass tiers: { free: [{ name: 'free', rate: '100/min' }], pro: [{ name: 'pro', rate: '5000/min' }] } and tier: (req) => req.user?.plan ?? 'free'.",
+    });
+  }
+  if (typeof tier !== 'function') {
+    throw configError('TG_INVALID_OPTION', {
+      path: 'tier',
+      expected: 'a function (req) => the name of a tier (or a promise of one)',
+      received: tier === undefined ? 'tiers without tier' : describe(tier),
+      fix: "Pass tier: (req) => req.user?.plan ?? 'free'.",
+    });
+  }
+  const out = new Map<string, CompiledRule<R>[]>();
+  for (const [name, stack] of Object.entries(tiers as Record<string, unknown>)) {
+    if (!TIER_NAME.test(name)) {
+      throw configError('TG_INVALID_OPTION', {
+        path: 'tiers',
+        expected: 'tier names of 1 to 64 visible ASCII characters',
+        received: JSON.stringify(name),
+        fix: 'Name each tier after its plan, e.g. "free" or "pro".',
+      });
+    }
+    // An empty tier adds no rule of its own (the base rules still apply).
+    const path = `tiers.${name}`;
+    out.set(name, Array.isArray(stack) && stack.length === 0 ? [] : compileRules(stack as readonly Rule<R>[], prefix, path));
+  }
+  return out;
+}
+
+function tierStack<R>(tiering: Tiering<R>, v: unknown): Cell<R>[] {
+  if (typeof v === 'string') {
+    const cells = tiering.stacks.get(v);
+    if (cells !== undefined) return cells;
+  }
+  throw callbackResultError(
+    'tier',
+    `the name of a tier: ${[...tiering.stacks.keys()].map((n) => JSON.stringify(n)).join(', ')} (or a promise of one)`,
+    v,
+    "Return one of the tier names; map an unknown or missing plan to one of them, e.g. req.user?.plan ?? 'free'.",
   );
 }
 
-function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | undefined, prefix: string, defaultKey: KeyFn<R>): Limiter<R> {
-  const n = compiled.length;
-  const keyFns = compiled.map((c) => c.key ?? defaultKey);
-  // Each rule's last key string and its sanitised form: a key is mostly the same string
-  // request after request (a tenant, a route, a constant), and sanitising it again (a
-  // scan, or a hash lookup for 'GET /') is most of what a rule's key costs.
+/** A rule's key string, sanitised; the same string as last time costs one comparison. */
+function cachedKey<R>(cell: Cell<R>, raw: string): string {
+  if (raw === cell.lastRaw) return cell.lastKey;
+  const key = sanitizeKey(raw);
+  cell.lastRaw = raw;
+  cell.lastKey = key;
+  return key;
+}
+
+/** One rule's op from its key (already a plain value) and cost; a promise when a value is async. */
+function opOf<R>(cell: Cell<R>, k: unknown, req: R, override: number | undefined): StoreOp | Promise<StoreOp> {
+  const rule = cell.c;
+  const raw = keyOf(k, rule.spec.name);
+  const key = cachedKey(cell, raw);
+  if (rule.dynamic !== undefined) return dynamicOp(rule, rule.dynamic, key, raw, req, override);
+  const spec = rule.spec;
+  const c = override ?? rule.cost ?? (rule.costFn as (req: R) => unknown)(req);
+  if (isThenable(c)) return Promise.resolve(c).then((v) => ({ rule: spec, key, raw, cost: costOf(spec, v) }), rethrowAsApp);
+  return { rule: spec, key, raw, cost: costOf(spec, c) };
+}
+
+const noop = () => {};
+
+/** The op of a rule whose limit or burst is a function: its values, then the spec derived from them. */
+function dynamicOp<R>(
+  rule: CompiledRule<R>,
+  d: DynamicValues<R>,
+  key: string,
+  raw: string,
+  req: R,
+  override: number | undefined,
+): StoreOp | Promise<StoreOp> {
+  const l: unknown = d.limit === undefined ? undefined : d.limit(req);
+  let b: unknown;
+  let c: unknown;
+  try {
+    b = d.burst === undefined ? undefined : d.burst(req);
+    c = override ?? rule.cost ?? (rule.costFn as (req: R) => unknown)(req);
+  } catch (err) {
+    if (isThenable(l)) Promise.resolve(l).then(noop, noop);
+    if (isThenable(b)) Promise.resolve(b).then(noop, noop);
+    throw err;
+  }
+  if (isThenable(l) || isThenable(b) || isThenable(c)) {
+    return Promise.all([l, b, c]).then(([lv, bv, cv]) => {
+      const spec = specFor(rule, lv, bv);
+      return { rule: spec, key, raw, cost: costOf(spec, cv) };
+    }, rethrowAsApp);
+  }
+  const spec = specFor(rule, l, b);
+  return { rule: spec, key, raw, cost: costOf(spec, c) };
+}
+
+/** One rule's op, or undefined when its key is absent; a promise when a function is async. */
+function ruleOp<R>(cell: Cell<R>, req: R, cost: number | undefined): StoreOp | undefined | Promise<StoreOp | undefined> {
+  const k: unknown = cell.key(req);
+  if (k === undefined || k === null) return undefined;
+  if (isThenable(k)) {
+    return Promise.resolve(k).then((v) => (v === undefined || v === null ? undefined : opOf(cell, v, req, cost)), rethrowAsApp);
+  }
+  return opOf(cell, k, req, cost);
+}
+
+/** The ops of a stack of cells, in order; a promise when a function is async. */
+function opsOf<R>(cells: readonly Cell<R>[], req: R, cost: number | undefined): StoreOp[] | Promise<StoreOp[]> {
+  const n = cells.length;
+  if (n === 1) {
+    // One rule, the common case: an array of exactly one op, not a growable empty one.
+    const op = ruleOp(cells[0] as Cell<R>, req, cost);
+    if (op === undefined) return [];
+    if (op instanceof Promise) return op.then((o) => (o === undefined ? [] : [o]));
+    return [op];
+  }
+  const ops: StoreOp[] = [];
+  for (let i = 0; i < n; i++) {
+    const op = ruleOp(cells[i] as Cell<R>, req, cost);
+    if (op instanceof Promise) return restOf(cells, i, ops, op, req, cost);
+    if (op !== undefined) ops.push(op);
+  }
+  return ops;
+}
+
+/** `opsOf` from the first rule whose op is a promise (`first`, rule `i`) on. */
+function restOf<R>(
+  cells: readonly Cell<R>[],
+  i: number,
+  ops: StoreOp[],
+  first: Promise<StoreOp | undefined>,
+  req: R,
+  cost: number | undefined,
+): Promise<StoreOp[]> {
+  const pending: Array<StoreOp | undefined | Promise<StoreOp | undefined>> = [...ops, first];
+  for (let j = i + 1; j < cells.length; j++) {
+    try {
+      pending.push(ruleOp(cells[j] as Cell<R>, req, cost));
+    } catch (err) {
+      // The promises already made are dropped: keep their rejections handled.
+      Promise.all(pending).then(noop, noop);
+      throw err;
+    }
+  }
+  return Promise.all(pending).then((all) => all.filter((o): o is StoreOp => o !== undefined));
+}
+
+/** The base ops followed by those of the request's tier. */
+function withTier<R>(
+  base: StoreOp[] | Promise<StoreOp[]>,
+  tiering: Tiering<R>,
+  req: R,
+  cost: number | undefined,
+): StoreOp[] | Promise<StoreOp[]> {
+  let tops: StoreOp[] | Promise<StoreOp[]>;
+  try {
+    const t: unknown = tiering.fn(req);
+    tops = isThenable(t)
+      ? Promise.resolve(t).then((v) => opsOf(tierStack(tiering, v), req, cost), rethrowAsApp)
+      : opsOf(tierStack(tiering, t), req, cost);
+  } catch (err) {
+    if (base instanceof Promise) base.then(noop, noop);
+    throw err;
+  }
+  if (base instanceof Promise || tops instanceof Promise) {
+    return Promise.all([base, tops]).then(([a, b]) => (a.length === 0 ? b : a.concat(b)));
+  }
+  return base.length === 0 ? tops : base.concat(tops);
+}
+
+function build<R>(
+  cells: Cell<R>[],
+  tiering: Tiering<R> | undefined,
+  store: Store,
+  clock: Clock | undefined,
+  prefix: string,
+  defaultKey: KeyFn<R>,
+  family: RuleFamily<R>,
+): Limiter<R> {
+  // The base rules' ops, as closures over this limiter's own arrays (the hot path: the same
+  // shape as a limiter without tiers or values per request had; tiers use opsOf).
+  const n = cells.length;
+  const keyFns = cells.map((c) => c.key);
   const lastRaw: (string | undefined)[] = new Array(n).fill(undefined);
   const lastKey: string[] = new Array(n).fill('');
-  function cachedKey(i: number, raw: string): string {
+  function cachedBaseKey(i: number, raw: string): string {
     if (raw === lastRaw[i]) return lastKey[i] as string;
     const key = sanitizeKey(raw);
     lastRaw[i] = raw;
@@ -316,44 +638,46 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
     return key;
   }
 
-  /** One rule's op from its key (already a plain value) and cost; a promise when the cost is async. */
-  function opOf(i: number, k: unknown, req: R, override: number | undefined): StoreOp | Promise<StoreOp> {
-    const rule = compiled[i] as CompiledRule<R>;
+  function baseOpOf(i: number, k: unknown, req: R, override: number | undefined): StoreOp | Promise<StoreOp> {
+    const rule = (cells[i] as Cell<R>).c;
     const raw = keyOf(k, rule.spec.name);
-    const key = cachedKey(i, raw);
+    const key = cachedBaseKey(i, raw);
+    if (rule.dynamic !== undefined) return dynamicOp(rule, rule.dynamic, key, raw, req, override);
     const c = override ?? rule.cost ?? (rule.costFn as (req: R) => unknown)(req);
-    if (isThenable(c)) return Promise.resolve(c).then((v) => ({ rule: rule.spec, key, raw, cost: costOf(rule, v) }), rethrowAsApp);
-    return { rule: rule.spec, key, raw, cost: costOf(rule, c) };
+    if (isThenable(c)) return Promise.resolve(c).then((v) => ({ rule: rule.spec, key, raw, cost: costOf(rule.spec, v) }), rethrowAsApp);
+    return { rule: rule.spec, key, raw, cost: costOf(rule.spec, c) };
   }
 
-  /** One rule's op, or undefined when its key is absent; a promise when a function is async. */
-  function ruleOp(i: number, req: R, cost: number | undefined): StoreOp | undefined | Promise<StoreOp | undefined> {
+  function baseOp(i: number, req: R, cost: number | undefined): StoreOp | undefined | Promise<StoreOp | undefined> {
     const k: unknown = (keyFns[i] as KeyFn<R>)(req);
     if (k === undefined || k === null) return undefined;
     if (isThenable(k)) {
-      return Promise.resolve(k).then((v) => (v === undefined || v === null ? undefined : opOf(i, v, req, cost)), rethrowAsApp);
+      return Promise.resolve(k).then((v) => (v === undefined || v === null ? undefined : baseOpOf(i, v, req, cost)), rethrowAsApp);
     }
-    return opOf(i, k, req, cost);
+    return baseOpOf(i, k, req, cost);
   }
 
-  function resolveAsync(req: R, cost?: number): StoreOp[] | Promise<StoreOp[]> {
+  function baseOps(req: R, cost: number | undefined): StoreOp[] | Promise<StoreOp[]> {
     if (n === 1) {
       // One rule, the common case: an array of exactly one op, not a growable empty one.
-      const op = ruleOp(0, req, cost);
+      const op = baseOp(0, req, cost);
       if (op === undefined) return [];
       if (op instanceof Promise) return op.then((o) => (o === undefined ? [] : [o]));
       return [op];
     }
     const ops: StoreOp[] = [];
-    let pending: Array<StoreOp | undefined | Promise<StoreOp | undefined>> | undefined;
     for (let i = 0; i < n; i++) {
-      const op = ruleOp(i, req, cost);
-      if (pending !== undefined) pending.push(op);
-      else if (op instanceof Promise) pending = [...ops, op];
-      else if (op !== undefined) ops.push(op);
+      const op = baseOp(i, req, cost);
+      // From the first promise on, the rest keep every rejection handled (see restOf).
+      if (op instanceof Promise) return restOf(cells, i, ops, op, req, cost);
+      if (op !== undefined) ops.push(op);
     }
-    if (pending === undefined) return ops;
-    return Promise.all(pending).then((all) => all.filter((o): o is StoreOp => o !== undefined));
+    return ops;
+  }
+
+  function resolveAsync(req: R, cost?: number): StoreOp[] | Promise<StoreOp[]> {
+    const base = baseOps(req, cost);
+    return tiering === undefined ? base : withTier(base, tiering, req, cost);
   }
 
   function resolve(req: R, cost?: number): StoreOp[] {
@@ -362,7 +686,7 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
       ops.catch(() => {});
       throw callbackResultError(
         'rules',
-        'key and cost functions that return plain values here',
+        'key, cost, limit, burst and tier functions that return plain values here',
         ops,
         'Use consume, decide or resolveAsync.',
       );
@@ -381,11 +705,45 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
       ? (ops: StoreOp[], t0: number) => finish(ops, consumeSync.call(store, ops, now()), t0)
       : (ops: StoreOp[], t0: number) => store.consume(ops, now()).then((d) => finish(ops, d, t0));
 
+  // What `rules` and `tiers` show, rebuilt after an update.
+  let seen = -1;
+  let rulesView: CompiledRule<R>[] = [];
+  let tiersView: Record<string, CompiledRule<R>[]> | undefined;
+  function views(): void {
+    if (seen === family.version) return;
+    seen = family.version;
+    rulesView = cells.map((c) => c.c);
+    tiersView =
+      tiering === undefined ? undefined : Object.fromEntries([...tiering.stacks].map(([name, stack]) => [name, stack.map((c) => c.c)]));
+  }
+
+  // Operations by key look a rule up among this limiter's rules and its tiers', as they are
+  // now (after any update).
+  const own = (name: string): CompiledRule<R> | undefined => {
+    for (const c of cells) if (c.c.spec.name === name) return c.c;
+    for (const stack of tiering?.stacks.values() ?? []) for (const c of stack) if (c.c.spec.name === name) return c.c;
+    return undefined;
+  };
+  const ops = keyOperations({
+    store,
+    clock,
+    ruleByName: (name) => own(name)?.spec,
+    ruleNames: () => [...cells, ...[...(tiering?.stacks.values() ?? [])].flat()].map((c) => c.c.spec.name),
+  });
+
   const limiter: Limiter<R> = {
-    rules: compiled,
+    get rules() {
+      views();
+      return rulesView;
+    },
+    get tiers() {
+      views();
+      return tiersView;
+    },
     store,
     clock,
     prefix,
+    ...ops,
     resolve,
     resolveAsync,
     consume(req, o) {
@@ -447,25 +805,42 @@ function build<R>(compiled: CompiledRule<R>[], store: Store, clock: Clock | unde
         throw err;
       }
     },
-    async reset(req) {
+    async reset(...args: [R] | [string, OperationKey]) {
+      // Two arguments: a rule name and a key (an operation by key); one: a request.
+      if (args.length >= 2) return ops.reset(args[0] as string, args[1] as OperationKey);
+      const req = args[0] as R;
       await Promise.all((await resolveAsync(req)).map((op) => store.reset(op.rule, op.key, op.raw)));
     },
     extend(rules) {
-      return build([...compiled, ...extendRules(compiled, rules, prefix)], store, clock, prefix, defaultKey);
+      const added = extendRules(cells, tiering, rules, prefix).map((c) => cellOf(c, defaultKey, family));
+      return build([...cells, ...added], tiering, store, clock, prefix, defaultKey, family);
+    },
+    update(ruleName, changes) {
+      updateRule(family, ruleName, changes);
     },
   };
+  families.set(limiter, family as RuleFamily<unknown>);
   return limiter;
 }
 
-function extendRules<R>(existing: CompiledRule<R>[], rules: readonly Rule<R>[], prefix: string): CompiledRule<R>[] {
+function extendRules<R>(
+  cells: readonly Cell<R>[],
+  tiering: Tiering<R> | undefined,
+  rules: readonly Rule<R>[],
+  prefix: string,
+): CompiledRule<R>[] {
   const added = compileRules(rules, prefix, 'route rules');
-  const names = new Set(existing.map((c) => c.spec.name));
+  const names = new Set(cells.map((c) => c.c.spec.name));
+  const tierOf = new Map<string, string>();
+  for (const [tier, stack] of tiering?.stacks ?? []) for (const c of stack) tierOf.set(c.c.spec.name, tier);
   for (const [i, c] of added.entries()) {
-    if (names.has(c.spec.name)) {
+    const tier = tierOf.get(c.spec.name);
+    if (names.has(c.spec.name) || tier !== undefined) {
       throw configError('TG_DUPLICATE_RULE', {
         path: `route rules[${i}].name`,
-        expected: 'route rule names that differ from the app-level rule names',
-        received: JSON.stringify(c.spec.name),
+        expected: `route rule names that differ from the app-level rule names${tier === undefined ? '' : ' and those of its tiers'}`,
+        received:
+          tier === undefined ? JSON.stringify(c.spec.name) : `${JSON.stringify(c.spec.name)}, a rule of tier ${JSON.stringify(tier)}`,
         fix: 'Rename the route rule; it adds to the app-level stack rather than replacing it.',
       });
     }

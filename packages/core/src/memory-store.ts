@@ -16,10 +16,11 @@ import { algorithms, type Check, type State, Verdict } from './algorithms/index.
 import { type Clock, checkTime, systemClock } from './clock.js';
 import { channels, type HeldEvictionMessage } from './diagnostics.js';
 import { configError, describe, TollgateError } from './errors.js';
+import { applyKeyOp, keyFigures } from './key-ops.js';
 import { ObjectTable, SlabTable, STATE_WIDTH, type Table } from './memory-table.js';
 import { decideStack, type Entry, refundEntry } from './stack.js';
 import { unknownOptionFix } from './suggest.js';
-import type { Outcome, RuleSpec, Store, StoreDecision, StoreOp } from './types.js';
+import type { KeyOp, Outcome, RuleSpec, Store, StoreDecision, StoreKeyState, StoreOp } from './types.js';
 
 export interface MemoryStoreOptions {
   /**
@@ -427,6 +428,26 @@ export class MemoryStore implements Store {
     if (this.#closed) return Promise.reject(new TollgateError('TG_STORE_CLOSED', 'MemoryStore: used after close().'));
     this.#table(rule).delete(key);
     return Promise.resolve();
+  }
+
+  /** One operation on a key's state without a request (see key-ops.ts); synchronous inside, so atomic. */
+  keyOp(rule: RuleSpec, key: string, op: KeyOp, now?: number): Promise<StoreKeyState> {
+    try {
+      const t = this.#now(now);
+      const table = this.#table(rule);
+      const before = this.#get(rule, key, t);
+      const after = applyKeyOp(before, t, rule, op);
+      const state = keyFigures(after, t, rule);
+      if (op.kind !== 'get') {
+        // A key left refusing (blocked, or penalized to empty) is held like a refused one:
+        // a flood of new keys must not evict it into a fresh budget.
+        if (after === undefined) table.delete(key);
+        else this.#setIn(table, rule, key, after.s, after.b, t, state.retryAfterMs > 0);
+      }
+      return Promise.resolve(state);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /** Drops every expired state now. Runs by itself on the sweep interval. */

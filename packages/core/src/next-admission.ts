@@ -21,14 +21,16 @@ export interface NextAdmission<R> {
 
 /** Prepares the check for one limiter (its fixed-window rules are known exact). */
 export function nextAdmission<R>(limiter: Limiter<R>): NextAdmission<R> {
-  const exact = new Set(limiter.rules.filter((c) => c.spec.algorithm === 'fixed-window').map((c) => c.spec.name));
+  // Every rule a decision may hold: the base rules and every tier's (the algorithm never changes).
+  const all = [...limiter.rules, ...Object.values(limiter.tiers ?? {}).flat()];
+  const exact = new Set(all.filter((c) => c.spec.algorithm === 'fixed-window').map((c) => c.spec.name));
   const wanted = (d: Decision, i: number): boolean => {
     const r = d.rules[i];
     return r?.allowed === true && r.remaining <= 0 && !exact.has(r.name);
   };
   return {
     needed(decision) {
-      if (!decision.allowed || exact.size === limiter.rules.length) return false;
+      if (!decision.allowed || exact.size === all.length) return false;
       for (let i = 0; i < decision.rules.length; i++) if (wanted(decision, i)) return true;
       return false;
     },

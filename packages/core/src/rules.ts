@@ -2,6 +2,7 @@
  * Rules: the user-facing shape, and `compileRules`, which validates a stack
  * once and turns it into what the engine and stores use on every request.
  */
+import { callbackResultError } from './app-errors.js';
 import { type Duration, parseDuration, parseRate, type Rate } from './duration.js';
 import { configError, describe, TollgateError } from './errors.js';
 import { closest, didYouMean, unknownOptionFix } from './suggest.js';
@@ -14,6 +15,13 @@ import type { AlgorithmName, RuleSpec } from './types.js';
 export type KeyFn<R> = (req: R) => string | number | undefined | null | Promise<string | number | undefined | null>;
 
 /**
+ * A rule's value per request: a number, or a function of the request returning one or a
+ * promise of one (awaited only when it is a promise). Checked on every request: anything
+ * but a positive whole number is a coded error, never an admission.
+ */
+export type ValueFn<R> = (req: R) => number | Promise<number>;
+
+/**
  * One limit.
  * @example { name: 'user', key: user((req) => req.user?.id), rate: '100/min' }
  * @example { name: 'login', limit: 5, window: '15m', algorithm: 'fixed-window', blockFor: '1h' }
@@ -23,8 +31,11 @@ export interface Rule<R = unknown> {
   name: string;
   /** What to count under. @default ip() */
   key?: KeyFn<R>;
-  /** Units admitted per `window` (with `window`), or use `rate`. */
-  limit?: number;
+  /**
+   * Units admitted per `window` (with `window`), or use `rate`. A function of the request
+   * picks the limit per request (the caller's plan); the rule's state is kept when it changes.
+   */
+  limit?: number | ValueFn<R>;
   window?: Duration;
   /** Shorthand for limit and window: `'100/min'`, `'10/sec'`, `'5/15m'`, `'100/hour'`, `'5 per minute'`. */
   rate?: Rate;
@@ -36,8 +47,8 @@ export interface Rule<R = unknown> {
   mode?: 'meter' | 'queue';
   /** leaky-bucket queue: places in the queue. @default limit */
   queue?: number;
-  /** token-bucket / leaky-bucket meter capacity. @default limit */
-  burst?: number;
+  /** token-bucket / leaky-bucket meter capacity, or a function of the request. @default limit */
+  burst?: number | ValueFn<R>;
   /** Units a request consumes: a number or a function of the request. @default 1 */
   cost?: number | ((req: R) => number | Promise<number>);
   /** Once rejected by this rule, a key stays rejected this long. */
@@ -73,6 +84,82 @@ export interface CompiledRule<R = unknown> {
   /** Outcome filter for adapters: `true` means the request counts. Undefined: always counts. */
   readonly countIf: ((statusCode: number) => boolean) | undefined;
   readonly source: Rule<R>;
+  /**
+   * Set when `limit` or `burst` is a function of the request: each decision then uses a
+   * spec derived from `spec` with the values it returned (`specFor` in rules.ts), whose
+   * identity (`id`) is `spec.id`. `spec.limit` (and `burst`, `queue`, `maxCost`) are then
+   * only the construction-time placeholders (1 for a function-valued limit).
+   */
+  readonly dynamic?: DynamicValues<R> | undefined;
+}
+
+/** The function-valued parts of a rule, and the specs derived from their values. */
+export interface DynamicValues<R> {
+  readonly limit: ValueFn<R> | undefined;
+  readonly burst: ValueFn<R> | undefined;
+  /** Whether burst (token/leaky meter) and queue (leaky queue) follow the limit per request. */
+  readonly burstFollows: boolean;
+  readonly queueFollows: boolean;
+  /** Derived specs by limit, then burst: one object per pair, so stores' caches keyed by spec hold. */
+  readonly cache: Map<number, Map<number, RuleSpec>>;
+  size: number;
+}
+
+/** The most derived specs a rule keeps (emptied when full: values come from the app, maybe from clients). */
+const DERIVED_MAX = 256;
+
+function requestValue(v: unknown, name: string, what: 'limit' | 'burst'): number {
+  if (typeof v === 'number' && Number.isSafeInteger(v) && v > 0) return v;
+  throw callbackResultError(
+    `rules.${name}.${what}`,
+    `the ${what} as a positive whole number (or a promise of one)`,
+    v,
+    `Return the ${what} that applies to this request, e.g. from the caller's plan; map unknown plans to a default.`,
+  );
+}
+
+/**
+ * The spec a dynamic rule decides with for the values its functions returned (`limit`,
+ * `burst`: raw results, checked here; `undefined` for a value that is not a function).
+ * Same identity as the rule's own spec, so the state survives a change of value. Cached
+ * per (limit, burst): a value seen before costs two map reads and allocates nothing.
+ * @throws TG_INVALID_CALLBACK_RESULT for a value that is not a positive whole number, or
+ *   a limit (and burst) too large for the algorithm's exact arithmetic.
+ */
+export function specFor<R>(rule: CompiledRule<R>, limit: unknown, burst: unknown): RuleSpec {
+  const d = rule.dynamic as DynamicValues<R>;
+  const base = rule.spec;
+  const L = d.limit === undefined ? base.limit : requestValue(limit, base.name, 'limit');
+  const B = d.burst !== undefined ? requestValue(burst, base.name, 'burst') : d.burstFollows ? L : base.burst;
+  let byBurst = d.cache.get(L);
+  const hit = byBurst?.get(B);
+  if (hit !== undefined) return hit;
+  if (
+    (base.algorithm === 'token-bucket' || base.algorithm === 'sliding-window') &&
+    2 * Math.max(L, B) * base.windowMs > Number.MAX_SAFE_INTEGER
+  ) {
+    throw callbackResultError(
+      `rules.${base.name}.limit`,
+      `a limit (and burst) times the window in ms of at most ${Math.floor(Number.MAX_SAFE_INTEGER / 2)}`,
+      Math.max(L, B),
+      'Return a smaller limit, or shorten the window.',
+    );
+  }
+  const Q = d.queueFollows ? L : base.queue;
+  const isBucket = base.algorithm === 'token-bucket' || base.algorithm === 'leaky-bucket';
+  const spec: RuleSpec = { ...base, limit: L, burst: B, queue: Q, maxCost: isBucket ? (base.mode === 'queue' ? Q : B) : L };
+  if (d.size >= DERIVED_MAX) {
+    d.cache.clear();
+    d.size = 0;
+    byBurst = undefined;
+  }
+  if (byBurst === undefined) {
+    byBurst = new Map();
+    d.cache.set(L, byBurst);
+  }
+  byBurst.set(B, spec);
+  d.size++;
+  return spec;
 }
 
 const KNOWN = new Set([
@@ -194,6 +281,7 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
   }
 
   let limit: number;
+  let limitFn: ValueFn<R> | undefined;
   let windowMs: number;
   let calendar: 'day' | 'month' | undefined;
   const given = ['limit', 'window', 'rate', 'quota'].filter((k) => (rule as unknown as Record<string, unknown>)[k] !== undefined);
@@ -236,7 +324,10 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
         fix: 'Add { limit: 100, window: "1m" } or { rate: "100/min" }.',
       });
     }
-    limit = positiveInt(rule.limit, `${path}.limit`, 'limit');
+    if (typeof rule.limit === 'function') {
+      limitFn = rule.limit;
+      limit = 1;
+    } else limit = positiveInt(rule.limit, `${path}.limit`, 'limit');
     windowMs = parseDuration(rule.window, `${path}.window`);
   }
   if (rule.per !== undefined && rule.quota === undefined) only(false, `${path}.per`, 'per', 'a quota rule');
@@ -268,7 +359,18 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
   const mode = rule.mode ?? 'meter';
   if (rule.queue !== undefined) only(isLeaky && mode === 'queue', `${path}.queue`, 'queue', "a leaky-bucket rule with mode 'queue'");
   if (rule.burst !== undefined) only(isBucket && mode === 'meter', `${path}.burst`, 'burst', 'a token-bucket or leaky-bucket meter rule');
-  const burst = rule.burst === undefined ? limit : positiveInt(rule.burst, `${path}.burst`, 'burst');
+  const burstFn = typeof rule.burst === 'function' ? rule.burst : undefined;
+  if (isLeaky && limitFn !== undefined && (rule.burst !== undefined || rule.queue !== undefined)) {
+    // A leaky bucket stores a time: the backlog in ms. Re-read at another rate with a
+    // tolerance in ms that moved too, it could hand back budget (docs/algorithms.md).
+    throw configError('TG_INVALID_OPTION', {
+      path: `${path}.${rule.burst !== undefined ? 'burst' : 'queue'}`,
+      expected: 'a leaky bucket whose limit is a function to leave burst and queue to follow the limit',
+      received: `${rule.burst !== undefined ? 'burst' : 'queue'} beside a function-valued limit`,
+      fix: "Drop burst/queue (they then follow the limit), or use algorithm: 'token-bucket', which keeps its tokens across a change of limit and burst.",
+    });
+  }
+  const burst = rule.burst === undefined || burstFn !== undefined ? limit : positiveInt(rule.burst, `${path}.burst`, 'burst');
   const queue = rule.queue === undefined ? limit : positiveInt(rule.queue, `${path}.queue`, 'queue');
   const countRejected = bool(rule.countRejected, `${path}.countRejected`);
   if (countRejected) only(!(isLeaky && mode === 'queue'), `${path}.countRejected`, 'countRejected', 'a rule that is not a leaky queue');
@@ -277,7 +379,12 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
   bool(rule.skipFailed, `${path}.skipFailed`);
   const blockForMs = rule.blockFor === undefined ? 0 : parseDuration(rule.blockFor, `${path}.blockFor`);
 
-  if ((algorithm === 'token-bucket' || algorithm === 'sliding-window') && 2 * Math.max(limit, burst) * windowMs > Number.MAX_SAFE_INTEGER) {
+  const dynamic = limitFn !== undefined || burstFn !== undefined;
+  if (
+    !dynamic &&
+    (algorithm === 'token-bucket' || algorithm === 'sliding-window') &&
+    2 * Math.max(limit, burst) * windowMs > Number.MAX_SAFE_INTEGER
+  ) {
     // These two decide in integers scaled by W; beyond 2^53 the arithmetic would round.
     throw configError('TG_INVALID_LIMIT', {
       path: `${path}.limit`,
@@ -293,7 +400,9 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
     cost = undefined;
     costFn = rule.cost;
   } else if (rule.cost !== undefined) {
-    if (typeof rule.cost !== 'number' || !Number.isSafeInteger(rule.cost) || rule.cost <= 0 || rule.cost > maxCost) {
+    // With a function-valued limit or burst the largest cost is known per request: a cost
+    // above it is refused then (cost_exceeds_limit).
+    if (typeof rule.cost !== 'number' || !Number.isSafeInteger(rule.cost) || rule.cost <= 0 || (!dynamic && rule.cost > maxCost)) {
       throw configError('TG_INVALID_COST', {
         path: `${path}.cost`,
         expected: `a whole number from 1 to ${maxCost} (the most this rule can ever admit), or a function of the request`,
@@ -356,7 +465,17 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
     dryRun,
     maxCost,
   };
-  return { spec, key: rule.key, cost, costFn, countIf, source: rule };
+  // Always the same fields (dynamic: undefined), so every compiled rule has one shape.
+  if (!dynamic) return { spec, key: rule.key, cost, costFn, countIf, source: rule, dynamic: undefined };
+  const values: DynamicValues<R> = {
+    limit: limitFn,
+    burst: burstFn,
+    burstFollows: rule.burst === undefined,
+    queueFollows: rule.queue === undefined,
+    cache: new Map(),
+    size: 0,
+  };
+  return { spec, key: rule.key, cost, costFn, countIf, source: rule, dynamic: values };
 }
 
 const KIND_CODE: Record<AlgorithmName, string> = {
@@ -431,3 +550,131 @@ export function compileRules<R>(rules: readonly Rule<R>[], prefix: string, path 
 }
 
 export { TollgateError };
+
+/** The rules of several stacks held by one limiter (its base rules, its tiers, its routes' rules). */
+export interface NamedStack<R> {
+  /** The stack's error path, e.g. `rules` or `tiers.pro`. */
+  readonly path: string;
+  readonly compiled: readonly CompiledRule<R>[];
+}
+
+/**
+ * Fails unless every rule name is unique across `stacks` (and the names of `taken`) and
+ * the rules of a group count alike across them: tiers and routes stack with the base
+ * rules, and an operation by rule name must find one rule.
+ */
+export function checkAcross<R>(stacks: readonly NamedStack<R>[], taken: ReadonlyMap<string, string> = new Map()): void {
+  const seen = new Map(taken);
+  const groups = new Map<string, string>();
+  for (const { path, compiled } of stacks) {
+    for (const [i, c] of compiled.entries()) {
+      const where = seen.get(c.spec.name);
+      if (where !== undefined) {
+        throw configError('TG_DUPLICATE_RULE', {
+          path: `${path}[${i}].name`,
+          expected: 'rule names that are unique across the rules, every tier and the route rules of a limiter',
+          received: `${JSON.stringify(c.spec.name)}, already a rule of ${where}`,
+          fix: 'Rename one of them; give both the same `group` if they should share one budget (e.g. one per plan).',
+        });
+      }
+      seen.set(c.spec.name, path);
+      const group = c.source.group;
+      if (group === undefined) continue;
+      const own = c.spec.id.slice(c.spec.id.lastIndexOf(':') + 1);
+      const kind = groups.get(group);
+      if (kind !== undefined && kind !== own) {
+        throw configError('TG_INVALID_OPTION', {
+          path: `${path}[${i}].group`,
+          expected: `the rules of group ${JSON.stringify(group)} to share one algorithm and window`,
+          received: `${own} beside ${kind}`,
+          fix: 'Give the rules of a group the same algorithm and window (limits may differ), or use two groups.',
+        });
+      }
+      groups.set(group, own);
+    }
+  }
+}
+
+/** What `limiter.update(ruleName, changes)` may replace. */
+export interface RuleChanges<R = unknown> {
+  limit?: number | ValueFn<R>;
+  burst?: number | ValueFn<R>;
+  cost?: number | ((req: R) => number | Promise<number>);
+  blockFor?: Duration;
+}
+
+const CHANGEABLE = ['limit', 'burst', 'cost', 'blockFor'] as const;
+
+/**
+ * Validates `changes` against `current` and returns the rule compiled with them, exactly as
+ * construction would: same name, algorithm, window and group, so the same storage identity.
+ * `limit` of a `rate` rule replaces the rate's count (its period stays), of a quota its quota.
+ */
+export function compileChanges<R>(current: CompiledRule<R>, changes: RuleChanges<R>, prefix: string, path: string): CompiledRule<R> {
+  if (typeof changes !== 'object' || changes === null || Array.isArray(changes)) {
+    throw configError('TG_INVALID_OPTION', {
+      path,
+      expected: 'an object of changes { limit?, burst?, cost?, blockFor? }',
+      received: describe(changes),
+      fix: "Pass e.g. limiter.update('user', { limit: 5000 }).",
+    });
+  }
+  const keys = Object.keys(changes);
+  for (const k of keys) {
+    if (!(CHANGEABLE as readonly string[]).includes(k)) {
+      throw configError('TG_UNKNOWN_OPTION', {
+        path: `${path}.${k}`,
+        expected: `one of ${CHANGEABLE.join(', ')}`,
+        received: JSON.stringify(k),
+        fix: unknownOptionFix(
+          k,
+          CHANGEABLE,
+          'A rule keeps its name, key, algorithm and window (its identity) for life; only these four change in place.',
+        ),
+      });
+    }
+  }
+  if (keys.length === 0) {
+    throw configError('TG_INVALID_OPTION', {
+      path,
+      expected: 'at least one of limit, burst, cost or blockFor',
+      received: 'an empty object',
+      fix: 'Pass the values to change, e.g. { limit: 5000 }.',
+    });
+  }
+  const src = current.source;
+  const next: Rule<R> = { ...src };
+  if (changes.limit !== undefined) {
+    if (src.quota !== undefined) {
+      if (typeof changes.limit === 'function') {
+        throw configError('TG_INVALID_OPTION', {
+          path: `${path}.limit`,
+          expected: 'a number for a quota rule',
+          received: 'a function',
+          fix: 'A quota rule takes a new quota as a number.',
+        });
+      }
+      next.quota = changes.limit;
+    } else {
+      if (src.rate !== undefined) {
+        next.window = parseRate(src.rate, `${path}.rate`).windowMs;
+        delete next.rate;
+      }
+      next.limit = changes.limit;
+    }
+  }
+  if (changes.burst !== undefined) next.burst = changes.burst;
+  if (changes.cost !== undefined) next.cost = changes.cost;
+  if (changes.blockFor !== undefined) next.blockFor = changes.blockFor;
+  if (current.spec.algorithm === 'leaky-bucket' && changes.limit !== undefined && (next.burst !== undefined || next.queue !== undefined)) {
+    // See compileRule: a change of rate is safe on a leaky bucket only while its tolerance in
+    // time (burst / limit × window) stays the window, i.e. while burst follows the limit.
+    throw configError('TG_INVALID_OPTION', {
+      path: `${path}.limit`,
+      expected: "a leaky bucket's limit to change only while its burst follows the limit",
+      received: 'a new limit for a leaky bucket with its own burst',
+      fix: "Change the burst alone, or use algorithm: 'token-bucket' for limits that change.",
+    });
+  }
+  return compileRule(next, prefix, path);
+}

@@ -116,6 +116,30 @@ export interface StoreDecision {
   degraded?: 'allow' | 'deny' | 'local';
 }
 
+/** One operation on a key's state, as a store receives it (validated by the limiter). */
+export type KeyOp =
+  | { readonly kind: 'get' }
+  | { readonly kind: 'block'; readonly ms: number }
+  | { readonly kind: 'unblock' }
+  | { readonly kind: 'penalize'; readonly units: number }
+  | { readonly kind: 'reward'; readonly units: number };
+
+/** A key's state as a store reports it, after the operation. */
+export interface StoreKeyState {
+  /** The store's time the operation ran at (ms). */
+  now: number;
+  /** Whether the store holds state for the key (after the operation). */
+  exists: boolean;
+  /** Whole units a request could take now (0 while blocked). */
+  remaining: number;
+  /** ms until the full budget is back (and any block is over) if nothing else arrives. */
+  resetMs: number;
+  /** ms until a request of cost 1 would be admitted; 0 when it would be now. */
+  retryAfterMs: number;
+  /** The block deadline (store time, ms); 0 when the key is not blocked. */
+  blockedUntil: number;
+}
+
 /**
  * The store contract. Only atomic operations: a stack is decided as one
  * all-or-nothing step. `now` is supplied when the limiter has a clock; otherwise the
@@ -137,4 +161,12 @@ export interface Store {
    * decide in-process (MemoryStore) declare it so the engine skips a promise hop.
    */
   consumeSync?(ops: readonly StoreOp[], now?: number): StoreDecision;
+  /**
+   * Optional ability: one operation on a (rule, key) state without a request (read it,
+   * block, unblock, penalize, reward), atomic, answering the state after it. `key` is
+   * sanitised and `raw` is what the operator gave, as in `StoreOp`. A store without it makes
+   * the limiter's `get`, `block`, `unblock`, `penalize` and `reward` reject with
+   * `TG_STORE_UNSUPPORTED` (a reset by key needs only `reset`).
+   */
+  keyOp?(rule: RuleSpec, key: string, op: KeyOp, now?: number, raw?: string): Promise<StoreKeyState>;
 }

@@ -4,22 +4,7 @@
  * `rateLimit` and its route-level extension, and the controls; the key extractors and
  * the types users write rules with are re-exported so an app needs one import.
  */
-export {
-  constant,
-  type Decision,
-  type HeaderMode,
-  type HeadersOption,
-  header,
-  ip,
-  ManualClock,
-  MemoryStore,
-  type Rule,
-  type RuleResult,
-  type Store,
-  type TrustProxy,
-  tenant,
-  user,
-} from '@tollgate/core';
+export * from '@tollgate/core/essentials';
 export {
   type ClientAddressOptions,
   type ConcurrencyMiddleware,

@@ -3,10 +3,11 @@
  * validated once at construction (`normalizeLimiterOptions`), plus express-rate-limit's
  * `passOnStoreError` spelling.
  */
-import { configError, type Decision, describeValue } from '@tollgate/core';
+import { configError, type Decision, describeValue, type KeyOperations, type OperationKey, type RuleChanges } from '@tollgate/core';
 import {
   type LimiterOptionsOf,
   normalizeLimiterOptions,
+  RATE_LIMIT_WORDING,
   type RateLimitSource,
   type RouteOptionsOf,
   type StoreErrorPolicyOf,
@@ -55,21 +56,16 @@ export function normalise(options: RateLimitOptions): RateLimitSource<Request, R
     o = { ...rest, onStoreError: pass ? 'allow' : 'error' };
   }
   return normalizeLimiterOptions<Request, RateLimitOptions>(o, {
-    path: 'rateLimit',
-    req: 'req',
-    res: 'res',
-    next: 'next',
-    handler: '(req, res, next, decision)',
-    timersFix: 'Pass new ManualTimers(clock) in tests, or leave it out.',
+    ...RATE_LIMIT_WORDING,
     fixes: {
-      notObject: "Call rateLimit({ rules: [{ name: 'ip', rate: '100/min' }] }).",
+      ...RATE_LIMIT_WORDING.fixes,
       unknown: () => 'Remove the option or check its spelling (docs/migrating.md maps express-rate-limit options).',
     },
   });
 }
 
 /** The middleware `rateLimit()` returns, with its route-level extension. */
-export interface RateLimitMiddleware extends RequestHandler {
+export interface RateLimitMiddleware extends RequestHandler, Omit<KeyOperations, 'reset'> {
   /**
    * A route-level middleware adding `rules` to this limiter's (one all-or-nothing
    * decision: a route-level refusal gives back what the app-level check consumed), or
@@ -79,6 +75,19 @@ export interface RateLimitMiddleware extends RequestHandler {
   route(options: RouteOptions): RequestHandler;
   /** Forgets the request's counters for every app-level rule (e.g. after a successful login). */
   reset(req: Request): Promise<void>;
+  /**
+   * Forgets one key's state for a rule, app-level or route-level (an operation by key, like
+   * `get`, `block`, `unblock`, `penalize` and `reward`; docs/operations.md).
+   * @example await limiter.reset('login', ipKey('203.0.113.7'))
+   */
+  reset(rule: string, key: OperationKey): Promise<void>;
   /** Decides the request against the app-level rules without consuming anything. */
   peek(req: Request): Promise<Decision>;
+  /**
+   * Replaces a rule's `limit`, `burst`, `cost` or `blockFor` in place (the app-level
+   * rules, the tiers' and every route's), validated as at construction; the next decisions
+   * use it and the rule's state is kept. Per process: apply it on every instance.
+   * @example limiter.update('pro', { limit: 10_000 })
+   */
+  update(ruleName: string, changes: RuleChanges<Request>): void;
 }

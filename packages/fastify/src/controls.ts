@@ -8,7 +8,7 @@
  * await app.register(shed, { maxInFlight: 500 });
  * await app.register(concurrency, { max: 3, global: 100 });
  */
-import type { ShedOptions, ThrottleResult } from '@tollgate/core';
+import type { ShedOptions } from '@tollgate/core';
 import {
   type ConcurrencyFlowOptions,
   concurrencyFlow,
@@ -27,21 +27,6 @@ import type {
 } from 'fastify';
 import fp from 'fastify-plugin';
 import { fastifyPort } from './port.js';
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** What the slow-down throttle decided for this request (hits and delay). */
-    slowDown?: ThrottleResult;
-  }
-  interface FastifyContextConfig {
-    /** `false` turns the slow-down throttle off for this route. */
-    slowDown?: false;
-    /** `false` turns the concurrency limit off for this route. */
-    concurrency?: false;
-    /** `false` exempts this route from load shedding (health checks). */
-    shed?: false;
-  }
-}
 
 export type { ClientAddressOptions } from '@tollgate/core/http';
 export type SlowDownOptions = SlowDownFlowOptions<FastifyRequest>;

@@ -10,22 +10,9 @@
 import './augment.js';
 import { tollgate } from './plugin.js';
 
-export {
-  constant,
-  type Decision,
-  type HeaderMode,
-  type HeadersOption,
-  header,
-  ip,
-  ManualClock,
-  MemoryStore,
-  type Rule,
-  type RuleResult,
-  type Store,
-  type TrustProxy,
-  tenant,
-  user,
-} from '@tollgate/core';
+export type { RuleChanges } from '@tollgate/core';
+export * from '@tollgate/core/essentials';
+export type { TollgateInstance } from './augment.js';
 export {
   type ClientAddressOptions,
   type ConcurrencyPluginOptions,

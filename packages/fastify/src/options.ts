@@ -10,7 +10,7 @@ import {
   normalizeLimiterOptions,
   type RateLimitSource,
   type RouteMode,
-  routeMode,
+  routeOptionsOf,
   type StoreErrorPolicyOf,
 } from '@tollgate/core/http';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
@@ -72,14 +72,6 @@ function hookOption(value: unknown, path: string): TollgateHook {
 
 /** Validates the plugin options; rules themselves are validated by the core limiter. */
 export function normalise(options: TollgateOptions): Normalised {
-  if (typeof options === 'object' && options !== null && !Array.isArray(options.rules)) {
-    throw configError('TG_NO_RULES', {
-      path: 'tollgate.rules',
-      expected: 'an array of rules (empty to limit only routes with config.rateLimit.rules)',
-      received: describeValue(options.rules),
-      fix: "Pass rules: [{ name: 'ip', rate: '100/min' }].",
-    });
-  }
   const shared = normalizeLimiterOptions<FastifyRequest, TollgateOptions>(
     options,
     {
@@ -89,6 +81,7 @@ export function normalise(options: TollgateOptions): Normalised {
       next: 'done',
       handler: '(request, reply, decision)',
       timersFix: 'Leave it out (process timers), or pass new ManualTimers(clock) in tests.',
+      emptyRules: 'an array of rules (empty to limit only routes with config.rateLimit.rules)',
       fixes: {
         notObject: "Register with app.register(tollgate, { rules: [{ name: 'ip', rate: '100/min' }] }).",
         unknown: (name) => peerHint(name) ?? 'Remove the option or check its spelling.',
@@ -102,30 +95,14 @@ export function normalise(options: TollgateOptions): Normalised {
 /** Validates a route's `config.rateLimit` (anything but `false`); `where` is e.g. `POST /login`. */
 export function routeOption(value: unknown, where: string): RouteRateLimit {
   const path = `${where} config.rateLimit`;
-  const v = value as RouteRateLimit;
-  const shapeless = typeof v !== 'object' || v === null || Array.isArray(v);
-  const extra = shapeless ? undefined : Object.keys(v).find((k) => k !== 'rules' && k !== 'hook' && k !== 'mode');
-  if (!shapeless && extra === undefined && v.rules !== undefined && !Array.isArray(v.rules)) {
-    throw configError('TG_INVALID_OPTION', {
-      path: `${path}.rules`,
-      expected: 'an array of rules',
-      received: describeValue(v.rules),
-      fix: "Write rules: [{ name: 'login', limit: 5, window: '15m' }].",
-    });
-  }
-  if (shapeless || extra !== undefined) {
-    throw configError(shapeless ? 'TG_INVALID_OPTION' : 'TG_UNKNOWN_OPTION', {
-      path: shapeless ? path : `${path}.${extra}`,
-      expected: shapeless ? 'false or an object { rules?, mode?, hook? }' : 'rules, mode or hook',
-      received: shapeless ? describeValue(value) : JSON.stringify(extra),
-      fix:
-        (extra === undefined ? undefined : peerHint(extra)) ??
-        "Write config: { rateLimit: { rules: [{ name: 'login', limit: 5, window: '15m' }] } }, or false to turn limiting off.",
-    });
-  }
-  return {
-    ...(v.rules !== undefined ? { rules: v.rules } : {}),
-    mode: routeMode(v.mode, `${path}.mode`),
-    ...(v.hook !== undefined ? { hook: hookOption(v.hook, `${path}.hook`) } : {}),
-  };
+  const { rules, mode } = routeOptionsOf<FastifyRequest>(value, {
+    path,
+    own: ['hook'],
+    optionalRules: true,
+    expected: 'false or an object { rules?, mode?, hook? }',
+    fix: "Write config: { rateLimit: { rules: [{ name: 'login', limit: 5, window: '15m' }] } }, or false to turn limiting off.",
+    hint: peerHint,
+  });
+  const hook = (value as RouteRateLimit).hook;
+  return { rules, mode, ...(hook !== undefined ? { hook: hookOption(hook, `${path}.hook`) } : {}) };
 }

@@ -13,10 +13,11 @@
  * `await`, then routes) never pass through its `onRoute` hook: a scope-level hook then
  * decides them too, so no route of the scope is left unlimited whatever the order.
  */
-import type { Limiter } from '@tollgate/core';
+import { keyOperations, type Limiter, type OperationSource, type RuleChanges, TollgateError } from '@tollgate/core';
 import { createRateLimit, type Decide } from '@tollgate/core/http';
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
+import type { TollgateInstance } from './augment.js';
 import { normalise, type RouteRateLimit, routeOption, type TollgateHook, type TollgateOptions } from './options.js';
 import { fastifyPort } from './port.js';
 
@@ -27,6 +28,9 @@ const OWNER = Symbol.for('tollgate.fastify.owner');
 const MARK = Symbol.for('tollgate.fastify.hook');
 /** Marks the config of a route the `onRoute` hook saw, per registration. */
 const SEEN = Symbol('tollgate.fastify.seen');
+/** The registrations (their rules by name) behind an instance's `tollgate` decoration. */
+const SOURCES = Symbol.for('tollgate.fastify.sources');
+const REGISTRATIONS = Symbol.for('tollgate.fastify.registrations');
 
 type HookFn = ((...args: never[]) => void) & { [MARK]?: true };
 type Scope = FastifyInstance & { [OWNER]?: object };
@@ -77,9 +81,10 @@ function register(fastify: FastifyInstance, options: TollgateOptions): void {
   const routeDecide = (own: RouteRateLimit, where: string): Hook =>
     core.stack(core.routeLimiter(own.rules ?? [], own.mode ?? 'add', `${where} config.rateLimit.rules`) as Limiter<FastifyRequest>);
   const owns = (scope: Scope, own: RouteRateLimit) => own.rules !== undefined && own.rules.length > 0 && scope[OWNER] === owner;
-  const wantsBase = core.limiter !== undefined;
+  const wantsBase = core.active;
 
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
+  decorateOperations(fastify, core.operationSource, core);
   (fastify as Scope)[OWNER] = owner;
 
   if (fastify.printRoutes() !== '(empty tree)') lateRoutes(fastify as Scope);
@@ -118,6 +123,49 @@ function register(fastify: FastifyInstance, options: TollgateOptions): void {
   fastify.addHook('onClose', function closeTollgateStore(_instance, next) {
     core.close().then(() => next(), next);
   });
+}
+
+/** What `app.tollgate.update` reaches of one registration. */
+type Registration = { update(ruleName: string, changes: RuleChanges<FastifyRequest>): void };
+
+/**
+ * `app.tollgate`: the operations by key (get, reset, block, unblock, penalize, reward) over
+ * the rules of every registration that sees this instance, plugin-level and route-level,
+ * and `update`, applied to every registration having the rule (plugin-level, tier or route
+ * rule; TG_UNKNOWN_RULE when none has it). A registration in a scope that already has it (a
+ * second one, or one in a child scope) adds its rules to it; a rule is looked up in the
+ * order of registration.
+ */
+function decorateOperations(fastify: FastifyInstance, source: OperationSource, registration: Registration): void {
+  const existing = (fastify as { tollgate?: { [SOURCES]?: OperationSource[]; [REGISTRATIONS]?: Registration[] } }).tollgate;
+  if (existing?.[SOURCES] !== undefined) {
+    existing[SOURCES].push(source);
+    existing[REGISTRATIONS]?.push(registration);
+    return;
+  }
+  const sources = [source];
+  const registrations = [registration];
+  const instance: TollgateInstance = {
+    update(ruleName, changes) {
+      let unknown: unknown;
+      let found = false;
+      for (const r of registrations) {
+        try {
+          r.update(ruleName, changes);
+          found = true;
+        } catch (err) {
+          if ((err as { code?: unknown }).code !== 'TG_UNKNOWN_RULE') throw err;
+          unknown ??= err;
+        }
+      }
+      if (!found) {
+        throw (
+          unknown ?? new TollgateError('TG_UNKNOWN_RULE', `update: no tollgate registration has a rule named ${JSON.stringify(ruleName)}.`)
+        );
+      }
+    },
+  };
+  fastify.decorate('tollgate', { ...keyOperations(sources), ...instance, [SOURCES]: sources, [REGISTRATIONS]: registrations });
 }
 
 const tollgatePlugin: FastifyPluginCallback<TollgateOptions> = function tollgate(fastify, options, done) {

@@ -1,15 +1,6 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import http from 'node:http';
-import {
-  CHANNEL_NAMES,
-  type Decision,
-  ManualClock,
-  ManualTimers,
-  MemoryStore,
-  type Store,
-  type StoreDecision,
-  TollgateError,
-} from '@tollgate/core';
+import { CHANNEL_NAMES, type Decision, ManualClock, ManualTimers, MemoryStore, type Store, TollgateError } from '@tollgate/core';
 import tollgate, { constant, tollgate as named, type TollgateOptions, user } from '@tollgate/fastify';
 import Fastify, { type FastifyContextConfig, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -469,30 +460,6 @@ describe('hijacked replies and streams', () => {
 });
 
 describe('refusals', () => {
-  it('statusCode, message (string, object, function) and onRejected', async () => {
-    const rejected: Decision[] = [];
-    const variants: Array<{ o: Partial<TollgateOptions>; status: number; type: RegExp; body: string }> = [
-      { o: { statusCode: 503, message: 'slow down' }, status: 503, type: /^text\/plain/, body: 'slow down' },
-      { o: { message: { error: 'too many' } }, status: 429, type: /^application\/json/, body: '{"error":"too many"}' },
-      {
-        o: { message: (_req, d) => ({ rules: d.rejectedBy }), onRejected: (_q, _s, d) => rejected.push(d) },
-        status: 429,
-        type: /^application\/json/,
-        body: '{"rules":["ip"]}',
-      },
-    ];
-    for (const v of variants) {
-      const app = await appWith({ rules: [fixed('ip', 1)], clock: clock(), ...v.o });
-      await app.inject('/');
-      const res = await app.inject('/');
-      expect(res.statusCode).toBe(v.status);
-      expect(res.headers['content-type']).toMatch(v.type);
-      expect(res.body).toBe(v.body);
-      expect(res.headers['retry-after']).toBe('60');
-    }
-    expect(rejected.map((d) => d.rejectedBy)).toEqual([['ip']]);
-  });
-
   it('a handler answers with status and headers already set; onSend hooks still see the refusal', async () => {
     const app = await appWith({
       rules: [fixed('ip', 1)],
@@ -541,6 +508,26 @@ describe('skip', () => {
       for (let i = 0; i < 3; i++) expect((await app.inject({ url: '/r', headers: { 'x-internal': '1' } })).statusCode).toBe(200);
       expect(await statuses(app, 2)).toEqual([200, 429]);
     }
+  });
+});
+
+describe('allow and deny', () => {
+  it('a registration with only route rules (rules: []) still applies its lists to every route, declared before or after it', async () => {
+    const app = fastify();
+    app.get('/early', async () => 'early');
+    app.register(tollgate, { rules: [], deny: ['192.0.2.0/24'], allow: ['198.51.100.7'] });
+    app.get('/plain', async () => 'plain');
+    app.get('/limited', { config: { rateLimit: { rules: [fixed('r', 1)] } } }, async () => 'limited');
+    app.get('/off', { config: { rateLimit: false } }, async () => 'off');
+    await app.ready();
+    const get = (url: string, remoteAddress: string) => app.inject({ url, remoteAddress }).then((r) => r.statusCode);
+    for (const url of ['/early', '/plain', '/limited']) expect(await get(url, '192.0.2.9'), url).toBe(403);
+    // `config.rateLimit: false` turns the whole registration off for the route, lists included.
+    expect(await get('/off', '192.0.2.9')).toBe(200);
+    expect(await get('/plain', '203.0.113.1')).toBe(200);
+    expect([await get('/limited', '203.0.113.1'), await get('/limited', '203.0.113.1')]).toEqual([200, 429]);
+    expect([await get('/limited', '198.51.100.7'), await get('/limited', '198.51.100.7')]).toEqual([200, 200]);
+    await app.close();
   });
 });
 
@@ -629,26 +616,6 @@ describe('store failures', () => {
     expect(res.body).toBe('custom: store down');
     const passing = await appWith({ rules: [fixed('ip', 1)], store: brokenStore(), onStoreError: (_e, _q, _s, done) => done() });
     expect((await passing.inject('/')).statusCode).toBe(200);
-  });
-
-  it("a store's own failure policy answering 'deny' becomes a 503", async () => {
-    const deny: Store = {
-      async consume(ops): Promise<StoreDecision> {
-        return {
-          allowed: false,
-          now: 0,
-          degraded: 'deny',
-          outcomes: ops.map(() => ({ allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: undefined })),
-        };
-      },
-      peek: () => Promise.reject(new Error('unused')),
-      refund: async () => {},
-      reset: async () => {},
-      close: async () => {},
-    };
-    const res = await (await appWith({ rules: [fixed('ip', 1)], store: deny })).inject('/');
-    expect(res.statusCode).toBe(503);
-    expect(res.json().status).toBe(503);
   });
 
   it('a throwing key function is an app bug: it reaches the error handler, not onStoreError', async () => {

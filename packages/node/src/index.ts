@@ -14,7 +14,16 @@
  * });
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { ConcurrencyLimit, Decision, Shedder, ShedOptions, ThrottleResult } from '@tollgate/core';
+import type {
+  ConcurrencyLimit,
+  Decision,
+  KeyOperations,
+  OperationKey,
+  RuleChanges,
+  Shedder,
+  ShedOptions,
+  ThrottleResult,
+} from '@tollgate/core';
 import {
   type ConcurrencyFlowOptions,
   concurrencyFlow,
@@ -23,6 +32,7 @@ import {
   type NodeNext,
   nodePort,
   normalizeLimiterOptions,
+  RATE_LIMIT_WORDING,
   type RouteOptionsOf,
   routeOptionsOf,
   type SlowDownFlowOptions,
@@ -31,22 +41,7 @@ import {
   slowDownFlow,
 } from '@tollgate/core/http';
 
-export {
-  constant,
-  type Decision,
-  type HeaderMode,
-  type HeadersOption,
-  header,
-  ip,
-  ManualClock,
-  MemoryStore,
-  type Rule,
-  type RuleResult,
-  type Store,
-  type TrustProxy,
-  tenant,
-  user,
-} from '@tollgate/core';
+export * from '@tollgate/core/essentials';
 export type { ClientAddressOptions, NodeNext } from '@tollgate/core/http';
 
 declare module 'node:http' {
@@ -136,35 +131,46 @@ function forms<T extends object>(stage: Stage<Req, Res, NodeNext>, onError: Erro
  * Rate-limits requests with a stack of rules.
  * @example const limit = rateLimit({ rules: [{ name: 'ip', rate: '100/min' }], trustProxy: 'loopback' })
  */
-export function rateLimit(options: RateLimitOptions): NodeLimiter & {
-  /** Forgets the request's counters for every rule. */
-  reset(req: Req): Promise<void>;
-  /** Decides the request without consuming anything. */
-  peek(req: Req): Promise<Decision>;
-  /**
-   * A route-level stage adding `rules` to this limiter's (call it after the limiter; one
-   * all-or-nothing decision), or standing instead of them with `mode: 'replace'`.
-   */
-  route(options: RouteOptionsOf<Req>): NodeLimiter;
-} {
+export function rateLimit(options: RateLimitOptions): NodeLimiter &
+  Omit<KeyOperations, 'reset'> & {
+    /** Forgets the request's counters for every rule. */
+    reset(req: Req): Promise<void>;
+    /** Forgets one key's state for a rule, app-level or route-level (an operation by key; docs/operations.md). */
+    reset(rule: string, key: OperationKey): Promise<void>;
+    /** Decides the request without consuming anything. */
+    peek(req: Req): Promise<Decision>;
+    /**
+     * A route-level stage adding `rules` to this limiter's (call it after the limiter; one
+     * all-or-nothing decision), or standing instead of them with `mode: 'replace'`.
+     */
+    route(options: RouteOptionsOf<Req>): NodeLimiter;
+    /**
+     * Replaces a rule's `limit`, `burst`, `cost` or `blockFor` in place (the app-level
+     * rules, the tiers' and every route's), validated as at construction; the next decisions
+     * use it and the rule's state is kept. Per process: apply it on every instance.
+     * @example limiter.update('pro', { limit: 10_000 })
+     */
+    update(ruleName: string, changes: RuleChanges<Req>): void;
+  } {
   const { onError, ...rest } = options ?? ({} as RateLimitOptions);
-  const o = normalizeLimiterOptions<Req, RateLimitOptions>(rest, {
-    path: 'rateLimit',
-    req: 'req',
-    res: 'res',
-    next: 'next',
-    handler: '(req, res, next, decision)',
-    timersFix: 'Pass new ManualTimers(clock) in tests, or leave it out.',
-    fixes: {
-      notObject: "Call rateLimit({ rules: [{ name: 'ip', rate: '100/min' }] }).",
-      unknown: () => 'Remove the option or check its spelling.',
-    },
-  });
+  const o = normalizeLimiterOptions<Req, RateLimitOptions>(rest, RATE_LIMIT_WORDING);
   const core = createRateLimit(nodePort, o, { path: 'rateLimit' });
   const limiter = core.limiter as NonNullable<typeof core.limiter>;
+  const ops = core.operations;
   return forms(core.handle, onError, {
-    reset: (req: Req) => limiter.reset(req),
+    // Two arguments: a rule and a key (over the app-level and route-level rules); one: a request.
+    reset: ((...args: [Req] | [string, OperationKey]) =>
+      args.length >= 2 ? ops.reset(args[0] as string, args[1] as OperationKey) : limiter.reset(args[0] as Req)) as {
+      (req: Req): Promise<void>;
+      (rule: string, key: OperationKey): Promise<void>;
+    },
     peek: (req: Req) => limiter.peek(req),
+    get: ops.get,
+    block: ops.block,
+    unblock: ops.unblock,
+    penalize: ops.penalize,
+    reward: ops.reward,
+    update: (ruleName: string, changes: RuleChanges<Req>) => core.update(ruleName, changes),
     route(options: RouteOptionsOf<Req>) {
       const r = routeOptionsOf<Req>(options);
       return forms(core.route(r.rules, r.mode, 'route rules'), onError, {});

@@ -9,7 +9,7 @@
  * the same double; `-0` kept), which Lua's `tonumber` reads exactly. The decide reply is
  * one string of packed doubles, read here from the Buffer ioredis returns.
  */
-import type { Outcome, RejectReason, RuleSpec, StoreDecision, StoreOp } from '@tollgate/core';
+import type { KeyOp, Outcome, RejectReason, RuleSpec, StoreDecision, StoreKeyState, StoreOp } from '@tollgate/core';
 import { OUT_FIELDS } from './lua/index.js';
 
 const ALGO_CODE = {
@@ -31,6 +31,14 @@ interface RuleWire {
   /** The call that last listed the rule, and its number there. */
   call: number;
   n: number;
+  /**
+   * The plans of a call deciding one op of cost 1 of this rule alone on Redis time (the
+   * common call: a request alone in its tick, one rule), consume and peek, for the least
+   * TTL `oneTtl`; built on first use.
+   */
+  oneC: string | undefined;
+  oneP: string | undefined;
+  oneTtl: string | undefined;
 }
 
 const wires = new WeakMap<RuleSpec, RuleWire>();
@@ -48,10 +56,15 @@ function wireOf(r: RuleSpec): RuleWire {
       (r.countRejected ? '1' : '0') +
       (r.dryRun ? '1' : '0');
     const fields = [flags, num(r.limit), num(r.windowMs), num(r.burst), num(r.queue), num(r.blockForMs), num(r.maxCost)];
-    w = { text: fields.join(' '), call: 0, n: 0 };
+    w = { text: fields.join(' '), call: 0, n: 0, oneC: undefined, oneP: undefined, oneTtl: undefined };
     wires.set(r, w);
   }
   return w;
+}
+
+/** A rule's 7 fields as a plan lists them (for the operations by key, lua/keyops.ts). */
+export function ruleText(r: RuleSpec): string {
+  return wireOf(r).text;
 }
 
 /** What one call sends: its distinct keys and its arguments (the plan, then the times it names). */
@@ -142,6 +155,13 @@ export interface StackCall {
  * the ops' Redis keys in order, stack after stack. Each distinct key is sent once.
  */
 export function decideArgs(stacks: readonly StackCall[], keys: readonly string[], minTtl: string): ScriptCall {
+  if (stacks.length === 1) {
+    const st = stacks[0] as StackCall;
+    const op = st.ops[0] as StoreOp;
+    // One op of cost 1 on Redis time: its plan is the rule's, kept with its wire text.
+    if (st.ops.length === 1 && st.now === undefined && op.cost === 1)
+      return { keys: keys as string[], args: [onePlan(op.rule, st.cmd, minTtl)] };
+  }
   const b = new CallBuilder('d', minTtl);
   // One line per run (`<count> <shape>`), and the supplied times of the runs with one.
   const tail: string[] = [];
@@ -178,6 +198,22 @@ export function decideArgs(stacks: readonly StackCall[], keys: readonly string[]
   return b.finish(tail, times);
 }
 
+/** The plan of one op of cost 1 of `rule` on Redis time (what decideArgs would build). */
+function onePlan(rule: RuleSpec, cmd: Command, minTtl: string): string {
+  const w = wireOf(rule);
+  if (w.oneTtl !== minTtl) {
+    w.oneTtl = minTtl;
+    w.oneC = undefined;
+    w.oneP = undefined;
+  }
+  if (cmd === 'c') {
+    w.oneC ??= `d ${minTtl} 1\n${w.text}\n1 c1:1`;
+    return w.oneC;
+  }
+  w.oneP ??= `d ${minTtl} 1\n${w.text}\n1 p1:1`;
+  return w.oneP;
+}
+
 /** Whether stack `b` (key references `br`) has the shape of stack `a` (references `ar`). */
 function sameRun(a: StackCall, ar: readonly number[], b: StackCall, br: readonly number[]): boolean {
   if (a.cmd !== b.cmd || !Object.is(a.now, b.now) || a.ops.length !== b.ops.length) return false;
@@ -200,6 +236,36 @@ export function refundArgs(
   const b = new CallBuilder('r', minTtl);
   const shape = b.shape('r', ops, keys, 0, false);
   return b.finish([shape], [now === undefined ? '' : num(now), num(at)]);
+}
+
+/** The arguments of an operation by key (see lua/keyops.ts): rule, operation, time, least TTL. */
+export function keyOpArgs(r: RuleSpec, op: KeyOp, now: number | undefined, minTtl: string): string[] {
+  const code =
+    op.kind === 'get'
+      ? 'g'
+      : op.kind === 'unblock'
+        ? 'u'
+        : op.kind === 'block'
+          ? `b ${num(op.ms)}`
+          : `${op.kind === 'penalize' ? 'p' : 'w'} ${num(op.units)}`;
+  return [ruleText(r), code, now === undefined ? '' : num(now), minTtl];
+}
+
+/** Parses an operation's reply: 6 little-endian doubles (see lua/keyops.ts). */
+export function parseKeyState(reply: unknown): StoreKeyState {
+  if (!Buffer.isBuffer(reply) || reply.length !== 48) {
+    throw new TypeError(
+      `The keys function replied ${Buffer.isBuffer(reply) ? `${reply.length} bytes` : typeof reply}, not its 6 packed figures`,
+    );
+  }
+  return {
+    now: reply.readDoubleLE(0),
+    exists: reply.readDoubleLE(8) === 1,
+    remaining: reply.readDoubleLE(16),
+    resetMs: reply.readDoubleLE(24),
+    retryAfterMs: reply.readDoubleLE(32),
+    blockedUntil: reply.readDoubleLE(40),
+  };
 }
 
 const REASON_OF: readonly (RejectReason | undefined)[] = [undefined, undefined, 'limit', 'blocked', 'cost_exceeds_limit'];

@@ -11,29 +11,18 @@
  *
  * `CONFIG GET` may be refused (managed services, renamed commands, ACLs) and the client may
  * never connect: either is quiet. The checks run once the client is ready; a Cluster is
- * checked on every master.
+ * checked on every master. They go through the client port (client.ts), so they run on
+ * every client the store takes: ioredis, iovalkey and node-redis alike.
  */
 import type { Clock } from '@tollgate/core';
 import { redisChannels } from './channels.js';
+import type { RedisPort } from './client.js';
 import type { RedisWarningCode } from './errors.js';
 
 /** The one eviction policy under which Redis never drops a limiter's key. */
 const SAFE_POLICY = 'noeviction';
 /** How far a supplied clock may be from Redis `TIME` (beyond the round trip) before a warning. */
 export const CLOCK_SKEW_MS = 1000;
-
-/** What the checks need of a client: ioredis' `call` (and a Cluster's `nodes`). */
-interface Callable {
-  call(command: string, ...args: string[]): Promise<unknown>;
-}
-interface CheckedClient {
-  call?: Callable['call'];
-  isCluster?: boolean;
-  status?: string;
-  nodes?(role: 'master'): Callable[];
-  once?(event: 'ready', listener: () => void): unknown;
-  off?(event: 'ready', listener: () => void): unknown;
-}
 
 /** Message on `tollgate:redis:warning`. */
 export interface RedisWarningMessage {
@@ -65,10 +54,10 @@ function configValue(reply: unknown, name: string): string | undefined {
   return undefined;
 }
 
-async function checkPolicy(store: object, nodes: readonly Callable[]): Promise<void> {
+async function checkPolicy(store: object, nodes: readonly RedisPort[]): Promise<void> {
   const policies = await Promise.all(
     nodes.map((n) =>
-      n.call('CONFIG', 'GET', 'maxmemory-policy').then(
+      n.command(['CONFIG', 'GET', 'maxmemory-policy']).then(
         (r) => configValue(r, 'maxmemory-policy'),
         () => undefined,
       ),
@@ -87,9 +76,9 @@ async function checkPolicy(store: object, nodes: readonly Callable[]): Promise<v
   });
 }
 
-async function checkClock(store: object, node: Callable, clock: Clock): Promise<void> {
+async function checkClock(store: object, node: RedisPort, clock: Clock): Promise<void> {
   const before = clock.now();
-  const reply = await node.call('TIME');
+  const reply = await node.command(['TIME']);
   const after = clock.now();
   if (!Array.isArray(reply)) return;
   const redisMs = Number(reply[0]) * 1000 + Number(reply[1]) / 1000;
@@ -108,34 +97,39 @@ async function checkClock(store: object, node: Callable, clock: Clock): Promise<
 
 /**
  * Runs the checks once the client is connected; the promise never rejects. Returns a
- * function that cancels a check still waiting for a Cluster to become ready.
+ * function that cancels a check still waiting for the client to be ready, or still waiting
+ * for its replies (settling the promise).
  */
-export function checkOnConnect(store: object, client: object, clock: Clock | undefined): { done: Promise<void>; cancel: () => void } {
-  const c = client as CheckedClient;
+export function checkOnConnect(store: object, port: RedisPort, clock: Clock | undefined): { done: Promise<void>; cancel: () => void } {
   let cancel = () => {};
   const done = new Promise<void>((resolve) => {
     const run = (): void => {
-      try {
-        const nodes = c.isCluster === true ? (c.nodes?.('master') ?? []) : [c as Callable];
-        const usable = nodes.filter((n) => typeof n?.call === 'function');
-        const first = usable[0];
-        const checks = [checkPolicy(store, usable)];
-        if (clock !== undefined && first !== undefined) checks.push(checkClock(store, first, clock));
-        Promise.all(checks.map((p) => p.catch(() => undefined))).then(() => resolve());
-      } catch {
-        resolve();
-      }
+      port
+        .masters()
+        .then((nodes) => {
+          const first = nodes[0];
+          const checks = [checkPolicy(store, nodes)];
+          if (clock !== undefined && first !== undefined) checks.push(checkClock(store, first, clock));
+          return Promise.all(checks.map((p) => p.catch(() => undefined)));
+        })
+        .then(
+          () => resolve(),
+          () => resolve(),
+        );
     };
+    cancel = () => resolve();
     // Once the client is ready: a Cluster knows its masters only then, and a client built
     // with lazyConnect is not connected by the store's checks.
-    if (c.status === undefined || c.status === 'ready' || typeof c.once !== 'function') {
+    if (port.connected?.() !== false || port.onReconnect === undefined) {
       run();
       return;
     }
-    const onReady = (): void => run();
-    c.once('ready', onReady);
+    const off = port.onReconnect(() => {
+      off();
+      run();
+    });
     cancel = () => {
-      c.off?.('ready', onReady);
+      off();
       resolve();
     };
   });

@@ -41,8 +41,11 @@ export interface RedisPort {
   masters(): Promise<RedisPort[]>;
   /** False when the client cannot send FCALL (an ioredis without `fcallBuffer`): scripts only. */
   readonly functions?: boolean;
-  /** Calls `listener` after each (re)connection, where the client tells (script.ts asks again). */
-  readonly onReconnect?: (listener: () => void) => void;
+  /**
+   * Calls `listener` after each (re)connection, where the client tells (script.ts asks
+   * again; checks.ts waits for the first); returns a function that removes it.
+   */
+  readonly onReconnect?: (listener: () => void) => () => void;
   /** Whether the client is connected now (a lazy client is left for the app to connect). */
   readonly connected?: () => boolean;
 }
@@ -109,26 +112,36 @@ export function portOf(client: unknown): RedisPort | undefined {
 }
 
 /**
- * `onReconnect` and `connected` where the client tells: ioredis / iovalkey standalone and
- * Sentinel ('ready' on every connection, `status`), node-redis standalone ('ready',
- * `isReady`) and Sentinel (a 'topology-change' to a new master, `isReady`). A Cluster's
- * masters are asked again when FCALL says the library is missing (see script.ts).
+ * `onReconnect` and `connected` where the client tells: ioredis / iovalkey standalone,
+ * Sentinel and Cluster ('ready' on every connection, `status`), node-redis standalone
+ * ('ready', `isReady`), Sentinel (a 'topology-change' to a new master, `isReady`) and
+ * cluster ('connect' once its slots are known; `isReady` on 6, an open client that knows
+ * its masters on 5). A Cluster node restarted or replaced on its own is not a connection
+ * of the client: its library is reloaded when FCALL says it is missing (see script.ts).
  */
 function withEvents(client: object, port: RedisPort | undefined): RedisPort | undefined {
-  if (port === undefined || port.cluster) return port;
-  const listeners: (() => void)[] = [];
+  if (port === undefined) return port;
+  const c = client as NodeRedisEvents & IoredisLike;
+  if (!isFn(c.on)) return port;
+  const listeners = new Set<() => void>();
   const fire = (): void => {
-    for (const l of listeners) l();
+    for (const l of [...listeners]) l();
   };
-  const onReconnect = (listener: () => void): void => void listeners.push(listener);
+  const onReconnect = (listener: () => void): (() => void) => {
+    // Each subscription its own entry, so that removing one leaves the others.
+    const entry = (): void => listener();
+    listeners.add(entry);
+    return () => void listeners.delete(entry);
+  };
   if (port.family === 'ioredis') {
-    const c = client as IoredisLike;
-    if (!isFn(c.on)) return port;
     c.on('ready', fire);
     return { ...port, onReconnect, connected: () => c.status === 'ready' };
   }
-  const c = client as NodeRedisEvents;
-  if (!isFn(c.on)) return port;
+  if (port.cluster) {
+    const cl = client as NodeRedisEvents & { readonly isOpen?: boolean; readonly masters: readonly object[] };
+    c.on('connect', fire);
+    return { ...port, onReconnect, connected: () => cl.isReady ?? (cl.isOpen === true && cl.masters.length > 0) };
+  }
   if (isFn((client as Record<string, unknown>).getMasterNode)) c.on('topology-change', (e) => void (e?.type === 'MASTER_CHANGE' && fire()));
   else c.on('ready', fire);
   return { ...port, onReconnect, connected: () => c.isReady === true };
@@ -203,7 +216,12 @@ function nodeRedisClusterPort(c: NodeRedisCluster): RedisPort {
     eval: (script, keys, args) => c.sendCommand(keys[0], false, ['EVAL', script, String(keys.length), ...keys, ...args], BUFFERS),
     fcall: (fn, keys, args) => c.sendCommand(keys[0], false, ['FCALL', fn, String(keys.length), ...keys, ...args], BUFFERS),
     command: (args, key) => c.sendCommand(key, false, args),
-    masters: async () => Promise.all(c.masters.map(async (m) => nodeRedisPort(await c.nodeClient(m)))),
+    // A master whose client cannot be had (its connection failing) is left out, as a master
+    // that does not answer is: the others are still reached.
+    masters: async () => {
+      const got = await Promise.allSettled(c.masters.map(async (m) => nodeRedisPort(await c.nodeClient(m))));
+      return got.flatMap((g) => (g.status === 'fulfilled' ? [g.value] : []));
+    },
   };
 }
 

@@ -8,11 +8,17 @@
  * no side effect Redis would have had: no rule of the stack counts rejected requests,
  * and every rule with `blockFor` has just started its block (a blocked rule writes
  * nothing, so the entry lives at most until that block ends). The answer's per-rule figures are those of the store's
- * answer with time shifted; `remaining` of a rule is as of that answer. A refund or reset
- * through this store clears the cache; one made by another instance is seen when the
- * entry runs out (at most the retry time the store reported).
+ * answer with time shifted; `remaining` of a rule is as of that answer. A refund, reset or
+ * operation by key through this store drops the entries of its keys; one made elsewhere
+ * (another instance, `tollgate keys`) is seen when the entry runs out: at the retry time
+ * the store reported, and never more than `DENY_CACHE_MAX_AGE_MS` after Redis' answer, so
+ * an operator's unblock or reset reaches every instance within that bound rather than at
+ * the end of the block (or the day, for a daily quota).
  */
 import type { Outcome, StoreDecision, StoreOp } from '@tollgate/core';
+
+/** The longest an entry answers for Redis (ms): how soon a change made elsewhere is seen. */
+export const DENY_CACHE_MAX_AGE_MS = 1000;
 
 interface CacheEntry {
   /** The decision's time (store timebase) and the local time it was received at. */
@@ -97,7 +103,9 @@ export class DenyCache {
       }
       if (rejecting && o.retryAfterMs > 0) until = Math.min(until, d.now + o.retryAfterMs);
     }
-    if (until === Number.POSITIVE_INFINITY || until <= d.now) return;
+    if (until === Number.POSITIVE_INFINITY) return;
+    until = Math.min(until, d.now + DENY_CACHE_MAX_AGE_MS);
+    if (until <= d.now) return;
     if (this.#map.size >= this.maxEntries) {
       const oldest = this.#map.keys().next();
       if (!oldest.done) this.#map.delete(oldest.value);

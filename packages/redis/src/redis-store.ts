@@ -18,14 +18,16 @@ import { EventEmitter } from 'node:events';
 import {
   type Clock,
   checkTime,
+  type KeyOp,
   type RuleSpec,
   type Store,
   type StoreDecision,
+  type StoreKeyState,
   type StoreOp,
   sanitizeKey,
   unknownOptionFix,
 } from '@tollgate/core';
-import { type Command, decideArgs, parseDecisions, refundArgs, type StackCall } from './args.js';
+import { type Command, decideArgs, keyOpArgs, parseDecisions, parseKeyState, refundArgs, type StackCall } from './args.js';
 import { Breaker, type BreakerOptions, type BreakerState } from './breaker.js';
 import { redisChannels } from './channels.js';
 import { checkOnConnect } from './checks.js';
@@ -34,7 +36,7 @@ import { DenyCache } from './deny-cache.js';
 import { clientError, closedError, optionError, timeoutError } from './errors.js';
 import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
 import { redisKey, slotOf } from './keys.js';
-import { type RedisClientLike, runnerOf, runScript } from './script.js';
+import { type RedisClientLike, runKeyOp, runnerOf, runScript } from './script.js';
 
 export interface RedisStoreOptions {
   /**
@@ -340,7 +342,7 @@ export class RedisStore extends EventEmitter implements Store {
     const dc = options.denyCache ?? true;
     this.#deny = dc === false ? undefined : new DenyCache(dc === true ? 10_000 : dc, localNow);
     this.#local = new LocalFallback(options.instances ?? 1, this.#clock);
-    const checks = checkOnConnect(this, this.client, this.#clock);
+    const checks = checkOnConnect(this, this.#port, this.#clock);
     this.checked = checks.done;
     this.#cancelChecks = checks.cancel;
     // FCALL or EVALSHA: chosen for the client now, not by the first decision.
@@ -433,6 +435,30 @@ export class RedisStore extends EventEmitter implements Store {
     } catch (err) {
       this.#failed(err, 'reset', 'none');
     }
+  }
+
+  /**
+   * One operation on a (rule, key) entry without a request: one atomic call of the
+   * library's keys function (or its script), on the key's node of a Cluster. An operator's
+   * call is not answered by the failure policy: a failure or a timeout rejects. A change
+   * drops this instance's deny-cache answers for the key (other instances' run out by
+   * themselves, at most at the retry time they were given; see docs/operations.md); a block
+   * or unblock is applied to the local fallback too, so it holds while Redis is away.
+   */
+  async keyOp(rule: RuleSpec, key: string, op: KeyOp, now?: number, raw?: string): Promise<StoreKeyState> {
+    if (this.#closed) throw closedError();
+    const t = this.#time(now);
+    const k = this.keyOf(rule, key, raw);
+    const reply = await this.#deadline(runKeyOp(this.#port, k, keyOpArgs(rule, op, t, this.#minTtl)));
+    const state = parseKeyState(reply);
+    if (op.kind !== 'get') {
+      this.#deny?.written([k]);
+      if (op.kind === 'block' || op.kind === 'unblock') {
+        const local = this.#local.ops([{ rule, key, cost: 0 }])[0] as StoreOp;
+        await this.#local.store.keyOp(local.rule, key, op, t);
+      }
+    }
+    return state;
   }
 
   /** Releases the store's own resources. The client is yours: quit it yourself. */

@@ -25,7 +25,17 @@
  * so it is not used.
  */
 import { portOf, type RedisPort, replyCode } from './client.js';
-import { SLOTS_FUNCTION, STORE_FUNCTION, STORE_LIBRARY, STORE_LIBRARY_NAME, STORE_SCRIPT, STORE_SCRIPT_SHA } from './lua/index.js';
+import {
+  KEYS_FUNCTION,
+  KEYS_SCRIPT,
+  KEYS_SCRIPT_SHA,
+  SLOTS_FUNCTION,
+  STORE_FUNCTION,
+  STORE_LIBRARY,
+  STORE_LIBRARY_NAME,
+  STORE_SCRIPT,
+  STORE_SCRIPT_SHA,
+} from './lua/index.js';
 import { SLOT_SCRIPT, SLOT_SCRIPT_SHA } from './lua/slots.js';
 
 export { replyCode };
@@ -52,11 +62,31 @@ export const STORE_CODE: ServerCode = { fn: STORE_FUNCTION, script: STORE_SCRIPT
 /** The concurrency slots' acquire, renew and count (see lua/slots.ts). */
 export const SLOTS_CODE: ServerCode = { fn: SLOTS_FUNCTION, script: SLOT_SCRIPT, sha: SLOT_SCRIPT_SHA };
 
+/** The operations by key (see lua/keyops.ts). */
+export const KEYS_CODE: ServerCode = { fn: KEYS_FUNCTION, script: KEYS_SCRIPT, sha: KEYS_SCRIPT_SHA };
+
 /** How calls are sent: not chosen yet, `FCALL`, or `EVALSHA`. */
 type Mode = 'unknown' | 'functions' | 'scripts';
 
 /** What one server answered about the library. */
 type NodeAnswer = 'present' | 'loaded' | 'refused';
+
+/**
+ * How long one server may take to answer about the library before it is left out of the
+ * choice (as a server that is down is): a master that stopped answering must not hold up
+ * loading the library on the others, nor every call that waits for the choice.
+ */
+export const PROBE_TIMEOUT_MS = 1000;
+
+/** `p`, or a rejection once `ms` have passed without an answer. */
+function bounded<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer about the function library within ${ms} ms`)), ms);
+    timer.unref?.();
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
 
 /** Error codes of a server that will not run functions for this client. */
 const REFUSALS = new Set(['ERR', 'NOPERM']);
@@ -188,9 +218,9 @@ export class ScriptRunner {
     const nodes = await this.#port.masters();
     // A Cluster that knows no master yet: scripts for now, asked again next time.
     if (nodes.length === 0) return 'scripts';
-    const answers = await Promise.allSettled(nodes.map((n) => ensureLibrary(n, again)));
+    const answers = await Promise.allSettled(nodes.map((n) => bounded(ensureLibrary(n, again), PROBE_TIMEOUT_MS)));
     const known = answers.filter((a) => a.status === 'fulfilled').map((a) => a.value);
-    // Every server failed to answer (down, loading): nothing is chosen.
+    // Every server failed to answer (down, loading, silent past PROBE_TIMEOUT_MS): nothing is chosen.
     if (known.length === 0) throw (answers[0] as PromiseRejectedResult).reason;
     if (known.includes('loaded')) this.#loads++;
     this.#mode = known.includes('refused') ? 'scripts' : 'functions';
@@ -220,4 +250,9 @@ export function runnerOfClient(client: unknown): ScriptRunner | undefined {
 /** Runs the store's code (decide, peek, refund): `call.keys` and `call.args` (see args.ts). */
 export function runScript(port: RedisPort, call: { readonly keys: readonly string[]; readonly args: readonly string[] }): Promise<unknown> {
   return runnerOf(port).call(STORE_CODE, call.keys, call.args);
+}
+
+/** Runs one operation by key (lua/keyops.ts) on `key`'s node. */
+export function runKeyOp(port: RedisPort, key: string, args: readonly string[]): Promise<unknown> {
+  return runnerOf(port).call(KEYS_CODE, [key], args);
 }

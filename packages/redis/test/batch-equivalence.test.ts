@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLIENTS, type Connected } from '../../../test/setup/clients.js';
 import { keysWithoutExpiry, type RedisServer, startRedis } from '../../../test/setup/redis.js';
-import { addScriptsUser, loginFor } from '../../../test/setup/redis-paths.js';
+import { addScriptsUser, loginFor, RUN_PATHS } from '../../../test/setup/redis-paths.js';
 
 interface Req {
   k: string;
@@ -71,17 +71,10 @@ async function scriptRuns(): Promise<number> {
   return n;
 }
 
-/** Every client on the function path, and ioredis on the script path too (see redis-paths.ts). */
-const TARGETS: readonly { readonly name: string; connect(): Promise<Connected> }[] = [
-  ...CLIENTS.map((kind) => ({ name: `${kind.name}, functions`, connect: () => kind.standalone(server.port) })),
-  {
-    name: 'ioredis, scripts',
-    connect: async (): Promise<Connected> => {
-      const r = new Redis({ port: server.port, host: '127.0.0.1', ...loginFor('scripts') });
-      return { client: r, close: async () => void r.disconnect() };
-    },
-  },
-];
+/** Every client, on the function path and on the script path (see redis-paths.ts). */
+const TARGETS: readonly { readonly name: string; connect(): Promise<Connected> }[] = CLIENTS.flatMap((kind) =>
+  RUN_PATHS.map((path) => ({ name: `${kind.name}, ${path}`, connect: () => kind.standalone(server.port, loginFor(path)) })),
+);
 
 describe.each(TARGETS)('a batch decides as its stacks one after the other, on $name', ({ connect }) => {
   let c: Connected;

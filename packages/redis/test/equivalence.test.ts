@@ -13,7 +13,7 @@ import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLIENTS, type Connected } from '../../../test/setup/clients.js';
 import { keysWithoutExpiry, type RedisCluster, type RedisServer, startCluster, startRedis } from '../../../test/setup/redis.js';
-import { addScriptsUser, loginFor, scriptCalls } from '../../../test/setup/redis-paths.js';
+import { addScriptsUser, loginFor, RUN_PATHS, scriptCalls } from '../../../test/setup/redis-paths.js';
 
 interface Req {
   k: string;
@@ -153,32 +153,26 @@ async function replay(bodies: RuleBody[], actions: Action[], start: number, deny
   await store.close();
 }
 
-/** What runs: every client on the function path; ioredis on the script path too; the Cluster on both. */
+/** What runs: every client, on the function path and on the script path, standalone and on the Cluster. */
 interface Target {
   readonly name: string;
   readonly where: 'standalone' | 'cluster';
   connect(): Promise<Connected>;
 }
-const ioredisOn = (make: () => Redis | Cluster): Promise<Connected> => {
-  const r = make();
-  return Promise.resolve({ client: r, close: async () => void r.disconnect() });
-};
-const TARGETS: readonly Target[] = [
-  ...CLIENTS.map(
-    (kind): Target => ({ name: `${kind.name}, functions, standalone`, where: 'standalone', connect: () => kind.standalone(server.port) }),
-  ),
-  {
-    name: 'ioredis, scripts, standalone',
-    where: 'standalone',
-    connect: () => ioredisOn(() => new Redis({ port: server.port, host: '127.0.0.1', ...loginFor('scripts') })),
-  },
-  { name: 'ioredis, functions, cluster', where: 'cluster', connect: () => ioredisOn(() => new Cluster(cluster.startupNodes)) },
-  {
-    name: 'ioredis, scripts, cluster',
-    where: 'cluster',
-    connect: () => ioredisOn(() => new Cluster(cluster.startupNodes, { redisOptions: loginFor('scripts') })),
-  },
-];
+const TARGETS: readonly Target[] = CLIENTS.flatMap((kind) =>
+  RUN_PATHS.flatMap((path): Target[] => [
+    { name: `${kind.name}, ${path}, standalone`, where: 'standalone', connect: () => kind.standalone(server.port, loginFor(path)) },
+    {
+      name: `${kind.name}, ${path}, cluster`,
+      where: 'cluster',
+      connect: () =>
+        kind.cluster(
+          cluster.startupNodes.map((n) => n.port),
+          loginFor(path),
+        ),
+    },
+  ]),
+);
 
 describe.each(TARGETS)('RedisStore decides exactly as MemoryStore ($name)', ({ where, connect }) => {
   let c: Connected;

@@ -8,6 +8,7 @@ import { createLimiter, type Limiter } from '@tollgate/core';
 import { RedisSlotStore, RedisStore, STORE_LIBRARY, STORE_LIBRARY_NAME } from '@tollgate/redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLIENTS, type Connected } from '../../../test/setup/clients.js';
 import { type RedisServer, startRedis } from '../../../test/setup/redis.js';
 
 let server: RedisServer;
@@ -40,7 +41,7 @@ function delta(before: Record<string, number>, after: Record<string, number>, cm
   return (after[cmd] ?? 0) - (before[cmd] ?? 0);
 }
 
-function limiter(client: Redis, limit = 3): { l: Limiter<unknown>; store: RedisStore; errors: unknown[] } {
+function limiter(client: object, limit = 3): { l: Limiter<unknown>; store: RedisStore; errors: unknown[] } {
   const store = new RedisStore({ client, prefix: 'fn:', timeoutMs: 5000, denyCache: false });
   const errors: unknown[] = [];
   store.on('error', (e) => errors.push(e));
@@ -59,6 +60,13 @@ async function admitted(l: Limiter<unknown>, count: number): Promise<number> {
 
 function connect(user?: string): Redis {
   return new Redis({ port: server.port, host: '127.0.0.1', ...(user ? { username: user, password: 'pw' } : {}) });
+}
+
+/** Resolves once the client (either family) is connected again. */
+async function ready(client: object): Promise<void> {
+  const c = client as { status?: string; isReady?: boolean };
+  for (let i = 0; i < 400 && c.status !== 'ready' && c.isReady !== true; i++) await new Promise((r) => setTimeout(r, 25));
+  expect(c.status === 'ready' || c.isReady === true).toBe(true);
 }
 
 describe('function library', () => {
@@ -82,37 +90,6 @@ describe('function library', () => {
     expect(await admitted(again.l, 2)).toBe(2);
     const later = await stats();
     expect(delta(after, later, 'function|list') + delta(after, later, 'function|load')).toBe(0);
-    expect(await admin.call('FUNCTION', 'LIST', 'LIBRARYNAME', STORE_LIBRARY_NAME)).toHaveLength(1);
-    client.disconnect();
-  });
-
-  it('lost to FUNCTION FLUSH between decisions: reloaded, nothing fails or counts twice', async () => {
-    const client = connect();
-    const { l, errors } = limiter(client, 4);
-    expect(await admitted(l, 2)).toBe(2);
-    await admin.call('FUNCTION', 'FLUSH');
-    // Three stacks in one tick (one batched FCALL), then one more on its own.
-    const ds = await Promise.all([l.consume({}), l.consume({}), l.consume({})]);
-    expect(ds.map((d) => d.allowed)).toEqual([true, true, false]);
-    expect((await l.consume({})).allowed).toBe(false);
-    expect(errors).toEqual([]);
-    expect(await admin.call('FUNCTION', 'LIST', 'LIBRARYNAME', STORE_LIBRARY_NAME)).toHaveLength(1);
-    client.disconnect();
-  });
-
-  it('lost to a restart of the server: reloaded on the new connection', async () => {
-    const client = connect();
-    client.on('error', () => {});
-    const { l } = limiter(client, 10);
-    expect(await admitted(l, 1)).toBe(1);
-    await server.stop();
-    await server.start();
-    await admin.ping();
-    await new Promise<void>((resolve) => (client.status === 'ready' ? resolve() : client.once('ready', () => resolve())));
-    // The data went with the process (no persistence): a fresh budget, from the reloaded library.
-    expect(await admitted(l, 3)).toBe(3);
-    const s = await stats();
-    expect(s.evalsha ?? 0).toBe(0);
     expect(await admin.call('FUNCTION', 'LIST', 'LIBRARYNAME', STORE_LIBRARY_NAME)).toHaveLength(1);
     client.disconnect();
   });
@@ -143,6 +120,40 @@ describe('function library', () => {
   });
 });
 
+describe.each(CLIENTS)('function library lost, on $name', (kind) => {
+  let c: Connected;
+  beforeAll(async () => {
+    c = await kind.standalone(server.port);
+  });
+  afterAll(() => c.close());
+
+  it('lost to FUNCTION FLUSH between decisions: reloaded, nothing fails or counts twice', async () => {
+    const { l, errors } = limiter(c.client, 4);
+    expect(await admitted(l, 2)).toBe(2);
+    await admin.call('FUNCTION', 'FLUSH');
+    // Three stacks in one tick (one batched FCALL), then one more on its own.
+    const ds = await Promise.all([l.consume({}), l.consume({}), l.consume({})]);
+    expect(ds.map((d) => d.allowed)).toEqual([true, true, false]);
+    expect((await l.consume({})).allowed).toBe(false);
+    expect(errors).toEqual([]);
+    expect(await admin.call('FUNCTION', 'LIST', 'LIBRARYNAME', STORE_LIBRARY_NAME)).toHaveLength(1);
+  });
+
+  it('lost to a restart of the server: reloaded on the new connection', async () => {
+    const { l } = limiter(c.client, 10);
+    expect(await admitted(l, 1)).toBe(1);
+    await server.stop();
+    await server.start();
+    await admin.ping();
+    await ready(c.client);
+    // The data went with the process (no persistence): a fresh budget, from the reloaded library.
+    expect(await admitted(l, 3)).toBe(3);
+    const s = await stats();
+    expect(s.evalsha ?? 0).toBe(0);
+    expect(await admin.call('FUNCTION', 'LIST', 'LIBRARYNAME', STORE_LIBRARY_NAME)).toHaveLength(1);
+  });
+});
+
 describe('script fallback', () => {
   beforeAll(async () => {
     // FUNCTION refused (a managed service's ACL); FCALL refused though FUNCTION is allowed.
@@ -150,44 +161,49 @@ describe('script fallback', () => {
     await admin.call('ACL', 'SETUSER', 'nofcall', 'on', '>pw', '~*', '&*', '+@all', '-fcall', '-fcall_ro');
   });
 
-  it('an ACL user without FUNCTION gets EVALSHA, decided once per connection', async () => {
-    const client = connect('nofunction');
-    const before = await stats();
-    const { l, errors } = limiter(client);
-    expect(await admitted(l, 5)).toBe(3);
-    const after = await stats();
-    expect(delta(before, after, 'fcall')).toBe(0);
-    // EVALSHA, and EVAL where it answered NOSCRIPT: one script run per decision.
-    expect(delta(before, after, 'evalsha') + delta(before, after, 'eval')).toBe(5);
-    expect(errors).toEqual([]);
-    client.disconnect();
-  });
+  describe.each(CLIENTS)('on $name', (kind) => {
+    const as = (user?: string) => kind.standalone(server.port, user === undefined ? {} : { username: user, password: 'pw' });
 
-  it('an ACL user without FCALL (FUNCTION allowed) switches to EVALSHA at its first refusal', async () => {
-    const client = connect('nofcall');
-    const before = await stats();
-    const { l, errors } = limiter(client);
-    expect(await admitted(l, 5)).toBe(3);
-    const after = await stats();
-    expect(delta(before, after, 'evalsha') + delta(before, after, 'eval')).toBe(5);
-    expect(errors).toEqual([]);
-    client.disconnect();
-  });
-
-  it('the concurrency slots run on the same path: FCALL, or EVALSHA for the user without FUNCTION', async () => {
-    for (const [user, cmd] of [
-      [undefined, 'fcall'],
-      ['nofunction', 'evalsha'],
-    ] as const) {
-      const client = connect(user);
-      const slots = new RedisSlotStore({ client, prefix: `fnslot${n++}:` });
+    it('an ACL user without FUNCTION gets EVALSHA, decided once per connection', async () => {
+      const c = await as('nofunction');
       const before = await stats();
-      const grants = await Promise.all([0, 1, 2].map((i) => slots.acquire('s', `id${i}`, 2, 1000)));
-      expect(grants.map((g) => g.acquired).sort()).toEqual([false, true, true]);
-      expect(await slots.count('s')).toBe(2);
+      const { l, errors } = limiter(c.client);
+      expect(await admitted(l, 5)).toBe(3);
       const after = await stats();
-      expect(cmd === 'fcall' ? delta(before, after, 'fcall') : delta(before, after, 'evalsha') + delta(before, after, 'eval')).toBe(4);
-      client.disconnect();
-    }
+      expect(delta(before, after, 'fcall')).toBe(0);
+      // EVALSHA, and EVAL where it answered NOSCRIPT: one script run per decision.
+      expect(delta(before, after, 'evalsha') + delta(before, after, 'eval')).toBe(5);
+      expect(errors).toEqual([]);
+      await c.close();
+    });
+
+    it('an ACL user without FCALL (FUNCTION allowed) switches to EVALSHA at its first refusal', async () => {
+      const c = await as('nofcall');
+      const before = await stats();
+      const { l, errors } = limiter(c.client);
+      expect(await admitted(l, 5)).toBe(3);
+      const after = await stats();
+      expect(delta(before, after, 'fcall')).toBe(0);
+      expect(delta(before, after, 'evalsha') + delta(before, after, 'eval')).toBe(5);
+      expect(errors).toEqual([]);
+      await c.close();
+    });
+
+    it('the concurrency slots run on the same path: FCALL, or EVALSHA for the user without FUNCTION', async () => {
+      for (const [user, cmd] of [
+        [undefined, 'fcall'],
+        ['nofunction', 'evalsha'],
+      ] as const) {
+        const c = await as(user);
+        const slots = new RedisSlotStore({ client: c.client, prefix: `fnslot${n++}:` });
+        const before = await stats();
+        const grants = await Promise.all([0, 1, 2].map((i) => slots.acquire('s', `id${i}`, 2, 1000)));
+        expect(grants.map((g) => g.acquired).sort()).toEqual([false, true, true]);
+        expect(await slots.count('s')).toBe(2);
+        const after = await stats();
+        expect(cmd === 'fcall' ? delta(before, after, 'fcall') : delta(before, after, 'evalsha') + delta(before, after, 'eval')).toBe(4);
+        await c.close();
+      }
+    });
   });
 });

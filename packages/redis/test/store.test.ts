@@ -9,6 +9,7 @@ import { Redis, ReplyError } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keysWithoutExpiry, type RedisServer, startRedis } from '../../../test/setup/redis.js';
 import { Breaker, type BreakerState } from '../src/breaker.js';
+import { DENY_CACHE_MAX_AGE_MS } from '../src/deny-cache.js';
 import { scaleRule } from '../src/fallback.js';
 import { replyCode } from '../src/script.js';
 
@@ -153,13 +154,36 @@ describe('local deny cache', () => {
     const first = await l.consume({});
     expect(first.allowed).toBe(false);
     const before = await evalshaCalls();
-    clock.advance(4000);
+    clock.advance(400);
     const local = await l.consume({});
-    expect(local).toMatchObject({ allowed: false, retryAfterMs: first.retryAfterMs - 4000, rejectedBy: ['r'] });
+    expect(local).toMatchObject({ allowed: false, retryAfterMs: first.retryAfterMs - 400, rejectedBy: ['r'] });
     expect(await evalshaCalls()).toBe(before);
-    clock.advance(first.retryAfterMs - 4000);
+    clock.advance(first.retryAfterMs - 400);
     expect((await l.consume({})).allowed).toBe(true);
     expect(await evalshaCalls()).toBe(before + 1);
+  });
+
+  it('bug: a reset (or unblock) made by another instance was not seen until the block ended: an entry answers for at most DENY_CACHE_MAX_AGE_MS', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const prefix = `dc${n++}`;
+    const blocking = [
+      { name: 'login', key: () => 'k', algorithm: 'fixed-window' as const, limit: 1, window: '10s' as const, blockFor: '1h' as const },
+    ];
+    const a = createLimiter({ rules: blocking, store: new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:', clock }), clock, prefix });
+    const b = createLimiter({ rules: blocking, store: new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:', clock }), clock, prefix });
+    await a.consume({});
+    expect((await a.consume({})).retryAfterMs).toBe(3_600_000);
+    const before = await evalshaCalls();
+    await b.reset('login', 'k');
+    // Instance a still answers from its cache for the rest of the bound...
+    clock.advance(DENY_CACHE_MAX_AGE_MS - 1);
+    expect((await a.consume({})).rules[0]?.reason).toBe('blocked');
+    expect(await evalshaCalls()).toBe(before);
+    // ...and asks Redis from then on, which knows of no block.
+    clock.advance(1);
+    expect((await a.consume({})).allowed).toBe(true);
+    await a.store.close();
+    await b.store.close();
   });
 
   it('bug: answers from the deny cache on Redis time gave fractional retryAfterMs and resetMs (e.g. 287.58), not whole ms like Redis', async () => {

@@ -71,6 +71,10 @@ async function nodeRedisClient(lib: typeof import('redis')): Promise<{ client: o
   const c = lib.createCluster({
     rootNodes: config.redis.cluster.map((port) => ({ socket: { ...socket, port } })),
     defaults: { socket, disableOfflineQueue: true, name: 'tollgate-app' },
+    // node-redis 6: ask the Cluster for its slots again 500 ms after a node starts
+    // reconnecting (default 5 s), so that a failover is followed soon. node-redis 5 has no
+    // such option: it learns of a new master only from a MOVED reply (docs/distributed.md).
+    ...{ topologyRefreshOnReconnectionAttemptStrategy: 500 },
   });
   c.on('error', () => {});
   await c.connect();

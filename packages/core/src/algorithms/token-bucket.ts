@@ -13,7 +13,8 @@ function level(state: State | undefined, now: number, r: RuleSpec): { now: numbe
   const cap = r.burst * r.windowMs;
   if (state === undefined) return { now, scaled: cap };
   const last = state[0] as number;
-  if (now <= last) return { now: last, scaled: state[1] as number };
+  // min: a bucket fuller than a burst lowered since holds only the new burst.
+  if (now <= last) return { now: last, scaled: Math.min(state[1] as number, cap) };
   const gained = r.limit * (now - last);
   const scaled = state[1] as number;
   return { now, scaled: gained >= cap - scaled ? cap : scaled + gained };
@@ -30,8 +31,9 @@ export const tokenBucketKernel: Kernel = (s, o, has, at, r, cost, v) => {
     const last = s[o] as number;
     const stored = s[o + 1] as number;
     if (at <= last) {
+      // min: a bucket fuller than a burst lowered since holds only the new burst.
       now = last;
-      scaled = stored;
+      scaled = Math.min(stored, cap);
     } else {
       const gained = r.limit * (at - last);
       scaled = gained >= cap - stored ? cap : stored + gained;

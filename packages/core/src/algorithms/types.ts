@@ -86,7 +86,8 @@ export function admit(v: Verdict, remaining: number, resetMs: number, delayMs: n
 /** A refusal into `v`; `write`: the refusal is counted (the kernel sets the next state's numbers). */
 export function refuse(v: Verdict, remaining: number, resetMs: number, retryAfterMs: number, write: boolean): void {
   v.allowed = false;
-  v.remaining = remaining;
+  // Never below 0, as in `refused`: a count may exceed a limit lowered since.
+  v.remaining = Math.max(0, remaining);
   v.resetMs = resetMs;
   v.retryAfterMs = retryAfterMs;
   v.delayMs = 0;
@@ -115,5 +116,7 @@ export function admitted(remaining: number, resetMs: number, delayMs: number, ne
 }
 
 export function refused(remaining: number, resetMs: number, retryAfterMs: number, next: State | undefined): Check {
-  return { allowed: false, remaining, resetMs, retryAfterMs, delayMs: 0, reason: 'limit', next, x: 0 };
+  // Never below 0: a fixed window's count may exceed a limit lowered since (a limit per
+  // request, or an update). Here rather than in the algorithm, off its admitting path.
+  return { allowed: false, remaining: Math.max(0, remaining), resetMs, retryAfterMs, delayMs: 0, reason: 'limit', next, x: 0 };
 }

@@ -28,6 +28,8 @@ import type { Timers } from '../controls/timers.js';
 import { publishStoreError } from '../diagnostics.js';
 import { compileHeaders, type HeadersOption } from '../headers.js';
 import { type ClientAddressOptions, splitClientAddress } from '../http-options.js';
+import type { TrustProxy } from '../keys.js';
+import { type AccessList, compileAccess } from './access.js';
 import { holdRequest, isGone, onceOver, whenGone } from './lifetime.js';
 import { type HttpPort, sendRefusal, writeFields } from './port.js';
 
@@ -45,11 +47,40 @@ export interface SlowDownFlowOptions<Req> extends Omit<ThrottleOptions<Req>, 'de
   headers?: HeadersOption;
   /** Where delays get their timers (tests: `ManualTimers`). @default systemTimers */
   timers?: Timers;
+  /**
+   * Clients never delayed nor counted: addresses and CIDRs matched on the client address
+   * as the default key finds it with `trustProxy`, or a function `(req) => boolean`.
+   * @example allow: ['10.0.0.0/8']
+   */
+  allow?: AccessList<Req>;
 }
 
 export interface ConcurrencyFlowOptions<Req> extends Omit<ConcurrencyOptions<Req>, 'defaultKey'>, ClientAddressOptions {
   /** Send draft-10 items with `qu="concurrent-requests"`. @default true */
   headers?: boolean;
+  /**
+   * Clients that take no slot: addresses and CIDRs matched on the client address as the
+   * default key finds it with `trustProxy`, or a function `(req) => boolean`.
+   * @example allow: ['10.0.0.0/8']
+   */
+  allow?: AccessList<Req>;
+}
+
+/** `stage` behind a control's `allow` list: a listed client passes on untouched. */
+function allowing<Req, Res, Next>(
+  port: HttpPort<Req, Res, Next>,
+  allow: unknown,
+  o: { path: string; trustProxy?: TrustProxy | undefined },
+  stage: Stage<Req, Res, Next>,
+): Stage<Req, Res, Next> {
+  const access = compileAccess<Req>(allow, undefined, o);
+  if (access === undefined) return stage;
+  return (req, res, next) =>
+    access(
+      req,
+      (verdict) => (verdict === 'allow' ? port.pass(next) : stage(req, res, next)),
+      (err) => port.fail(next, err),
+    );
 }
 
 type WithSlowDown = { slowDown?: ThrottleResult };
@@ -62,7 +93,7 @@ export function slowDownFlow<Req, Res, Next>(
   port: HttpPort<Req, Res, Next>,
   options: SlowDownFlowOptions<Req>,
 ): { stage: Stage<Req, Res, Next>; throttle: Throttle<Req> } {
-  const { headers, timers, ...rest } = options ?? ({} as SlowDownFlowOptions<Req>);
+  const { headers, timers, allow, ...rest } = options ?? ({} as SlowDownFlowOptions<Req>);
   const [core, defaultKey] = splitClientAddress<Req, typeof rest>(rest);
   const throttle = createThrottle<Req>({ ...core, defaultKey } as ThrottleOptions<Req>);
   const format = headers === undefined ? undefined : compileHeaders(headers);
@@ -105,7 +136,7 @@ export function slowDownFlow<Req, Res, Next>(
       },
     );
   };
-  return { stage, throttle };
+  return { stage: allowing(port, allow, { path: 'slowDown', trustProxy: rest.trustProxy }, stage), throttle };
 }
 
 /**
@@ -117,7 +148,7 @@ export function concurrencyFlow<Req, Res, Next>(
   port: HttpPort<Req, Res, Next>,
   options: ConcurrencyFlowOptions<Req>,
 ): { stage: Stage<Req, Res, Next>; limit: ConcurrencyLimit<Req> } {
-  const { headers = true, ...rest } = options ?? ({} as ConcurrencyFlowOptions<Req>);
+  const { headers = true, allow, ...rest } = options ?? ({} as ConcurrencyFlowOptions<Req>);
   const [core, defaultKey] = splitClientAddress<Req, typeof rest>(rest);
   const limit = createConcurrency<Req>({ ...core, defaultKey } as ConcurrencyOptions<Req>);
 
@@ -164,7 +195,7 @@ export function concurrencyFlow<Req, Res, Next>(
       },
     );
   };
-  return { stage, limit };
+  return { stage: allowing(port, allow, { path: 'concurrency', trustProxy: rest.trustProxy }, stage), limit };
 }
 
 /** Load shedding's flow: decided at once, in flight until the request is over. */

@@ -23,9 +23,11 @@ export {
   type OptionNameFixes,
   splitClientAddress,
 } from '../http-options.js';
+export { clientAddress } from '../keys.js';
 export { mergeDecisions } from '../merge.js';
 export { type NextAdmission, nextAdmission } from '../next-admission.js';
 export { messageContentType, messageText, storeFailureRefusal } from '../response.js';
+export { type Access, type AccessList, compileAccess, deniedRefusal, type Verdict } from './access.js';
 export { asMessage, asSkip, isThenable, settle } from './callbacks.js';
 export {
   type ConcurrencyFlowOptions,
@@ -42,7 +44,9 @@ export {
   LIMITER_OPTION_NAMES,
   type LimiterOptionsOf,
   normalizeLimiterOptions,
+  RATE_LIMIT_WORDING,
   type RouteOptionsOf,
+  type RouteOptionsShape,
   routeOptionsOf,
   type StoreErrorPolicyOf,
 } from './options.js';

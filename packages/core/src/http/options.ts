@@ -17,6 +17,7 @@ import {
 import type { Rule } from '../rules.js';
 import { unknownOptionFix } from '../suggest.js';
 import type { Decision } from '../types.js';
+import { type AccessList, compileAccess } from './access.js';
 import { type RateLimitSource, type RouteMode, routeMode } from './rate-limit.js';
 
 /** What to do when the store fails to decide (Redis down, timeout). */
@@ -35,6 +36,20 @@ export interface HttpCallbackOptions<Req, Res, Next> {
    * @example skip: (req) => req.url === '/healthz'
    */
   skip?: (req: Req, res: Res) => boolean | Promise<boolean>;
+  /**
+   * Clients that bypass every rule, like `skip` (nothing is counted): addresses and CIDRs
+   * matched on the client address as the default `ip()` key finds it with this limiter's
+   * `trustProxy` (never on a forwarding header a client could write), or a function of
+   * the request returning a boolean (or a promise of one).
+   * @example allow: ['10.0.0.0/8', '2001:db8:1::/48']
+   */
+  allow?: AccessList<Req>;
+  /**
+   * Clients refused with 403 (an RFC 9457 problem body) before any rule or store call,
+   * matched like `allow`; a client on both lists is denied.
+   * @example deny: ['203.0.113.0/24'] // or deny: async (req) => isBanned(req)
+   */
+  deny?: AccessList<Req>;
   /** Called for every refused request (before the response is sent), e.g. for logging. */
   onRejected?: (req: Req, res: Res, decision: Decision) => void;
   /**
@@ -50,15 +65,30 @@ export interface HttpCallbackOptions<Req, Res, Next> {
 /** A limiter adapter's options: the shared ones, the callbacks and the rules. */
 export interface LimiterOptionsOf<Req, Res, Next> extends HttpLimiterOptions, HttpCallbackOptions<Req, Res, Next> {
   /**
-   * The stack: a request passes only if every rule admits it.
+   * The stack: a request passes only if every rule admits it (may be left out with `tiers`).
    * @example rules: [{ name: 'ip', rate: '100/min' }, { name: 'user', key: user((req) => req.user?.id), rate: '1000/h' }]
    */
-  rules: Rule<Req>[];
+  rules?: Rule<Req>[];
+  /**
+   * Named rule stacks, one of which joins `rules` per request, picked by `tier`; decided
+   * with them as one all-or-nothing decision. Rule names are unique across `rules` and
+   * every tier (give two tiers' rules one `group` to share a budget).
+   * @example tiers: { free: [{ name: 'free', rate: '100/min' }], pro: [{ name: 'pro', rate: '5000/min' }] }
+   */
+  tiers?: Record<string, Rule<Req>[]>;
+  /**
+   * The tier of a request (with `tiers`), or a promise of it. A name that is not a tier is
+   * a coded error (`TG_INVALID_CALLBACK_RESULT`) handed to the error handler, never an admission.
+   * @example tier: (req) => req.user?.plan ?? 'free'
+   */
+  tier?: (req: Req) => string | Promise<string>;
 }
 
 /** The option names every limiter adapter knows. */
 export const LIMITER_OPTION_NAMES: readonly string[] = [
   'rules',
+  'tiers',
+  'tier',
   'store',
   'clock',
   'timers',
@@ -71,6 +101,8 @@ export const LIMITER_OPTION_NAMES: readonly string[] = [
   'message',
   'handler',
   'skip',
+  'allow',
+  'deny',
   'dryRun',
   'onRejected',
   'onStoreError',
@@ -89,7 +121,26 @@ export interface AdapterWording {
   handler: string;
   fixes: OptionNameFixes;
   timersFix: string;
+  /** Set when the stack may be empty (Fastify: only routes with rules of their own are limited): what `rules` then is. */
+  emptyRules?: string;
 }
+
+/**
+ * The wording of a port whose limiter is `rateLimit(options)` over Node-style
+ * `(req, res, next)` (Express, node): an adapter adds its own hints.
+ */
+export const RATE_LIMIT_WORDING: AdapterWording = {
+  path: 'rateLimit',
+  req: 'req',
+  res: 'res',
+  next: 'next',
+  handler: '(req, res, next, decision)',
+  timersFix: 'Pass new ManualTimers(clock) in tests, or leave it out.',
+  fixes: {
+    notObject: "Call rateLimit({ rules: [{ name: 'ip', rate: '100/min' }] }).",
+    unknown: () => 'Remove the option or check its spelling.',
+  },
+};
 
 /**
  * Validates a limiter adapter's options (names, shared options) into what
@@ -101,6 +152,14 @@ export function normalizeLimiterOptions<Req, O extends LimiterOptionsOf<Req, nev
   extra: readonly string[] = [],
 ): RateLimitSource<Req, O> {
   checkOptionNames(options, w.path, new Set([...LIMITER_OPTION_NAMES, ...extra]), w.fixes);
+  if (w.emptyRules !== undefined && !Array.isArray(options.rules)) {
+    throw configError('TG_NO_RULES', {
+      path: `${w.path}.rules`,
+      expected: w.emptyRules,
+      received: describe(options.rules),
+      fix: "Pass rules: [{ name: 'ip', rate: '100/min' }].",
+    });
+  }
   const { req, res, next } = w;
   const wording: HttpOptionsWording = {
     path: w.path,
@@ -112,7 +171,17 @@ export function normalizeLimiterOptions<Req, O extends LimiterOptionsOf<Req, nev
     timersFix: w.timersFix,
   };
   const shared = normalizeHttpOptions<Req, O>(options, wording);
-  return { ...shared, rules: options.rules, store: options.store, clock: options.clock, prefix: options.prefix };
+  const access = compileAccess<Req>(options.allow, options.deny, { path: w.path, trustProxy: options.trustProxy });
+  return {
+    ...shared,
+    rules: options.rules as Rule<Req>[],
+    tiers: options.tiers,
+    tier: options.tier,
+    store: options.store,
+    clock: options.clock,
+    prefix: options.prefix,
+    access,
+  };
 }
 
 /** Route-level rules of an app-level limiter (`limiter.route({ rules, mode })`). */
@@ -127,21 +196,52 @@ export interface RouteOptionsOf<Req> {
   mode?: RouteMode;
 }
 
-/** Validates `limiter.route()` options. */
-export function routeOptionsOf<Req>(o: unknown): Required<RouteOptionsOf<Req>> {
-  const extra = typeof o === 'object' && o !== null ? Object.keys(o).find((k) => k !== 'rules' && k !== 'mode') : undefined;
-  if (typeof o !== 'object' || o === null || extra !== undefined) {
+/** Where and how a port's route options are named in errors. */
+export interface RouteOptionsShape {
+  /** The options' place: `'route'` (`limiter.route()`), `'POST /login config.rateLimit'`. */
+  path: string;
+  /** The port's own option names beside `rules` and `mode` (Fastify: `hook`), checked by the port. */
+  own?: readonly string[];
+  /** What an invalid value should be, e.g. `'an options object { rules, mode? }'`. */
+  expected: string;
+  /** The fix when nothing better is known. */
+  fix: string;
+  /** A fix for an unknown name (a peer's option name), when there is one. */
+  hint?: (name: string) => string | undefined;
+  /** `rules` may be left out (read as none). @default false */
+  optionalRules?: boolean;
+}
+
+const LIMITER_ROUTE: RouteOptionsShape = {
+  path: 'route',
+  expected: 'an options object { rules, mode? }',
+  fix: "Call limiter.route({ rules: [{ name: 'login', limit: 5, window: '15m' }] }); other options come from the app-level limiter.",
+};
+
+/**
+ * Validates route-level options (`limiter.route()`, Fastify's `config.rateLimit`): an
+ * object naming only `rules` (an array), `mode` and the port's own names.
+ */
+export function routeOptionsOf<Req>(o: unknown, shape: RouteOptionsShape = LIMITER_ROUTE): Required<RouteOptionsOf<Req>> {
+  const known = ['rules', 'mode', ...(shape.own ?? [])];
+  const shapeless = typeof o !== 'object' || o === null || Array.isArray(o);
+  const extra = shapeless ? undefined : Object.keys(o).find((k) => !known.includes(k));
+  if (shapeless || extra !== undefined) {
     throw configError(extra === undefined ? 'TG_INVALID_OPTION' : 'TG_UNKNOWN_OPTION', {
-      path: extra === undefined ? 'route' : `route.${extra}`,
-      expected: extra === undefined ? 'an options object { rules, mode? }' : 'rules or mode',
+      path: extra === undefined ? shape.path : `${shape.path}.${extra}`,
+      expected: extra === undefined ? shape.expected : `${known.slice(0, -1).join(', ')} or ${known.at(-1)}`,
       received: extra === undefined ? describe(o) : JSON.stringify(extra),
-      fix: unknownOptionFix(
-        extra ?? '',
-        ['rules', 'mode'],
-        "Call limiter.route({ rules: [{ name: 'login', limit: 5, window: '15m' }] }); other options come from the app-level limiter.",
-      ),
+      fix: (extra === undefined ? undefined : shape.hint?.(extra)) ?? unknownOptionFix(extra ?? '', known, shape.fix),
     });
   }
   const r = o as RouteOptionsOf<Req>;
-  return { rules: r.rules, mode: routeMode(r.mode, 'route.mode') };
+  if (r.rules === undefined ? shape.optionalRules !== true : !Array.isArray(r.rules)) {
+    throw configError('TG_INVALID_OPTION', {
+      path: `${shape.path}.rules`,
+      expected: 'an array of rules',
+      received: describe(r.rules),
+      fix: "Write rules: [{ name: 'login', limit: 5, window: '15m' }].",
+    });
+  }
+  return { rules: r.rules ?? [], mode: routeMode(r.mode, `${shape.path}.mode`) };
 }

@@ -11,7 +11,7 @@ export const FASTIFY_RATE_LIMIT_OPTIONS: Readonly<Record<string, string>> = {
   keyGenerator: "a rule's key: rules: [{ name: 'ip', rate: '100/min', key: (req) => ... }]",
   groupId: "a rule's group: rules: [{ name: 'export', group: 'export', ... }]",
   global: 'rules: [] (only routes with config.rateLimit.rules are limited)',
-  allowList: 'skip: (request) => allowed.has(request.ip)',
+  allowList: "allow: ['10.0.0.0/8'] for client addresses, or skip: (request) => boolean",
   errorResponseBuilder: 'message: (request, decision) => body, or handler',
   skipOnError: "onStoreError: 'allow' (the default)",
   addHeaders: 'headers',

@@ -18,13 +18,15 @@ import { publishDecision, publishStoreError } from '../diagnostics.js';
 import { configError, describe } from '../errors.js';
 import type { HeaderContext } from '../headers.js';
 import type { HttpOptions, HttpOptionsInput } from '../http-options.js';
-import { createLimiter, decisionOps, type Limiter } from '../limiter.js';
+import { createLimiterIn, decisionOps, type Limiter, type LimiterOptions, ruleByName, ruleFamily, updateRule } from '../limiter.js';
 import { MemoryStore } from '../memory-store.js';
 import { mergeDecisions } from '../merge.js';
 import { nextAdmission } from '../next-admission.js';
+import { type KeyOperations, keyOperations, type OperationSource } from '../operations.js';
 import { isCapacityRefusal, messageContentType, messageText, refusal, storeFailureRefusal } from '../response.js';
-import type { KeyFn, Rule } from '../rules.js';
-import type { Decision, RuleResult, Store } from '../types.js';
+import type { KeyFn, Rule, RuleChanges } from '../rules.js';
+import type { Decision, RuleResult, RuleSpec, Store } from '../types.js';
+import { type Access, deniedRefusal } from './access.js';
 import { asAny, asMessage, asSkip, call, isThenable, settle } from './callbacks.js';
 import { holdRequest } from './lifetime.js';
 import { type HttpPort, sendRefusal, writeRefusalHead } from './port.js';
@@ -36,9 +38,13 @@ export type RouteMode = 'add' | 'replace';
 /** A limiter's options as the adapter normalised them (`normalizeHttpOptions` and its own). */
 export interface RateLimitSource<Req, O extends HttpOptionsInput = HttpOptionsInput> extends HttpOptions<Req, O> {
   rules: readonly Rule<Req>[];
+  tiers: Readonly<Record<string, readonly Rule<Req>[]>> | undefined;
+  tier: ((req: Req) => string | Promise<string>) | undefined;
   store: Store | undefined;
   clock: Clock | undefined;
   prefix: string | undefined;
+  /** The compiled `allow` and `deny` lists, when the limiter has either. */
+  access?: Access<Req> | undefined;
 }
 
 /** How the adapter mounts the pipeline. */
@@ -66,6 +72,8 @@ export type Decide<Req, Res, Next> = (req: Req, res: Res, next: Next) => void;
 export interface RateLimitCore<Req, Res, Next> {
   /** The app-level limiter (undefined for an empty stack). */
   readonly limiter: Limiter<Req> | undefined;
+  /** Whether `handle` does anything: app-level rules, or allow and deny lists. */
+  readonly active: boolean;
   /** The store every stack of this limiter shares. */
   readonly store: Store;
   /** The app-level middleware: skip → decide. */
@@ -81,6 +89,18 @@ export interface RateLimitCore<Req, Res, Next> {
    * every case (`'replace'`), so the whole is one all-or-nothing decision.
    */
   route(rules: readonly Rule<Req>[], mode: RouteMode, path: string): Decide<Req, Res, Next>;
+  /**
+   * `limiter.update` over every stack of this limiter: the app-level rules, the tiers and
+   * every route's rules (each rule of that name).
+   */
+  update(ruleName: string, changes: RuleChanges<Req>): void;
+  /**
+   * The operations by key over every rule of this limiter: the app-level rules, the tiers'
+   * and the route rules of every route stack built so far.
+   */
+  readonly operations: KeyOperations;
+  /** Where `operations` look rules up (for an adapter that combines registrations). */
+  readonly operationSource: OperationSource;
   /** Closes the store if this limiter created it. */
   close(): Promise<void>;
 }
@@ -139,8 +159,20 @@ export function createRateLimit<Req, Res, Next>(
     ...(o.prefix !== undefined ? { prefix: o.prefix } : {}),
     defaultKey: guardAppFn(o.defaultKey) as KeyFn<Req>,
   };
-  const rules = guardRules(o.rules, 'rules');
-  const limiter = Array.isArray(rules) && rules.length === 0 && s.allowEmpty ? undefined : createLimiter<Req>({ rules, ...common });
+  const family = ruleFamily<Req>(o.prefix ?? 'tg');
+  const tiered = o.tiers !== undefined || o.tier !== undefined;
+  // With tiers, `rules` may be left out: each request gets its tier's rules.
+  const rules = guardRules(o.rules === undefined && tiered ? [] : o.rules, 'rules');
+  // Passed on as given (guarded when they are what they should be): the limiter reports the rest.
+  const tiering = (
+    tiered ? { tiers: guardTiers<Req>(o.tiers), tier: typeof o.tier === 'function' ? guardAppFn(o.tier) : o.tier } : {}
+  ) as Pick<LimiterOptions<Req>, 'tiers' | 'tier'>;
+  const limiter =
+    Array.isArray(rules) && rules.length === 0 && s.allowEmpty && !tiered
+      ? undefined
+      : createLimiterIn<Req>({ rules, ...tiering, ...common }, family);
+  const operationSource = ruleRegistry<Req>(store, o.clock);
+  if (limiter !== undefined) operationSource.learn(limiter);
   const slot = Symbol(`tollgate:${o.name}`);
   const checkSkip = asSkip(`${s.path}.skip`);
   const skip = s.skip;
@@ -177,23 +209,55 @@ export function createRateLimit<Req, Res, Next>(
     return p;
   }
 
+  const access = o.access;
+  /**
+   * The allow and deny lists → `go`. A denied request is answered 403 (a dry run lets it
+   * on to the rules); an allowed one is marked on `slot`, like a skipped one.
+   */
+  function accessThen(req: Req, res: Res, next: Next, go: () => void): void {
+    (access as Access<Req>)(
+      req,
+      (verdict) => {
+        if (verdict === undefined || (verdict === 'deny' && o.dryRun)) return go();
+        if (verdict === 'deny') return sendRefusal(port, res, deniedRefusal());
+        (req as WithDecision)[slot] = null;
+        port.pass(next);
+      },
+      (err) => port.fail(next, err),
+    );
+  }
+
   function stack(lim: Limiter<Req>): Decide<Req, Res, Next> {
     const p = pipelineOf(lim);
     // Called with three arguments: no prior decision, headers appended.
-    if (skip === undefined) return p as Decide<Req, Res, Next>;
-    return (req, res, next) => skipThen(req, res, next, () => p(req, res, next, undefined, false));
+    if (skip === undefined && access === undefined) return p as Decide<Req, Res, Next>;
+    const skipped: Decide<Req, Res, Next> =
+      skip === undefined
+        ? (p as Decide<Req, Res, Next>)
+        : (req, res, next) => skipThen(req, res, next, () => p(req, res, next, undefined, false));
+    if (access === undefined) return skipped;
+    return (req, res, next) => accessThen(req, res, next, () => skipped(req, res, next));
   }
 
   function routeLimiter(routeRules: readonly Rule<Req>[], mode: RouteMode, path: string): Limiter<Req> {
     const guarded = guardRules(routeRules, path);
-    if (mode === 'add' && limiter !== undefined) return limiter.extend(guarded);
-    return createLimiter<Req>({ rules: guarded, ...common });
+    const lim =
+      mode === 'add' && limiter !== undefined ? limiter.extend(guarded) : createLimiterIn<Req>({ rules: guarded, ...common }, family);
+    operationSource.learn(lim);
+    return lim;
   }
 
-  const handle: Decide<Req, Res, Next> = limiter === undefined ? (_req, _res, next) => port.pass(next) : stack(limiter);
+  // An empty stack still applies the lists (a Fastify registration with only route rules).
+  const handle: Decide<Req, Res, Next> =
+    limiter !== undefined
+      ? stack(limiter)
+      : access !== undefined
+        ? (req, res, next) => accessThen(req, res, next, () => port.pass(next))
+        : (_req, _res, next) => port.pass(next);
 
   return {
     limiter,
+    active: limiter !== undefined || access !== undefined,
     store,
     handle,
     stack,
@@ -202,7 +266,7 @@ export function createRateLimit<Req, Res, Next>(
       const guarded = guardRules(routeRules, path);
       // Validates the route rules against the app-level ones (no shared names) for 'add'.
       const whole = routeLimiter(guarded, mode, path);
-      const alone = mode === 'replace' ? whole : createLimiter<Req>({ rules: guarded, ...common });
+      const alone = mode === 'replace' ? whole : createLimiterIn<Req>({ rules: guarded, ...common }, family);
       const decideWhole = stack(whole);
       const decideAlone = pipelineOf(alone);
       return function routeStage(req, res, next) {
@@ -233,7 +297,54 @@ export function createRateLimit<Req, Res, Next>(
         );
       };
     },
+    update: (ruleName, changes) => updateRule(family, ruleName, changes),
+    operations: keyOperations(operationSource),
+    operationSource,
     close: () => (ownStore === undefined ? Promise.resolve() : ownStore.close()),
+  };
+}
+
+/** Every tier's rules with their functions guarded (see guardRules); other values as they are, for the limiter to report. */
+function guardTiers<Req>(tiers: unknown): Readonly<Record<string, readonly Rule<Req>[]>> | undefined {
+  if (typeof tiers !== 'object' || tiers === null || Array.isArray(tiers)) return tiers as undefined;
+  return Object.fromEntries(Object.entries(tiers).map(([name, stack]) => [name, guardRules(stack as Rule<Req>[], `tiers.${name}`)]));
+}
+
+/**
+ * The rules of a limiter's stacks by name, for operations by key: the app-level rules and
+ * each route stack's as it is built. Two route rules of one name that count differently
+ * (another algorithm or window, so another state) make the name ambiguous: an operation
+ * on it is refused rather than guessing which state was meant.
+ */
+function ruleRegistry<Req>(store: Store, clock: Clock | undefined): OperationSource & { learn(lim: Limiter<Req>): void } {
+  // Each name's first rule and a limiter that holds it: the spec is read from the limiter at
+  // each operation, so an operation sees the rule as it is after an update (the identity,
+  // which decides ambiguity, never changes).
+  const byName = new Map<string, { spec: RuleSpec; lim: Limiter<Req> }>();
+  const ambiguous = new Set<string>();
+  return {
+    store,
+    clock,
+    learn(lim) {
+      for (const c of [...lim.rules, ...Object.values(lim.tiers ?? {}).flat()]) {
+        const known = byName.get(c.spec.name);
+        if (known === undefined) byName.set(c.spec.name, { spec: c.spec, lim });
+        else if (known.spec.id !== c.spec.id) ambiguous.add(c.spec.name);
+      }
+    },
+    ruleByName(name) {
+      if (ambiguous.has(name)) {
+        throw configError('TG_UNKNOWN_RULE', {
+          path: 'rule',
+          expected: 'a rule name that names one state',
+          received: `${JSON.stringify(name)}, the name of route rules with different algorithms or windows`,
+          fix: 'Give those route rules different names to operate on their keys.',
+        });
+      }
+      const known = byName.get(name);
+      return known === undefined ? undefined : (ruleByName(known.lim, name)?.spec ?? known.spec);
+    },
+    ruleNames: () => byName.keys(),
   };
 }
 

@@ -74,7 +74,8 @@ ALG['f'] = {
     end
     local nx = nil
     if r.cr then nx = { start, used } end
-    return false, r.L - count, e - now, e - now, 0, nx
+    -- max: a count above a limit lowered since (limit per request, or an update).
+    return false, max(0, r.L - count), e - now, e - now, 0, nx
   end,
   refund = function(state, now, r, cost, at)
     local start = state[1]

@@ -20,6 +20,7 @@
 import { createHash } from 'node:crypto';
 import { COMMON_LUA } from './common.js';
 import { FIXED_WINDOW_LUA } from './fixed-window.js';
+import { KEYOPS_LUA } from './keyops.js';
 import { LEAKY_BUCKET_LUA } from './leaky-bucket.js';
 import { SLIDING_LOG_LUA } from './sliding-log.js';
 import { SLIDING_WINDOW_LUA } from './sliding-window.js';
@@ -75,12 +76,39 @@ end`;
 
 export const STORE_SCRIPT = [INIT, NEED_OF_ARGV, 'return init(NEED, NEED_MONTH, false)(KEYS, ARGV)'].join('\n');
 
+/**
+ * `init_keys(NEED, NEED_MONTH)`: the operations by key (keyops.ts) over the prelude and the
+ * algorithms in NEED; returns the entry `keyop(KEYS, ARGV)`.
+ */
+const KEYS_INIT = [
+  'local function init_keys(NEED, NEED_MONTH)',
+  'local ALG = {}',
+  COMMON_LUA,
+  section('f', FIXED_WINDOW_LUA),
+  section('s', SLIDING_LOG_LUA),
+  section('w', SLIDING_WINDOW_LUA),
+  section('t', TOKEN_BUCKET_LUA),
+  section('k', LEAKY_BUCKET_LUA),
+  KEYOPS_LUA,
+  'end',
+].join('\n');
+
+/** The operations by key as one Lua script (`EVALSHA`): only the rule's algorithm is built. */
+export const KEYS_SCRIPT = [
+  KEYS_INIT,
+  'local NEED = { [string.sub(ARGV[1], 1, 1)] = true }',
+  'return init_keys(NEED, string.byte(ARGV[1], 4) == 109)(KEYS, ARGV)',
+].join('\n');
+
+export const KEYS_SCRIPT_SHA = createHash('sha1').update(KEYS_SCRIPT).digest('hex');
+
 export const STORE_SCRIPT_SHA = createHash('sha1').update(STORE_SCRIPT).digest('hex');
 
 /** The library's body, before its name is known (the name is a hash of it). */
-function libraryBody(storeFn: string, slotsFn: string): string {
+function libraryBody(storeFn: string, slotsFn: string, keysFn: string): string {
   return [
     INIT,
+    KEYS_INIT,
     'local ALL = { f = true, s = true, w = true, t = true, k = true }',
     'local store = nil',
     `redis.register_function('${storeFn}', function(keys, args)`,
@@ -90,11 +118,19 @@ function libraryBody(storeFn: string, slotsFn: string): string {
     `redis.register_function('${slotsFn}', function(KEYS, ARGV)`,
     SLOT_SCRIPT,
     'end)',
+    'local keyop = nil',
+    `redis.register_function('${keysFn}', function(keys, args)`,
+    '  if keyop == nil then keyop = init_keys(ALL, true) end',
+    '  return keyop(keys, args)',
+    'end)',
   ].join('\n');
 }
 
 /** The library's version: a hash of its source, whatever the function names will be. */
-const VERSION = createHash('sha1').update(libraryBody('S', 'L')).digest('hex').slice(0, 16);
+const VERSION = createHash('sha1')
+  .update(libraryBody('S', 'L', 'K'))
+  .digest('hex')
+  .slice(0, 16);
 
 /** The library's name: `tollgate_<hash of its source>`. */
 export const STORE_LIBRARY_NAME = `tollgate_${VERSION}`;
@@ -102,6 +138,8 @@ export const STORE_LIBRARY_NAME = `tollgate_${VERSION}`;
 export const STORE_FUNCTION = `${STORE_LIBRARY_NAME}_store`;
 /** The library's function behind the concurrency slots. */
 export const SLOTS_FUNCTION = `${STORE_LIBRARY_NAME}_slots`;
+/** The library's function behind the operations by key (get, block, unblock, penalize, reward). */
+export const KEYS_FUNCTION = `${STORE_LIBRARY_NAME}_keys`;
 
 /** The library as `FUNCTION LOAD` takes it, for operators who load it themselves. */
-export const STORE_LIBRARY = `#!lua name=${STORE_LIBRARY_NAME}\n${libraryBody(STORE_FUNCTION, SLOTS_FUNCTION)}`;
+export const STORE_LIBRARY = `#!lua name=${STORE_LIBRARY_NAME}\n${libraryBody(STORE_FUNCTION, SLOTS_FUNCTION, KEYS_FUNCTION)}`;

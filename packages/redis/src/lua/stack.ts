@@ -27,9 +27,10 @@
  * again: a function library keeps each plan parsed (see plan_of), and a call reads it with
  * one table lookup. Redis also pays per argument, hence one.
  *
- * Every key written gets its TTL in the same command (`SET ... PX`), the time until
- * `entryExpiresAt`, so no key is ever left without expiry. An entry whose expiry has
- * passed is read as absent, exactly as `MemoryStore` does (see read in STACK_LUA).
+ * Every key written gets its expiry in the same command (`SET ... PXAT` for a window's end
+ * on Redis time, else `SET ... PX`; see set_expiring), `entryExpiresAt`, so no key is ever
+ * left without expiry. An entry whose expiry has passed is read as absent, exactly as
+ * `MemoryStore` does (see read in STACK_LUA).
  */
 /**
  * The call's state and the parsing helpers: defined once (per library load, or per EVAL),
@@ -48,23 +49,25 @@ local MIN_TTL = 0
 local REDIS_TIME = true
 
 -- Redis' TIME in ms, read once per call. The seconds' text changes once a second: its
--- number is kept rather than parsed again. A library also keeps the number of every
--- millisecond's text ('0' to '999'): the microseconds' text without its last three digits
--- is looked up there (no tonumber, no floor).
+-- number is kept rather than parsed again.
 local redis_now = nil
 local last_s, last_ms = nil, 0
-local MS_OF = nil
-if LIBRARY then
-  MS_OF = { [''] = 0 }
-  for i = 0, 999 do MS_OF[tostring(i)] = i end
-end
 local function time_now()
   if redis_now == nil then
     local t = redis.call('TIME')
     local s, us = t[1], t[2]
     if s ~= last_s then last_s, last_ms = s, tonumber(s) * 1000 end
-    if MS_OF ~= nil then redis_now = last_ms + MS_OF[sub(us, 1, -4)]
-    else redis_now = last_ms + floor(tonumber(us) / 1000) end
+    -- The digits of the microseconds but the last three (strtod, tonumber's, costs more).
+    local ms, n = 0, #us
+    if n > 3 then
+      local a, b, c = byte(us, 1, n - 3)
+      ms = a - 48
+      if b ~= nil then
+        ms = ms * 10 + b - 48
+        if c ~= nil then ms = ms * 10 + c - 48 end
+      end
+    end
+    redis_now = last_ms + ms
   end
   return redis_now
 end
@@ -164,6 +167,9 @@ local function plan_of(text)
       for i = 1, #sh.hot do hot[#hot + 1] = sh.hot[i] end
     end
     p.runs, p.hot = runs, hot
+    -- One stack of one op (a request alone in its tick, one rule): the common call, which
+    -- store() decides without the batch's machinery (see decide_one).
+    if #runs == 1 and runs[1].count == 1 and runs[1].sh.n == 1 then p.one = runs[1] end
   end
   if NPLANS >= CACHED_MAX then PLANS, NPLANS = {}, 0 end
   PLANS[text] = p
@@ -226,27 +232,31 @@ local function read(key, r, now, drop, idx)
     if m == w or m == 2 or m == 1 or (w == 0 and m > 2 and m % 2 == 0) then
       -- (A value of one field, a block alone as builds before the TTL expiry wrote it,
       -- reads without one.) Two or three state fields, the common sizes, are read in one
-      -- unpack.
-      if m == 5 then
-        local s1, s2, s3
-        b, x0, s1, s2, s3 = unpack_bin('<ddddd', v)
-        s = { s1, s2, s3 }
-      elseif m == 4 then
+      -- unpack, and their squares summed without a loop (y, see SANE2).
+      local y
+      if m == 4 then
         local s1, s2
         b, x0, s1, s2 = unpack_bin('<dddd', v)
         s = { s1, s2 }
-      elseif m == 1 then b, x0 = (unpack_bin('<d', v)), NO_EXPIRY
-      else b, x0 = unpack_bin('<dd', v) end
-      if m == 4 or m == 5 or m < 3 then
-      elseif m > 34 then s = decode(v)
+        y = b * b + s1 * s1 + s2 * s2
+      elseif m == 5 then
+        local s1, s2, s3
+        b, x0, s1, s2, s3 = unpack_bin('<ddddd', v)
+        s = { s1, s2, s3 }
+        y = b * b + s1 * s1 + s2 * s2 + s3 * s3
+      elseif m < 3 then
+        if m == 1 then b, x0 = (unpack_bin('<d', v)), NO_EXPIRY else b, x0 = unpack_bin('<dd', v) end
+        y = b * b
       else
-        local f = FMT[m - 2]
-        if f == nil then f = fmt_of(m - 2) end
-        s = { unpack_bin(f, v, 17) }
-        s[m - 1] = nil
-      end
-      local y = b * b
-      if s ~= nil then
+        b, x0 = unpack_bin('<dd', v)
+        if m > 34 then s = decode(v)
+        else
+          local f = FMT[m - 2]
+          if f == nil then f = fmt_of(m - 2) end
+          s = { unpack_bin(f, v, 17) }
+          s[m - 1] = nil
+        end
+        y = b * b
         for i = 1, m - 2 do
           local z = s[i]
           y = y + z * z
@@ -273,10 +283,39 @@ local function read(key, r, now, drop, idx)
   return s, b
 end
 
--- A TTL as the text SET reads: Redis formats a Lua number argument with '%.17g' on every
--- call, while the stacks of a batch mostly share one TTL (one now, one window end). Kept
--- from call to call by a library, as the parsed rules are.
-local TTL_TEXT, NTTL = {}, 0
+-- An expiry as the text SET reads: Redis formats a Lua number argument with '%.17g' on
+-- every call, while the writes of a call, and of calls close in time, mostly share one
+-- (one window end). Kept from call to call by a library, as the parsed rules are; few are
+-- kept (TTL_MAX): every string the library holds is traversed by each of Redis' garbage
+-- collection steps, which run every 50 calls.
+local TTL_TEXT, NTTL, TTL_MAX = {}, 0, 64
+local function ttl_text(n)
+  local t = TTL_TEXT[n]
+  if t == nil then
+    -- Whole numbers below 1e14 print exactly with tostring's '%.14g'.
+    if n < 1e14 then t = tostring(n) else t = n end
+    if NTTL >= TTL_MAX then TTL_TEXT, NTTL = {}, 0 end
+    TTL_TEXT[n] = t
+    NTTL = NTTL + 1
+  end
+  return t
+end
+
+-- SET with the expiry x. When at (on Redis time, an expiry that is a window's end), as
+-- the instant itself (PXAT, whole ms up), which every key of that window shares, so its
+-- text is made once. Else as a TTL (PX), of at least min ms from now: on supplied time
+-- Redis' clock is not the caller's, and a bucket's refill time repeats more often than
+-- the instant it ends at.
+local function set_expiring(key, v, x, now, min, at)
+  if at then
+    if x % 1 ~= 0 then x = ceil(x) end
+    call('SET', key, v, 'PXAT', ttl_text(x))
+    return
+  end
+  local ms = ceil(x - now)
+  if ms < min then ms = min end
+  call('SET', key, v, 'PX', ttl_text(ms))
+end
 
 -- Writes the entry, with its TTL. x0: the expiry the key's TTL was set for, as stored
 -- with the entry read (see read): a write on Redis time that leaves it unchanged keeps the
@@ -315,17 +354,7 @@ local function write(key, s, b, r, now, x0, xs)
     v = pack(f, b, xk, unpack(s))
   else v = encode(s, b, xk) end
   if x == x0 and REDIS_TIME then call('SET', key, v, 'KEEPTTL'); return end
-  local ms = ceil(x - now)
-  if ms < MIN_TTL then ms = MIN_TTL end
-  local t = TTL_TEXT[ms]
-  if t == nil then
-    -- Whole numbers of ms below 1e14 print exactly with tostring's '%.14g'.
-    if ms < 1e14 then t = tostring(ms) else t = ms end
-    if NTTL >= CACHED_MAX then TTL_TEXT, NTTL = {}, 0 end
-    TTL_TEXT[ms] = t
-    NTTL = NTTL + 1
-  end
-  call('SET', key, v, 'PX', t)
+  set_expiring(key, v, x, now, MIN_TTL, REDIS_TIME and xs)
 end
 
 -- Writes the hot keys' final entries: each as its last write left it, with the TTL that
@@ -338,12 +367,9 @@ local function flush()
       local x = expires_at(s, b, e.r)
       if x <= now then call('DEL', key)
       else
-        local ms = ceil(x - now)
-        if ms < e.min then ms = e.min end
         local xk = x
         if not e.redis then xk = NO_EXPIRY end
-        if ms < 1e14 then ms = tostring(ms) end
-        call('SET', key, encode(s, b, xk), 'PX', ms)
+        set_expiring(key, encode(s, b, xk), x, now, e.min, false)
       end
     elseif e.gone then call('DEL', key) end
   end
@@ -407,11 +433,71 @@ local R = {}
 -- Whether the previous call had hot keys.
 local HAD_HOT = false
 
+-- A stack of one op (its rule is the stack: admitted exactly when the rule admits, or is
+-- a dry run): reads the entry under key (KEYS[idx]; hot: whether the call has hot keys),
+-- checks it, writes what the rule would when consume, and returns the stack's reply
+-- fields but now: allowed (1/0), then the op's OUT_FIELDS. The main loop of store() does
+-- the same for longer stacks, keeping each op's outcome until all are known.
+local function single(key, idx, r, cost, now, drop, consume, hot)
+  local s, b, x0
+  -- A hot key's entry is read from CACHE here (read() also drops it when expired).
+  local e = nil
+  if hot then e = CACHE[key] end
+  if e ~= nil and not drop then s, b = e.s, e.b
+  else s, b, x0 = read(key, r, now, drop, idx) end
+  local ok, rem, reset, retry, delay, nx, reason, wb, xs
+  if cost <= r.maxCost and (b == nil or b <= now) then
+    ok, rem, reset, retry, delay, nx, xs = r.alg.check(s, now, r, cost)
+    if ok then
+      wb = false
+      if nx ~= nil then wb = 0 end
+    end
+  end
+  if not ok then
+    local has
+    ok, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, b, now, r, cost)
+    xs = nil
+    if not has then wb = false end
+  end
+  if consume and wb ~= false then write(key, nx, wb, r, now, x0, xs) end
+  if ok then return 1, 1, rem, reset, delay end
+  local a = 0
+  if r.dry then a = 1 end
+  if reason == 'l' then return a, 2, rem, reset, retry end
+  if reason == 'b' then return a, 3, rem, reset, retry end
+  return a, 4, rem, reset, retry
+end
+
+-- The read of a call with one key (decide_one): VALS as read() takes it, reused.
+local ONE_VAL = {}
+
+-- A call deciding one stack of one op (run: the plan's only run), the common call: no
+-- loop, and GET rather than MGET (it costs Redis less); a key of another type (a hash, a
+-- list), which GET refuses, reads as absent as with MGET.
+local function decide_one(run)
+  local now, drop
+  if run.timed then now, drop = stack_now(ARGV[2])
+  else
+    -- stack_now on Redis time, inlined.
+    MIN_TTL, REDIS_TIME, drop = 0, true, false
+    now = time_now()
+  end
+  local key = KEYS[1]
+  local v = redis.pcall('GET', key)
+  if type(v) ~= 'string' then v = false end
+  ONE_VAL[1] = v
+  VALS = ONE_VAL
+  local a, c, rem, reset, last = single(key, 1, run.rules[1], run.sh.costs[1], now, drop, run.consume, false)
+  ONE_VAL[1] = nil
+  return pack('<dddddd', a, now, c, rem, reset, last)
+end
+
 -- One call: the state of the previous one is dropped first (a function library keeps
 -- these definitions loaded from call to call).
 local function store(keys, argv)
   KEYS, ARGV = keys, argv
-  local plan = plan_of(ARGV[1])
+  local plan = PLANS[argv[1]]
+  if plan == nil then plan = plan_of(argv[1]) end
   MIN_TTL_SUPPLIED = plan.minTtl
   redis_now = nil
   -- Hot keys (and so CACHE entries) only where the previous call had some.
@@ -435,6 +521,7 @@ local function store(keys, argv)
     end
     return out(now)
   end
+  if plan.one ~= nil then return decide_one(plan.one) end
 
   -- Every shape first: a key that a later stack names again is hot (kept in CACHE) from its
   -- first read on. So each key of the call is read from Redis once, before anything is
@@ -464,6 +551,22 @@ local function store(keys, argv)
     local consume = run.consume
     local sh = run.sh
     local rules, costs, refs, n, count = run.rules, sh.costs, sh.refs, sh.n, run.count
+    -- Stacks of one op (a one-rule limiter's batch) go through single, without the
+    -- per-op arrays.
+    if n == 1 then
+      local r, cost, ref = rules[1], costs[1], refs[1]
+      for _ = 1, count do
+        local idx = ref
+        if idx == 0 then
+          nextKey = nextKey + 1
+          idx = nextKey
+        end
+        local a, c, rem, reset, last = single(KEYS[idx], idx, r, cost, now, drop, consume, hot)
+        R[k + 1], R[k + 2], R[k + 3], R[k + 4], R[k + 5], R[k + 6] = a, now, c, rem, reset, last
+        k = k + 6
+      end
+      count = 0
+    end
     for _ = 1, count do
       for i = 1, n do
         local ref = refs[i]
@@ -505,14 +608,8 @@ local function store(keys, argv)
           if not has then wb = false end
           if not ok and not r.dry then allowed = false end
         end
-        -- A one-rule stack is its rule: admitted exactly when the rule admits (or is a dry
-        -- run), and what the rule would write is written now. Longer stacks keep each
-        -- op's outcome for the write pass below.
-        if n == 1 then
-          if consume and wb ~= false then write(key, nx, wb, r, now, x0, xs) end
-        else
-          OK[i], WS[i], WB[i], X0[i], XS[i] = ok, nx, wb, x0, xs or false
-        end
+        -- Each op's outcome is kept for the write pass below (see single for one op).
+        OK[i], WS[i], WB[i], X0[i], XS[i] = ok, nx, wb, x0, xs or false
         -- An admitting rule's retryAfterMs is 0 and a refusing rule's delayMs is 0: the first
         -- field is 1 or the refusal's reason code, the last the delay or the retry time.
         R[k + 2] = rem
@@ -527,7 +624,6 @@ local function store(keys, argv)
         k = k + 4
       end
       if allowed then R[base + 1] = 1
-      elseif n == 1 then R[base + 1] = 0
       else
         R[base + 1] = 0
         -- An admitting rule of a refused stack consumed nothing: report it untouched, with no
@@ -540,7 +636,7 @@ local function store(keys, argv)
           end
         end
       end
-      if consume and n > 1 then
+      if consume then
         for i = 1, n do
           local wb = WB[i]
           -- An admitting rule consumes only when the whole stack is admitted; a rejecting

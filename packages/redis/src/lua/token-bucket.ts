@@ -7,7 +7,8 @@ local function tb_level(state, now, r)
   local cap = r.B * r.W
   if state == nil then return now, cap end
   local last = state[1]
-  if now <= last then return last, state[2] end
+  -- min: a bucket fuller than a burst lowered since holds only the new burst.
+  if now <= last then return last, min(state[2], cap) end
   local gained = r.L * (now - last)
   local scaled = state[2]
   if gained >= cap - scaled then return now, cap end
@@ -22,7 +23,7 @@ ALG['t'] = {
     local now, scaled = at, cap
     if state ~= nil then
       local last = state[1]
-      if at <= last then now, scaled = last, state[2]
+      if at <= last then now, scaled = last, min(state[2], cap)
       else
         local gained = r.L * (at - last)
         scaled = state[2]

@@ -1,0 +1,153 @@
+/**
+ * Operations on one (rule, key) state without a request: read it, block and unblock it,
+ * penalize and reward it. Pure functions of (entry, now, rule), shared by every store that
+ * decides in JavaScript; the Redis store's Lua (`redis/src/lua/keyops.ts`) mirrors them
+ * line for line, and a property test holds the two to the same answers.
+ *
+ * What each operation means, per algorithm (docs/operations.md):
+ * - `penalize(units)` consumes up to `units` of what the key has left now, exactly as an
+ *   admitted request of that cost would (the algorithm's own `check`): never beyond empty,
+ *   so it never creates a debt that outlasts the rule's own recovery (`block` is for that).
+ * - `reward(units)` gives back up to `units` of what the key has used, never beyond a full
+ *   budget (no credit): a fixed window's count, a token bucket's tokens (capped at its
+ *   burst), a leaky bucket's level or queue places (the stored time moves back, never
+ *   before now), a sliding window's estimate (the current window's count first, then the
+ *   previous window's weight), a sliding log's newest entries first.
+ * - `block(ms)` sets the same block deadline `blockFor` sets (never shortening one already
+ *   later); `unblock` clears it and leaves the counter as it is.
+ */
+import { algorithms, type State } from './algorithms/index.js';
+import { type Entry, entryExpiresAt } from './stack.js';
+import type { KeyOp, RuleSpec, StoreKeyState } from './types.js';
+
+/** The figures of an entry at `now` (see StoreKeyState). */
+export function keyFigures(e: Entry | undefined, now: number, r: RuleSpec): StoreKeyState {
+  const alg = algorithms[r.algorithm];
+  const s = e?.s;
+  const c0 = alg.check(s, now, r, 0);
+  const c1 = alg.check(s, now, r, 1);
+  const b = e !== undefined && e.b > now ? e.b : 0;
+  const retry = c1.allowed ? 0 : c1.retryAfterMs;
+  return {
+    now,
+    // A state that decides like none (expired) is none: the store drops it when writing.
+    exists: e !== undefined && entryExpiresAt(e, r) > now,
+    remaining: b > 0 ? 0 : Math.max(0, c0.remaining),
+    resetMs: Math.max(c0.resetMs, b > 0 ? b - now : 0),
+    retryAfterMs: b > 0 ? Math.max(b - now, retry) : retry,
+    blockedUntil: b,
+  };
+}
+
+/**
+ * The entry after `op` at `now`: `undefined` for no state at all (the store deletes it).
+ * `get` returns the entry unchanged. A result that decides like no state (expired) is for
+ * the store to drop, as after any write.
+ */
+export function applyKeyOp(e: Entry | undefined, now: number, r: RuleSpec, op: KeyOp): Entry | undefined {
+  const s = e?.s;
+  const b = e?.b ?? 0;
+  switch (op.kind) {
+    case 'get':
+      return e;
+    case 'block':
+      return { s, b: Math.max(b, now + op.ms) };
+    case 'unblock':
+      return s === undefined ? undefined : { s, b: 0 };
+    case 'penalize': {
+      const next = penalized(s, now, r, op.units);
+      return next === undefined && b === 0 ? undefined : { s: next, b };
+    }
+    case 'reward': {
+      if (s === undefined) return e;
+      const next = rewarded(s, now, r, op.units);
+      return next === undefined && b === 0 ? undefined : { s: next, b };
+    }
+  }
+}
+
+/** The state after consuming up to `units` of what is left now (never beyond empty). */
+function penalized(s: State | undefined, now: number, r: RuleSpec, units: number): State | undefined {
+  const alg = algorithms[r.algorithm];
+  // `remaining` of a cost-0 check is the largest cost the rule admits now; a leaky bucket
+  // computes it in floating point, so a cost it refuses by a rounding step is tried one lower.
+  for (let k = Math.min(units, Math.max(0, alg.check(s, now, r, 0).remaining)); k > 0; k--) {
+    const c = alg.check(s, now, r, k);
+    if (c.allowed) return c.next;
+  }
+  return s;
+}
+
+/** The state after giving back up to `units` of what is used (never beyond a full budget). */
+function rewarded(s: State, now: number, r: RuleSpec, units: number): State | undefined {
+  switch (r.algorithm) {
+    case 'sliding-window':
+      return rewardSlidingWindow(s, now, r, units);
+    case 'sliding-log':
+      return rewardSlidingLog(s, now, r, units);
+    default:
+      // A refund of `units` consumed right now: a fixed window's count (within its window),
+      // a token bucket's tokens capped at its burst, a leaky bucket's stored time moved back
+      // by units·T but never before now.
+      return algorithms[r.algorithm].refund(s, now, r, units, now);
+  }
+}
+
+/**
+ * A sliding window: the estimate `prev·(W - e)/W + cur` falls by `units` (floored, as
+ * decisions read it), from the current window's count first, then from the previous
+ * window's, whose units weigh `(W - e)/W` each: the fewest of them that make the floor fall
+ * far enough. The state is moved to the current window first (as a check would read it).
+ */
+function rewardSlidingWindow(state: State, at: number, r: RuleSpec, units: number): State {
+  const W = r.windowMs;
+  let start = at - (at % W);
+  let now = at;
+  let prev = 0;
+  let cur = 0;
+  const s0 = state[0] as number;
+  if (s0 >= start) {
+    start = s0;
+    now = Math.max(now, s0);
+    prev = state[1] as number;
+    cur = state[2] as number;
+  } else if (s0 === start - W) prev = state[2] as number;
+  else return state;
+  const fromCur = Math.min(cur, units);
+  cur -= fromCur;
+  const left = units - fromCur;
+  if (left > 0 && prev > 0) {
+    const e = now - start;
+    const scaled = prev * (W - e) + cur * W;
+    const target = Math.floor(scaled / W) - left;
+    if (target < cur) prev = 0;
+    else {
+      // The fewest d with prev·(W - e) - d·(W - e) + cur·W < (target + 1)·W.
+      const d = Math.floor((scaled - (target + 1) * W) / (W - e)) + 1;
+      prev = Math.max(0, prev - d);
+    }
+  }
+  return [start, prev, cur];
+}
+
+/** A sliding log: the live entries lose `units`, newest first (the usage that would stay longest). */
+function rewardSlidingLog(state: State, at: number, r: RuleSpec, units: number): State | undefined {
+  if (state.length === 0) return state;
+  const W = r.windowMs;
+  const now = Math.max(at, state[state.length - 2] as number);
+  let first = 0;
+  while (first < state.length && (state[first] as number) <= now - W) first += 2;
+  const next = state.slice(first);
+  let left = units;
+  while (left > 0 && next.length > 0) {
+    const c = next[next.length - 1] as number;
+    if (c > left) {
+      next[next.length - 1] = c - left;
+      left = 0;
+    } else {
+      left -= c;
+      next.length -= 2;
+    }
+  }
+  return next.length > 0 ? next : undefined;
+}

@@ -1,0 +1,203 @@
+/**
+ * Lua mirror of `core/src/key-ops.ts`: operations on one (rule, key) entry without a
+ * request (read, block, unblock, penalize, reward), each one atomic call and one round
+ * trip. Assembled in index.ts after the prelude and the algorithm sections (it uses their
+ * `ALG`, `decode`, `encode`), as the library's keys function and as a script of its own.
+ *
+ * KEYS[1] is the entry's Redis key (one key: on a Cluster the call goes to its slot).
+ * ARGV[1] is the rule's 7 fields as the store's plan lists them (args.ts `ruleText`);
+ * ARGV[2] the operation: `g` (get), `b <ms>` (block), `u` (unblock), `p <units>`
+ * (penalize), `w <units>` (reward); ARGV[3] the time (empty: Redis `TIME`); ARGV[4] the
+ * least TTL, in ms, of a key written on supplied time. The reply is 6 little-endian
+ * doubles: now, whether state exists (1/0), remaining, resetMs, retryAfterMs and the block
+ * deadline (0: none), the figures of `keyFigures` after the operation.
+ *
+ * An entry is read as the store reads it (`read` in stack.ts): a value of another shape, or
+ * holding a number no write of ours could, is absent; one past its expiry is absent.
+ */
+export const KEYOPS_LUA = `
+local call = redis.call
+
+-- The rule's fields (see rule_of in stack.ts), as the algorithms read them.
+local function ko_rule(text)
+  local f, L, W, B, Q, block, maxCost = string.match(text, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
+  local algo = string.sub(f, 1, 1)
+  local _, align, md, cal, cr, dry = string.byte(f, 1, 6)
+  local alg = ALG[algo]
+  if md == 113 and algo == 'k' then alg = ALG['kq'] end
+  local r = {
+    algo = algo, first = align == 102, queue = md == 113, month = cal == 109, cr = cr == 49, dry = dry == 49,
+    L = tonumber(L), W = tonumber(W), B = tonumber(B), Q = tonumber(Q), block = tonumber(block),
+    maxCost = tonumber(maxCost), alg = alg, m = 4,
+  }
+  if algo == 'w' then r.m = 5 elseif algo == 'k' then r.m = 3 elseif algo == 's' then r.m = 0 end
+  return r
+end
+
+local function ko_expires(s, b, r)
+  local x = 0
+  if s ~= nil then x = r.alg.expires(s, r) end
+  return max(x, b)
+end
+
+-- The entry under key: state (nil: none) and block deadline; b nil when there is none.
+local function ko_read(key, r)
+  local v = call('MGET', key)[1]
+  if not v then return nil, nil end
+  local m = #v / 8
+  local w = r.m
+  if not (m == w or m == 2 or m == 1 or (w == 0 and m > 2 and m % 2 == 0)) then return nil, nil end
+  local s, b = decode(v)
+  local y = b * b
+  if s ~= nil then for i = 1, #s do y = y + s[i] * s[i] end end
+  if not (y <= SANE2) then return nil, nil end
+  return s, b
+end
+
+-- Up to units of what is left now, never beyond empty (penalized in key-ops.ts).
+local function ko_penalize(s, now, r, units)
+  local _, rem = r.alg.check(s, now, r, 0)
+  local k = min(units, max(0, rem))
+  while k > 0 do
+    local ok, _, _, _, _, nx = r.alg.check(s, now, r, k)
+    if ok then return nx end
+    k = k - 1
+  end
+  return s
+end
+
+-- A sliding window's estimate falls by units: the current count first, then the previous
+-- window's weight (rewardSlidingWindow in key-ops.ts).
+local function ko_reward_w(state, at, r, units)
+  local W = r.W
+  local start = at - fmod(at, W)
+  local now = at
+  local prev, cur = 0, 0
+  local s0 = state[1]
+  if s0 >= start then
+    start = s0
+    now = max(now, s0)
+    prev = state[2]
+    cur = state[3]
+  elseif s0 == start - W then prev = state[3]
+  else return state end
+  local fromCur = min(cur, units)
+  cur = cur - fromCur
+  local left = units - fromCur
+  if left > 0 and prev > 0 then
+    local e = now - start
+    local scaled = prev * (W - e) + cur * W
+    local target = floor(scaled / W) - left
+    if target < cur then prev = 0
+    else
+      local d = floor((scaled - (target + 1) * W) / (W - e)) + 1
+      prev = max(0, prev - d)
+    end
+  end
+  return { start, prev, cur }
+end
+
+-- A sliding log's live entries lose units, newest first (rewardSlidingLog in key-ops.ts).
+local function ko_reward_s(state, at, r, units)
+  local n = #state
+  if n == 0 then return state end
+  local W = r.W
+  local now = max(at, state[n - 1])
+  local first = 1
+  while first <= n and state[first] <= now - W do first = first + 2 end
+  local nx = {}
+  for i = first, n do nx[#nx + 1] = state[i] end
+  local left = units
+  while left > 0 and #nx > 0 do
+    local m = #nx
+    local c = nx[m]
+    if c > left then
+      nx[m] = c - left
+      left = 0
+    else
+      left = left - c
+      nx[m] = nil
+      nx[m - 1] = nil
+    end
+  end
+  if #nx > 0 then return nx end
+  return nil
+end
+
+local function ko_reward(s, now, r, units)
+  if r.algo == 'w' then return ko_reward_w(s, now, r, units) end
+  if r.algo == 's' then return ko_reward_s(s, now, r, units) end
+  return r.alg.refund(s, now, r, units, now)
+end
+
+-- Writes the entry with its TTL (as write in stack.ts), or deletes it when it decides like none.
+local function ko_write(key, s, b, r, now, redisTime, minTtl)
+  local x = ko_expires(s, b, r)
+  if x <= now then call('DEL', key); return end
+  local xk = x
+  if not redisTime then xk = NO_EXPIRY end
+  local ms = ceil(x - now)
+  if not redisTime and ms < minTtl then ms = minTtl end
+  call('SET', key, encode(s, b, xk), 'PX', ms)
+end
+
+local function keyop(KEYS, ARGV)
+  local r = ko_rule(ARGV[1])
+  local op = string.sub(ARGV[2], 1, 1)
+  local amount = tonumber(string.sub(ARGV[2], 3))
+  local now, redisTime
+  if ARGV[3] ~= nil and ARGV[3] ~= '' then
+    now, redisTime = tonumber(ARGV[3]), false
+  else
+    local t = call('TIME')
+    now, redisTime = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000), true
+  end
+  local minTtl = tonumber(ARGV[4]) or 0
+  local key = KEYS[1]
+  local s, b = ko_read(key, r)
+  local present = b ~= nil
+  if present and ko_expires(s, b, r) <= now then
+    -- Past its expiry: absent, and on supplied time deleted (as MemoryStore drops it), so
+    -- that a clock stepping back later does not bring it back.
+    if not redisTime then call('DEL', key) end
+    s, b, present = nil, nil, false
+  end
+  if b == nil then b = 0 end
+  if op == 'b' then
+    b = max(b, now + amount)
+    present = true
+  elseif op == 'u' then
+    b = 0
+    if s == nil then present = false end
+  elseif op == 'p' then
+    s = ko_penalize(s, now, r, amount)
+    present = not (s == nil and b == 0)
+  elseif op == 'w' then
+    if s ~= nil then
+      s = ko_reward(s, now, r, amount)
+      present = not (s == nil and b == 0)
+    end
+  end
+  if op ~= 'g' then
+    if present then ko_write(key, s, b, r, now, redisTime, minTtl) else call('DEL', key) end
+  end
+  -- The figures after the operation (keyFigures in key-ops.ts).
+  local ok1, _, _, retry1 = r.alg.check(s, now, r, 1)
+  local _, rem0, reset0 = r.alg.check(s, now, r, 0)
+  local blocked = 0
+  if present and b > now then blocked = b end
+  local retry = 0
+  if not ok1 then retry = retry1 end
+  local exists = 0
+  if present and ko_expires(s, b, r) > now then exists = 1 end
+  local remaining, reset = max(0, rem0), max(reset0, 0)
+  if blocked > 0 then
+    remaining = 0
+    reset = max(reset0, blocked - now)
+    retry = max(blocked - now, retry)
+  end
+  return pack('<dddddd', now, exists, remaining, reset, retry, blocked)
+end
+
+return keyop
+`;
