@@ -1,7 +1,8 @@
 // Instructions per `await limiter.consume(req)` in process (docs/benchmarks.md, "In-process
 // instructions"), counted by valgrind's callgrind: MemoryStore, one key, for one rule of
 // each window algorithm, the four-rule stack of core.bench.mjs (client, tenant, global,
-// endpoint) and rate-limiter-flexible's RateLimiterMemory.consume. Instruction counts do
+// endpoint) and rate-limiter-flexible's RateLimiterMemory.consume, on one client key and
+// going round 10 000 of them. Instruction counts do
 // not depend on what else runs on the machine, so this is the figure to compare when
 // throughput is noise.
 //
@@ -25,25 +26,44 @@ const CORE = process.env.TOLLGATE_CORE
   ? pathToFileURL(process.env.TOLLGATE_CORE).href
   : new URL('../../packages/core/dist/index.mjs', import.meta.url).href;
 const LIMIT = 1_000_000_000;
-const FW = { limit: LIMIT, window: '1m', algorithm: 'fixed-window' };
+// An hour, not a minute: a run under valgrind takes a minute or more, and the first
+// decision in a new window takes branches the JIT has not seen (a deoptimisation and a
+// recompilation, tens of millions of instructions) in one of a variant's two runs and not
+// the other. With an hour that happens in about one run in forty.
+const WINDOW = '1h';
+const FW = { limit: LIMIT, window: WINDOW, algorithm: 'fixed-window' };
 
-/** The limiters measured, by name: a function that returns `consume(req)` as a promise. */
+const rlf = async () => {
+  const { RateLimiterMemory } = await import('rate-limiter-flexible');
+  const rl = new RateLimiterMemory({ points: LIMIT, duration: 3600 });
+  return (req) => rl.consume(req.k);
+};
+const stack = () =>
+  one(
+    { name: 'ip', key: (req) => req.k, ...FW },
+    { name: 'tenant', key: () => 'tenant', ...FW },
+    { name: 'global', key: () => 'all', ...FW },
+    { name: 'endpoint', key: () => 'GET /', ...FW },
+  );
+
+/**
+ * The limiters measured, by name: a function that returns `consume(req)` as a promise, and
+ * how many client keys the calls go round (one, or 10 000: every call then asks for
+ * another client than the last, as on a server with many clients; each key is decided
+ * once before the warm-up, so the measured calls find states that exist).
+ */
 const VARIANTS = {
-  'fixed-window, one rule': async () => one({ name: 'ip', key: (req) => req.k, ...FW }),
-  'sliding-window, one rule': async () => one({ name: 'ip', key: (req) => req.k, limit: LIMIT, window: '1m' }),
-  'token-bucket, one rule': async () => one({ name: 'ip', key: (req) => req.k, limit: LIMIT, window: '1m', algorithm: 'token-bucket' }),
-  'fixed-window, 4-rule stack': async () =>
-    one(
-      { name: 'ip', key: (req) => req.k, ...FW },
-      { name: 'tenant', key: () => 'tenant', ...FW },
-      { name: 'global', key: () => 'all', ...FW },
-      { name: 'endpoint', key: () => 'GET /', ...FW },
-    ),
-  'rate-limiter-flexible RateLimiterMemory.consume': async () => {
-    const { RateLimiterMemory } = await import('rate-limiter-flexible');
-    const rl = new RateLimiterMemory({ points: LIMIT, duration: 60 });
-    return (req) => rl.consume(req.k);
-  },
+  'fixed-window, one rule': [async () => one({ name: 'ip', key: (req) => req.k, ...FW }), 1],
+  'sliding-window, one rule': [async () => one({ name: 'ip', key: (req) => req.k, limit: LIMIT, window: WINDOW }), 1],
+  'token-bucket, one rule': [
+    async () => one({ name: 'ip', key: (req) => req.k, limit: LIMIT, window: WINDOW, algorithm: 'token-bucket' }),
+    1,
+  ],
+  'fixed-window, 4-rule stack': [stack, 1],
+  'rate-limiter-flexible RateLimiterMemory.consume': [rlf, 1],
+  'fixed-window, one rule, 10k clients': [async () => one({ name: 'ip', key: (req) => req.k, ...FW }), 10_000],
+  'fixed-window, 4-rule stack, 10k clients': [stack, 10_000],
+  'rate-limiter-flexible RateLimiterMemory.consume, 10k clients': [rlf, 10_000],
 };
 
 async function one(...rules) {
@@ -52,15 +72,39 @@ async function one(...rules) {
   return (req) => limiter.consume(req);
 }
 
+/** `n` calls for one key: the warm-up and the measured calls run this same code. */
+async function drive1(consume, req, n) {
+  for (let i = 0; i < n; i++) await consume(req);
+}
+
+/** `n` calls going round `reqs` from `from`; returns where it stopped. */
+async function driveN(consume, reqs, from, n) {
+  let j = from;
+  for (let i = 0; i < n; i++) {
+    await consume(reqs[j]);
+    if (++j === reqs.length) j = 0;
+  }
+  return j;
+}
+
 async function child(variant, warmup, calls) {
-  const consume = await VARIANTS[variant]();
-  const req = { k: '10.0.0.1' };
-  for (let i = 0; i < warmup; i++) await consume(req);
+  const [make, keys] = VARIANTS[variant];
+  const consume = await make();
   // Full collections on both sides of the measured calls, in both runs of a variant: the
   // difference then holds the collection of exactly those calls' garbage, not a major GC
   // that one run happened to start and the other did not.
+  if (keys === 1) {
+    const req = { k: '10.0.0.1' };
+    await drive1(consume, req, warmup);
+    globalThis.gc?.();
+    await drive1(consume, req, calls);
+    globalThis.gc?.();
+    return;
+  }
+  const reqs = Array.from({ length: keys }, (_, i) => ({ k: `10.0.${i >> 8}.${i & 255}` }));
+  let j = await driveN(consume, reqs, 0, keys + warmup);
   globalThis.gc?.();
-  for (let i = 0; i < calls; i++) await consume(req);
+  j = await driveN(consume, reqs, j, calls);
   globalThis.gc?.();
 }
 
@@ -78,10 +122,15 @@ function total(variant, warmup, calls) {
         '--single-threaded',
         '--expose-gc',
         // Fixed seeds: the string hashes (so every Map's layout) and Math.random are the
-        // same in every run. A spread of about ±1 000 per call remains between runs of the
-        // same code (docs/benchmarks.md): compare figures well apart from that.
+        // same in every run.
         '--hash-seed=1',
         '--random-seed=1',
+        // And a GC schedule that does not depend on time: without it V8 sizes the heap and
+        // starts major collections from allocation rates per millisecond, which valgrind
+        // and the machine's load change from run to run, and the same code measured
+        // anywhere within ±2 500 instructions per call (docs/benchmarks.md). With it,
+        // repeated runs give the same figure to the instruction.
+        '--predictable-gc-schedule',
         fileURLToPath(import.meta.url),
         '--child',
         variant,

@@ -10,7 +10,7 @@ import type { Clock } from './clock.js';
 import { channels, DURATION } from './diagnostics.js';
 import { configError, describe } from './errors.js';
 import { ip } from './keys.js';
-import { MemoryStore } from './memory-store.js';
+import { DECIDE, MemoryStore } from './memory-store.js';
 import { type KeyOperations, keyOperations, type OperationKey } from './operations.js';
 import {
   type CompiledRule,
@@ -208,8 +208,7 @@ function rethrowAsApp(err: unknown): never {
 const NONE: string[] = Object.freeze([]) as unknown as string[];
 
 function finish(ops: StoreOp[], d: StoreDecision, startedAt: number): Decision {
-  const decision = toResults(ops, d);
-  if (decision.allowed) (decision as WithReceipt)[RECEIPT] = ops;
+  const decision = toResults(ops, d, ops);
   if (startedAt >= 0) (decision as Decision & { [DURATION]?: number })[DURATION] = performance.now() - startedAt;
   return decision;
 }
@@ -219,7 +218,8 @@ function started(): number {
   return channels.decision.hasSubscribers ? performance.now() : -1;
 }
 
-function toResults(ops: readonly StoreOp[], d: StoreDecision): Decision {
+/** The decision a store's answer makes; `receipt`: the ops an admission consumed (not for a peek). */
+function toResults(ops: readonly StoreOp[], d: StoreDecision, receipt?: StoreOp[]): Decision {
   const rules: RuleResult[] = new Array(ops.length);
   let rejectedBy = NONE;
   let dryRunRejectedBy = NONE;
@@ -255,15 +255,21 @@ function toResults(ops: readonly StoreOp[], d: StoreDecision): Decision {
       }
     } else if (!spec.dryRun && o.delayMs > delayMs) delayMs = o.delayMs; // dry-run never delays
   }
-  const decision: Decision = {
-    allowed: d.allowed,
-    delayMs: d.allowed ? delayMs : 0,
-    retryAfterMs: d.allowed || hopeless ? 0 : retryAfterMs,
-    rejectedBy,
-    dryRunRejectedBy,
-    rules,
-    at: d.now,
-  };
+  // An admission's receipt is made with the object: added afterwards, it cost a map
+  // transition and a property array per decision (about 5% of a four-rule stack's
+  // instructions). Refusals and peeks carry none, as before.
+  const decision: Decision =
+    receipt !== undefined && d.allowed
+      ? ({ allowed: true, delayMs, retryAfterMs: 0, rejectedBy, dryRunRejectedBy, rules, at: d.now, [RECEIPT]: receipt } as WithReceipt)
+      : {
+          allowed: d.allowed,
+          delayMs: d.allowed ? delayMs : 0,
+          retryAfterMs: d.allowed || hopeless ? 0 : retryAfterMs,
+          rejectedBy,
+          dryRunRejectedBy,
+          rules,
+          at: d.now,
+        };
   if (d.degraded !== undefined) decision.degraded = d.degraded;
   return decision;
 }
@@ -689,7 +695,10 @@ function build<R>(
   }
 
   const now = clock ? () => clock.now() : () => undefined;
-  const consumeSync = store.consumeSync;
+  // A MemoryStore (one whose consumeSync is its own) decides into objects it reuses, which
+  // finish reads at once.
+  const consumeSync =
+    store instanceof MemoryStore && store.consumeSync === MemoryStore.prototype.consumeSync ? store[DECIDE] : store.consumeSync;
   // In-process stores decide synchronously: no promise per decision.
   const decideOps =
     consumeSync !== undefined

@@ -12,13 +12,13 @@
  * - Fixed-width states live in typed-array slabs (memory-table.ts): under 100 bytes per key
  *   at a million keys, key string included (docs/benchmarks.md).
  */
-import { algorithms, type Check, type State } from './algorithms/index.js';
+import { algorithms, type Check, type State, Verdict } from './algorithms/index.js';
 import { type Clock, checkTime, systemClock } from './clock.js';
 import { channels, type HeldEvictionMessage } from './diagnostics.js';
 import { configError, describe, TollgateError } from './errors.js';
 import { applyKeyOp, keyFigures } from './key-ops.js';
 import { ObjectTable, SlabTable, STATE_WIDTH, type Table } from './memory-table.js';
-import { checkRule, decideStack, type Entry, refundEntry } from './stack.js';
+import { decideStack, type Entry, refundEntry } from './stack.js';
 import { unknownOptionFix } from './suggest.js';
 import type { KeyOp, Outcome, RuleSpec, Store, StoreDecision, StoreKeyState, StoreOp } from './types.js';
 
@@ -38,6 +38,26 @@ export interface MemoryStoreOptions {
    * @default 60_000
    */
   sweepIntervalMs?: number;
+}
+
+/**
+ * The limiter's way into a MemoryStore: `consumeSync` with its outcomes in objects the store
+ * reuses, overwritten by its next decision (so a decision makes no object per rule in the
+ * store). Internal to core: the limiter builds its rule results from them at once.
+ */
+export const DECIDE = Symbol('tollgate.memory-store.decide');
+
+/** A sliding-log check's figures and next state, in a reused verdict. */
+function verdictOf(c: Check, v: Verdict): void {
+  v.allowed = c.allowed;
+  v.remaining = c.remaining;
+  v.resetMs = c.resetMs;
+  v.retryAfterMs = c.retryAfterMs;
+  v.delayMs = c.delayMs;
+  v.reason = c.reason;
+  v.x = c.x;
+  v.write = c.next !== undefined;
+  v.next = c.next;
 }
 
 const EVICT_SCAN = 8;
@@ -62,7 +82,13 @@ export class MemoryStore implements Store {
   /** The tables of the rules last asked for, by rule identity (a stack asks for the same few). */
   #recentRules: RuleSpec[] = [];
   #recentTables: Table[] = [];
+  /** The tables of the decision being made (one array per store, not per call). */
   readonly #scratch: Table[] = [];
+  /** The verdicts of the decision being made, and the decision that holds them (see DECIDE). */
+  readonly #verdicts: Verdict[] = [];
+  readonly #decision: StoreDecision = { allowed: false, now: 0, outcomes: this.#verdicts };
+  /** Whether a decision is writing its states (an eviction's subscriber may decide meanwhile). */
+  #writing = false;
   /** Latest time seen, so the sweep works on the limiter's clock too. */
   #latest = 0;
   /** Whether a limiter has passed its own time; then the sweep must not read this store's clock. */
@@ -187,13 +213,6 @@ export class MemoryStore implements Store {
     if (t.write(key, s, b, x, hold) && this.size > this.maxKeys) this.#evict(t, key, now);
   }
 
-  /** Writes an admitting check's new state, with the expiry the check worked out (`c.x`). */
-  #put(t: Table, key: string, c: Check, now: number): void {
-    const s = c.next as State;
-    if (c.x <= now) t.delete(key);
-    else if (t.write(key, s, 0, c.x, false) && this.size > this.maxKeys) this.#evict(t, key, now);
-  }
-
   /**
    * Makes room after a new key (`key`, in table `written`): expired states at the old end
    * of every table first; else the oldest state that is neither refusing nor blocked, from
@@ -252,36 +271,111 @@ export class MemoryStore implements Store {
 
   /** The synchronous core of `consume`, for callers that can use it (the limiter, the simulator). */
   consumeSync(ops: readonly StoreOp[], now?: number): StoreDecision {
+    const d = this[DECIDE](ops, now);
+    if (d !== this.#decision) return d;
+    // The verdicts are this store's to reuse: the caller gets outcomes of its own.
+    const outcomes: Outcome[] = new Array(ops.length);
+    for (let i = 0; i < ops.length; i++) {
+      const v = d.outcomes[i] as Outcome;
+      outcomes[i] = {
+        allowed: v.allowed,
+        remaining: v.remaining,
+        resetMs: v.resetMs,
+        retryAfterMs: v.retryAfterMs,
+        delayMs: v.delayMs,
+        reason: v.reason,
+      };
+    }
+    return { allowed: d.allowed, now: d.now, outcomes };
+  }
+
+  /**
+   * `consumeSync` for the limiter: the same decision, returned in objects this store reuses
+   * (valid until its next decision; see DECIDE). The common cases, a stack whose rules all
+   * admit and one refused by plain refusals (none blocked, counting the refusal or blocking
+   * for it), are decided here on the states where they lie, without an object per rule;
+   * the rest by the general verdicts (decideStack).
+   */
+  [DECIDE](ops: readonly StoreOp[], now?: number): StoreDecision {
     const t = this.#now(now);
-    if (ops.length === 1) {
-      // One rule: the stack is the rule, so its write (consumption, block or penalty) always lands.
-      const op = ops[0] as StoreOp;
+    // Decided again while this one writes (from an eviction's subscriber): objects of its own.
+    if (this.#writing) return this.#decideStack(ops, t);
+    const n = ops.length;
+    const verdicts = this.#verdicts;
+    while (verdicts.length < n) verdicts.push(new Verdict());
+    const tables = this.#scratch;
+    let allowed = true;
+    // Every state is read and decided before any is written, as in decideStack (two rules of
+    // one group may name the same key).
+    for (let i = 0; i < n; i++) {
+      const op = ops[i] as StoreOp;
       const r = op.rule;
+      if (op.cost > r.maxCost) return this.#decideStack(ops, t);
       const table = this.#table(r);
-      const s = table.read(op.key, t);
-      if (table.block <= t && op.cost <= r.maxCost) {
-        // The common cases without the general verdict: an admission writes its new state;
-        // a plain refusal (no penalty, no block) writes nothing but holds the key (see
-        // #evict). Same figures as checkRule.
-        const c = algorithms[r.algorithm].check(s, t, r, op.cost);
-        if (c.allowed) {
-          this.#put(table, op.key, c, t);
-          return { allowed: true, now: t, outcomes: [c] };
-        }
-        if (c.next === undefined && r.blockForMs === 0) {
-          if (!table.held) table.hold(op.key);
-          return { allowed: r.dryRun, now: t, outcomes: [c] };
+      const v = verdicts[i] as Verdict;
+      const kernel = table.kernel;
+      if (kernel !== undefined) {
+        const slab = table as SlabTable;
+        const row = slab.find(op.key, t);
+        if (slab.block > t) return this.#decideStack(ops, t);
+        v.row = row;
+        v.held = slab.held;
+        v.block = slab.block;
+        const o = slab.off + 1;
+        kernel(slab.page, o, row >= 0 && !Number.isNaN(slab.page[o]), t, r, op.cost, v);
+      } else {
+        const s = table.read(op.key, t);
+        if (table.block > t) return this.#decideStack(ops, t);
+        verdictOf(algorithms[r.algorithm].check(s, t, r, op.cost), v);
+        v.row = -1;
+        v.held = table.held;
+        v.block = table.block;
+      }
+      tables[i] = table;
+      if (!v.allowed) {
+        // A refusal that writes (counted, or a block) needs the general verdict.
+        if (v.write || r.blockForMs > 0) return this.#decideStack(ops, t);
+        if (!r.dryRun) allowed = false;
+      }
+    }
+    this.#writing = true;
+    try {
+      // Rows found above stay valid until a key leaves a table (a delete, an eviction).
+      let moved = false;
+      for (let i = 0; i < n; i++) {
+        const op = ops[i] as StoreOp;
+        const v = verdicts[i] as Verdict;
+        const table = tables[i] as Table;
+        if (!v.allowed) {
+          // A plain refusal writes nothing but holds the key (see #evict).
+          if (!v.held) table.hold(op.key);
+        } else if (!allowed) {
+          // An admitting rule of a refused stack consumed nothing: report it untouched.
+          v.remaining += op.cost;
+          v.delayMs = 0;
+        } else {
+          if (moved) v.row = -1;
+          if (v.x <= t) {
+            // Already equivalent to no state: dropped (see #setIn).
+            table.delete(op.key);
+            moved = true;
+          } else if (table.admit(op.key, v, v.x) && this.size > this.maxKeys) {
+            this.#evict(table, op.key, t);
+            moved = true;
+          }
         }
       }
-      const held = table.held;
-      const v = checkRule(s === undefined && table.block === 0 ? undefined : { s, b: table.block }, t, r, op.cost);
-      const refused = !v.outcome.allowed;
-      if (v.write !== undefined) this.#setIn(table, r, op.key, v.write.s, v.write.b, t, refused);
-      else if (refused && !held) table.hold(op.key);
-      return { allowed: v.outcome.allowed || r.dryRun, now: t, outcomes: [v.outcome] };
+    } finally {
+      this.#writing = false;
     }
-    const admitted = this.#admitAll(ops, t);
-    if (admitted !== undefined) return { allowed: true, now: t, outcomes: admitted };
+    const d = this.#decision;
+    d.allowed = allowed;
+    d.now = t;
+    return d;
+  }
+
+  /** A stack in general: every rule's verdict (checkRule), and the writes they call for. */
+  #decideStack(ops: readonly StoreOp[], t: number): StoreDecision {
     const entries: (Entry | undefined)[] = new Array(ops.length);
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as StoreOp;
@@ -296,36 +390,6 @@ export class MemoryStore implements Store {
       else if (refused) this.#table(op.rule).hold(op.key);
     }
     return { allowed: d.allowed, now: t, outcomes: d.outcomes };
-  }
-
-  /**
-   * The common case of a stack, without the general verdicts: every rule admits (none
-   * blocked, no cost beyond a rule's reach), so every rule writes its new state. Returns the
-   * outcomes, or undefined (nothing written) when any rule does not admit: the caller then
-   * decides the stack in general (decideStack), which reads the same states again.
-   */
-  #admitAll(ops: readonly StoreOp[], t: number): Outcome[] | undefined {
-    const n = ops.length;
-    const checks: Check[] = new Array(n);
-    // Only read below, before anything else can run: one array per store, not per call
-    // (its entries are tables the store holds anyway).
-    const tables = this.#scratch;
-    for (let i = 0; i < n; i++) {
-      const op = ops[i] as StoreOp;
-      const r = op.rule;
-      if (op.cost > r.maxCost) return undefined;
-      const table = this.#table(r);
-      const s = table.read(op.key, t);
-      if (table.block > t) return undefined;
-      const c = algorithms[r.algorithm].check(s, t, r, op.cost);
-      if (!c.allowed) return undefined;
-      checks[i] = c;
-      tables[i] = table;
-    }
-    // All states are read before any is written, as in decideStack (two rules of one group
-    // may name the same key).
-    for (let i = 0; i < n; i++) this.#put(tables[i] as Table, (ops[i] as StoreOp).key, checks[i] as Check, t);
-    return checks;
   }
 
   peek(ops: readonly StoreOp[], now?: number): Promise<StoreDecision> {

@@ -15,7 +15,7 @@
  * eviction relies on (expired first, then the oldest live state, a held one only when no
  * live state is left), finding the oldest of each through an `OldestCursor` in amortised O(1).
  */
-import type { State } from './algorithms/index.js';
+import { type Kernel, kernels, type State, type Verdict } from './algorithms/index.js';
 import type { Entry } from './stack.js';
 import type { AlgorithmName } from './types.js';
 
@@ -47,6 +47,13 @@ export interface Table {
   write(key: string, s: State | undefined, b: number, x: number, hold: boolean): boolean;
   /** Marks a key that is present as held: a refusal that writes nothing. */
   hold(key: string): void;
+  /**
+   * Writes an admitting verdict's next state with expiry `x`, the key live and not blocked
+   * (a SlabTable: `v.n0`..., an ObjectTable: `v.next`). Returns true if the key is new.
+   */
+  admit(key: string, v: Verdict, x: number): boolean;
+  /** The algorithm's kernel when its states live in a slab (a SlabTable), else undefined. */
+  readonly kernel: Kernel | undefined;
   delete(key: string): boolean;
   /**
    * Drops expired states. With `limit`, only at the old end of the live and the held keys:
@@ -98,7 +105,7 @@ class OldestCursor<V> {
  * eviction may take, and `held`, the keys whose last decision refused (blocked ones
  * included), which eviction takes only when no live state is left. A key is in exactly
  * one of them, so the two cost no more memory per key than one Map; a lookup is one `get`
- * until some key is held.
+ * until some key is held, and none for the key found last.
  */
 class Keys<V> {
   readonly live = new Map<string, V>();
@@ -107,20 +114,35 @@ class Keys<V> {
   readonly #oldestHeld = new OldestCursor(this.held);
   /** Whether the key of the last `get` was held. */
   wasHeld = false;
+  /**
+   * The last key `get` found, with its value and map: a key asked for again (a rule's
+   * constant key, a route or 'global', or one client's run of requests) skips the Map.
+   */
+  #lastKey: string | undefined = undefined;
+  #lastValue: V | undefined = undefined;
+  #lastHeld = false;
 
   get size(): number {
     return this.live.size + this.held.size;
   }
 
   get(key: string): V | undefined {
-    const v = this.live.get(key);
-    if (v !== undefined || this.held.size === 0) {
-      this.wasHeld = false;
-      return v;
+    if (key === this.#lastKey) {
+      this.wasHeld = this.#lastHeld;
+      return this.#lastValue;
     }
-    const h = this.held.get(key);
-    this.wasHeld = h !== undefined;
-    return h;
+    let v = this.live.get(key);
+    if (v !== undefined || this.held.size === 0) this.wasHeld = false;
+    else {
+      v = this.held.get(key);
+      this.wasHeld = v !== undefined;
+    }
+    if (v !== undefined) {
+      this.#lastKey = key;
+      this.#lastValue = v;
+      this.#lastHeld = this.wasHeld;
+    }
+    return v;
   }
 
   /** Adds a key (not in either map) as live or held. */
@@ -141,9 +163,14 @@ class Keys<V> {
       this.live.set(key, v);
     }
     this.wasHeld = hold;
+    if (key === this.#lastKey) this.#lastHeld = hold;
   }
 
   delete(key: string): boolean {
+    if (key === this.#lastKey) {
+      this.#lastKey = undefined;
+      this.#lastValue = undefined;
+    }
     if (this.live.delete(key)) {
       this.#oldestLive.dropped(key);
       return true;
@@ -166,6 +193,7 @@ class Keys<V> {
 const PAGE_BITS = 12;
 const PAGE = 1 << PAGE_BITS;
 const MASK = PAGE - 1;
+const NO_PAGE = new Float64Array(0);
 
 export class SlabTable implements Table {
   readonly #keys = new Keys<number>();
@@ -176,13 +204,23 @@ export class SlabTable implements Table {
   readonly #free: number[] = [];
   #next = 0;
   #blocks: Map<string, number> | undefined;
+  /** Whether the last `#rowFor` added its key. */
+  #added = false;
   block = 0;
   held = false;
+  readonly kernel: Kernel;
+  /**
+   * The page and offset of the row the last `find` returned: its expiry at `page[off]`, its
+   * state from `page[off + 1]` on (NaN there: a key that is only blocked).
+   */
+  page: Float64Array = NO_PAGE;
+  off = 0;
 
   constructor(algorithm: AlgorithmName) {
     this.algorithm = algorithm;
     this.#w = STATE_WIDTH[algorithm];
     this.#stride = this.#w + 1;
+    this.kernel = kernels[algorithm] as Kernel;
   }
 
   get size(): number {
@@ -193,20 +231,33 @@ export class SlabTable implements Table {
     return this.#keys.live.size;
   }
 
-  read(key: string, now: number): State | undefined {
+  /**
+   * The row of `key` for a decision, or -1 (none, or expired and dropped), without making
+   * an array of its state: sets `block`, `held`, and `page` and `off` (see there).
+   */
+  find(key: string, now: number): number {
     const keys = this.#keys;
     const row = keys.get(key);
     this.block = 0;
     this.held = keys.wasHeld;
-    if (row === undefined) return undefined;
+    if (row === undefined) return -1;
     const page = this.#pages[row >>> PAGE_BITS] as Float64Array;
     const o = (row & MASK) * this.#stride;
     if ((page[o] as number) <= now) {
       this.#drop(key, row);
       this.held = false;
-      return undefined;
+      return -1;
     }
     if (this.#blocks !== undefined) this.block = this.#blocks.get(key) ?? 0;
+    this.page = page;
+    this.off = o;
+    return row;
+  }
+
+  read(key: string, now: number): State | undefined {
+    if (this.find(key, now) < 0) return undefined;
+    const page = this.page;
+    const o = this.off;
     const s0 = page[o + 1] as number;
     // NaN marks "no algorithm state" (a key that is only blocked).
     if (Number.isNaN(s0)) return undefined;
@@ -220,15 +271,21 @@ export class SlabTable implements Table {
     }
   }
 
-  write(key: string, s: State | undefined, b: number, x: number, hold: boolean): boolean {
+  /** The key's row, made when it has none (`#added` tells), the key placed live or held as `hold` says. */
+  #rowFor(key: string, hold: boolean): number {
     const keys = this.#keys;
     let row = keys.get(key);
-    const fresh = row === undefined;
+    this.#added = row === undefined;
     if (row === undefined) {
       row = this.#free.pop() ?? this.#next++;
       if (row >>> PAGE_BITS >= this.#pages.length) this.#pages.push(new Float64Array(PAGE * this.#stride));
       keys.add(key, row, hold);
     } else keys.place(key, row, hold);
+    return row;
+  }
+
+  write(key: string, s: State | undefined, b: number, x: number, hold: boolean): boolean {
+    const row = this.#rowFor(key, hold);
     const page = this.#pages[row >>> PAGE_BITS] as Float64Array;
     const o = (row & MASK) * this.#stride;
     page[o] = x;
@@ -238,6 +295,30 @@ export class SlabTable implements Table {
       this.#blocks ??= new Map();
       this.#blocks.set(key, b);
     } else this.#blocks?.delete(key);
+    return this.#added;
+  }
+
+  /**
+   * As `Table.admit`. When the verdict's `row` (from `find`, this decision) was neither held
+   * nor blocked, straight into that row: no Map lookup. The caller sets `v.row` to -1 when
+   * rows may have moved since its `find` (an eviction or a delete in between).
+   */
+  admit(key: string, v: Verdict, x: number): boolean {
+    let row = v.row;
+    let fresh = false;
+    if (row < 0 || v.held || v.block !== 0) {
+      row = this.#rowFor(key, false);
+      fresh = this.#added;
+      this.#blocks?.delete(key);
+    }
+    const page = this.#pages[row >>> PAGE_BITS] as Float64Array;
+    const o = (row & MASK) * this.#stride;
+    page[o] = x;
+    page[o + 1] = v.n0;
+    if (this.#w > 1) {
+      page[o + 2] = v.n1;
+      if (this.#w > 2) page[o + 3] = v.n2;
+    }
     return fresh;
   }
 
@@ -305,6 +386,7 @@ export class ObjectTable implements Table {
   readonly #keys = new Keys<Slot>();
   block = 0;
   held = false;
+  readonly kernel = undefined;
 
   constructor(algorithm: AlgorithmName) {
     this.algorithm = algorithm;
@@ -349,6 +431,10 @@ export class ObjectTable implements Table {
   hold(key: string): void {
     const slot = this.#keys.get(key);
     if (slot !== undefined) this.#keys.place(key, slot, true);
+  }
+
+  admit(key: string, v: Verdict, x: number): boolean {
+    return this.write(key, v.next, 0, x, false);
   }
 
   delete(key: string): boolean {

@@ -33,7 +33,7 @@ done
 measure() {
   local i=$1 v=$2
   valgrind --tool=callgrind --instr-atstart=no --smc-check=all-non-file \
-    --callgrind-out-file="$out/cg.$i" node --single-threaded server.mjs "$v" > "$out/vg.$i.log" 2>&1 &
+    --callgrind-out-file="$out/cg.$i" node --single-threaded --predictable-gc-schedule server.mjs "$v" > "$out/vg.$i.log" 2>&1 &
   for _ in $(seq 1 300); do grep -q '^ready' "$out/vg.$i.log" && break; sleep 1; done
   local port
   port=$(grep -m1 -oE '^ready [0-9]+' "$out/vg.$i.log" | cut -d' ' -f2)

@@ -6,7 +6,7 @@
  * Known flaw, kept on purpose: up to 2·L can pass around a boundary.
  */
 import type { RuleSpec } from '../types.js';
-import { type Algorithm, admitted, refused } from './types.js';
+import { type Algorithm, admit, checkOf, type Kernel, refuse } from './types.js';
 
 // The last clock-aligned window worked out. `t % W` on an epoch-sized double is a slow
 // floating-point remainder, and consecutive decisions nearly always fall in one window.
@@ -28,49 +28,64 @@ export function alignedStart(t: number, W: number): number {
   return start;
 }
 
+/** Start of the UTC month that contains `t`. */
+function monthStart(t: number): number {
+  const d = new Date(t);
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+}
+
+/** End (exclusive) of the UTC month that starts at `start`. */
+function monthEnd(start: number): number {
+  const d = new Date(start);
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+}
+
 /** Start of the window that contains `t`. */
 export function windowStart(t: number, r: RuleSpec): number {
-  if (r.calendar === 'month') {
-    const d = new Date(t);
-    return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
-  }
-  return alignedStart(t, r.windowMs);
+  return r.calendar === 'month' ? monthStart(t) : alignedStart(t, r.windowMs);
 }
 
 /** End (exclusive) of the window that starts at `start`. */
 export function windowEnd(start: number, r: RuleSpec): number {
-  if (r.calendar === 'month') {
-    const d = new Date(start);
-    return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
-  }
-  return start + r.windowMs;
+  return r.calendar === 'month' ? monthEnd(start) : start + r.windowMs;
 }
 
+/** `check` of fixed-window on the state `[s[o], s[o + 1]]` (see `Kernel`). */
+export const fixedWindowKernel: Kernel = (s, o, has, now, r, cost, v) => {
+  const W = r.windowMs;
+  let start: number;
+  let count = 0;
+  let end: number;
+  if (r.align === 'first-request') {
+    // A window opens at the first request at or after the previous window's end.
+    if (has && now < (s[o] as number) + W) {
+      start = s[o] as number;
+      count = s[o + 1] as number;
+    } else start = now;
+    end = start + W;
+  } else {
+    const month = r.calendar === 'month';
+    start = month ? monthStart(now) : alignedStart(now, W);
+    // A stored window later than now means time went backwards: stay in it.
+    if (has && (s[o] as number) >= start) {
+      start = s[o] as number;
+      count = s[o + 1] as number;
+    }
+    end = month ? monthEnd(start) : start + W;
+  }
+  v.n0 = start;
+  if (count + cost <= r.limit) {
+    const used = count + cost;
+    v.n1 = used;
+    admit(v, r.limit - used, used > 0 ? end - now : 0, 0, end);
+    return;
+  }
+  v.n1 = count + cost;
+  refuse(v, r.limit - count, end - now, end - now, r.countRejected);
+};
+
 export const fixedWindow: Algorithm = {
-  check(state, now, r, cost) {
-    let start: number;
-    let count = 0;
-    if (r.align === 'first-request') {
-      // A window opens at the first request at or after the previous window's end.
-      if (state !== undefined && now < (state[0] as number) + r.windowMs) {
-        start = state[0] as number;
-        count = state[1] as number;
-      } else start = now;
-    } else {
-      start = windowStart(now, r);
-      // A stored window later than now means time went backwards: stay in it.
-      if (state !== undefined && (state[0] as number) >= start) {
-        start = state[0] as number;
-        count = state[1] as number;
-      }
-    }
-    const end = r.align === 'first-request' ? start + r.windowMs : windowEnd(start, r);
-    if (count + cost <= r.limit) {
-      const used = count + cost;
-      return admitted(r.limit - used, used > 0 ? end - now : 0, 0, [start, used], end);
-    }
-    return refused(r.limit - count, end - now, end - now, r.countRejected ? [start, count + cost] : undefined);
-  },
+  check: checkOf(fixedWindowKernel, 2),
 
   refund(state, now, r, cost, at) {
     const start = state[0] as number;

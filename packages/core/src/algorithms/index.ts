@@ -1,11 +1,11 @@
 /** The five algorithms by name. */
 import type { AlgorithmName } from '../types.js';
-import { fixedWindow } from './fixed-window.js';
-import { leakyBucket } from './leaky-bucket.js';
+import { fixedWindow, fixedWindowKernel } from './fixed-window.js';
+import { leakyBucket, leakyBucketKernel } from './leaky-bucket.js';
 import { slidingLog } from './sliding-log.js';
-import { slidingWindow } from './sliding-window.js';
-import { tokenBucket } from './token-bucket.js';
-import type { Algorithm } from './types.js';
+import { slidingWindow, slidingWindowKernel } from './sliding-window.js';
+import { tokenBucket, tokenBucketKernel } from './token-bucket.js';
+import type { Algorithm, Kernel } from './types.js';
 
 export const algorithms: Record<AlgorithmName, Algorithm> = {
   'fixed-window': fixedWindow,
@@ -15,4 +15,14 @@ export const algorithms: Record<AlgorithmName, Algorithm> = {
   'leaky-bucket': leakyBucket,
 };
 
-export type { Algorithm, Check, State } from './types.js';
+/** The kernels of the algorithms whose states have a fixed width (sliding-log has none). */
+export const kernels: Record<AlgorithmName, Kernel | undefined> = {
+  'fixed-window': fixedWindowKernel,
+  'sliding-log': undefined,
+  'sliding-window': slidingWindowKernel,
+  'token-bucket': tokenBucketKernel,
+  'leaky-bucket': leakyBucketKernel,
+};
+
+export type { Algorithm, Check, Kernel, State } from './types.js';
+export { Verdict } from './types.js';

@@ -14,16 +14,24 @@
  * rounding, a request is still refused at retryAfterMs - 1 and admitted at retryAfterMs.
  */
 import type { RuleSpec } from '../types.js';
-import { type Algorithm, admitted, refused, type State } from './types.js';
+import { type Algorithm, admit, checkOf, type Kernel, refuse, type State } from './types.js';
 
 const interval = (r: RuleSpec): number => r.windowMs / r.limit;
 
-/** Moves a whole-ms candidate `t` to the first instant at which `fits(t)` holds. */
-function settle(candidate: number, fits: (t: number) => boolean): number {
+/**
+ * Moves a whole-ms candidate `t` to the first instant at which a request weighing `need`
+ * fits under `room` (the stored time `s0`, when `has`, left unchanged).
+ */
+function settle(candidate: number, has: boolean, s0: number, need: number, room: number): number {
   let t = candidate;
-  while (!fits(t)) t++;
-  while (fits(t - 1)) t--;
+  while (!fits(t, has, s0, need, room)) t++;
+  while (fits(t - 1, has, s0, need, room)) t--;
   return t;
+}
+
+/** The test a check makes at a later whole ms `t`, the state unchanged. */
+function fits(t: number, has: boolean, s0: number, need: number, room: number): boolean {
+  return backlog(has, s0, t) + need <= room;
 }
 
 /**
@@ -32,8 +40,8 @@ function settle(candidate: number, fits: (t: number) => boolean): number {
  * whereas `now + c·T - now` is not (at 1.7e12 ms one ulp is 0.00024 ms, enough to refuse
  * a fresh key's request of cost B when T is fractional).
  */
-function backlog(state: number[] | undefined, now: number): number {
-  return state === undefined ? 0 : Math.max(0, (state[0] as number) - now);
+function backlog(has: boolean, s0: number, now: number): number {
+  return has ? Math.max(0, s0 - now) : 0;
 }
 
 /**
@@ -48,60 +56,43 @@ function giveBack(state: State, now: number, r: RuleSpec, cost: number, at: numb
   return [Math.max(now, (state[0] as number) - weight)];
 }
 
-const meter: Algorithm = {
-  check(state, now, r, cost) {
-    const T = interval(r);
-    const tol = r.burst * T;
-    const ahead = backlog(state, now);
-    const level = ahead + cost * T;
-    if (level <= tol) {
-      // resetMs from the time stored (rounded), so that at now + resetMs it has passed.
-      const tat = now + level;
-      return admitted(Math.floor((tol - level) / T), Math.ceil(tat - now), 0, [tat], Math.ceil(tat));
-    }
-    // The same test this function makes at a later whole ms t (state unchanged).
-    const fits = (t: number) => backlog(state, t) + cost * T <= tol;
-    const retry = settle(now + Math.ceil(ahead - (tol - cost * T)), fits) - now;
-    return refused(Math.max(0, Math.floor((tol - ahead) / T)), Math.ceil(ahead), retry, r.countRejected ? [now + level] : undefined);
-  },
-
-  refund: giveBack,
-
-  expiresAt(state) {
-    return Math.ceil(state[0] as number);
-  },
-};
-
-const queue: Algorithm = {
-  check(state, now, r, cost) {
-    const T = interval(r);
+/** `check` of both readings on the state `[s[o]]` (see `Kernel`). */
+export const leakyBucketKernel: Kernel = (s, o, has, now, r, cost, v) => {
+  const T = interval(r);
+  const s0 = has ? (s[o] as number) : 0;
+  const ahead = backlog(has, s0, now);
+  const need = cost * T;
+  if (r.mode === 'queue') {
     const max = r.queue * T;
-    const ahead = backlog(state, now);
-    const wait = ahead + cost * T;
+    const wait = ahead + need;
     if (wait <= max) {
       const departure = now + wait;
-      return admitted(
-        Math.max(0, Math.floor((max - wait) / T)),
-        Math.ceil(departure - now),
-        Math.ceil(wait),
-        [departure],
-        Math.ceil(departure),
-      );
+      v.n0 = departure;
+      admit(v, Math.max(0, Math.floor((max - wait) / T)), Math.ceil(departure - now), Math.ceil(wait), Math.ceil(departure));
+      return;
     }
-    const fits = (t: number) => backlog(state, t) + cost * T <= max;
-    const retry = settle(now + Math.ceil(ahead - (max - cost * T)), fits) - now;
-    return refused(Math.max(0, Math.floor((max - ahead) / T)), Math.ceil(ahead), retry, undefined);
-  },
-
-  refund: giveBack,
-
-  expiresAt(state) {
-    return Math.ceil(state[0] as number);
-  },
+    const retry = settle(now + Math.ceil(ahead - (max - need)), has, s0, need, max) - now;
+    refuse(v, Math.max(0, Math.floor((max - ahead) / T)), Math.ceil(ahead), retry, false);
+    return;
+  }
+  // meter
+  const tol = r.burst * T;
+  const level = ahead + need;
+  v.n0 = now + level;
+  if (level <= tol) {
+    // resetMs from the time stored (rounded), so that at now + resetMs it has passed.
+    const tat = now + level;
+    admit(v, Math.floor((tol - level) / T), Math.ceil(tat - now), 0, Math.ceil(tat));
+    return;
+  }
+  const retry = settle(now + Math.ceil(ahead - (tol - need)), has, s0, need, tol) - now;
+  refuse(v, Math.max(0, Math.floor((tol - ahead) / T)), Math.ceil(ahead), retry, r.countRejected);
 };
 
+const expiresAt = (state: State): number => Math.ceil(state[0] as number);
+
 export const leakyBucket: Algorithm = {
-  check: (state, now, r, cost) => (r.mode === 'queue' ? queue : meter).check(state, now, r, cost),
-  refund: (state, now, r, cost, at) => (r.mode === 'queue' ? queue : meter).refund(state, now, r, cost, at),
-  expiresAt: (state, r) => (r.mode === 'queue' ? queue : meter).expiresAt(state, r),
+  check: checkOf(leakyBucketKernel, 1),
+  refund: giveBack,
+  expiresAt,
 };

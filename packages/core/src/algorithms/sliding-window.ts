@@ -8,45 +8,54 @@
  * floor(estimate) + cost <= L  ⟺  prev·(W - e) + cur·W < (L - cost + 1)·W.
  */
 import { alignedStart } from './fixed-window.js';
-import { type Algorithm, admitted, refused } from './types.js';
+import { type Algorithm, admit, checkOf, type Kernel, refuse } from './types.js';
+
+/** `check` of the sliding-window counter on the state `[s[o], s[o + 1], s[o + 2]]` (see `Kernel`). */
+export const slidingWindowKernel: Kernel = (s, o, has, at, r, cost, v) => {
+  const W = r.windowMs;
+  let prev = 0;
+  let cur = 0;
+  let now = at;
+  let start = alignedStart(now, W);
+  if (has) {
+    const s0 = s[o] as number;
+    if (s0 >= start) {
+      // Same window, or time went backwards: treated as no time passing (decide at the
+      // stored window's start at the earliest), while resetMs and retryAfterMs are
+      // reported from the caller's clock reading `at`.
+      start = s0;
+      now = Math.max(now, s0);
+      prev = s[o + 1] as number;
+      cur = s[o + 2] as number;
+    } else if (s0 === start - W) prev = s[o + 2] as number;
+  }
+  const e = now - start;
+  const scaled = prev * (W - e) + cur * W;
+  const floorEstimate = Math.floor(scaled / W);
+  v.n0 = start;
+  v.n1 = prev;
+  if (scaled < (r.limit - cost + 1) * W) {
+    const after = cur + cost;
+    // resetMs: until the full quota is back, i.e. until a request of cost L would pass:
+    // floor(estimate) = 0, room 1 (not until the state is forgotten, a window later).
+    const full = prev * (W - e) + after * W < W ? at : retryAt(start, prev, after, W, 1);
+    v.n2 = after;
+    admit(v, Math.max(0, r.limit - floorEstimate - cost), full - at, 0, start + (after > 0 ? 2 : 1) * W);
+    return;
+  }
+  // Refused, so the estimate is at least 1 now (cost <= L): the full quota is ahead.
+  v.n2 = cur + cost;
+  refuse(
+    v,
+    Math.max(0, r.limit - floorEstimate),
+    retryAt(start, prev, cur, W, 1) - at,
+    retryAt(start, prev, cur, W, r.limit - cost + 1) - at,
+    r.countRejected,
+  );
+};
 
 export const slidingWindow: Algorithm = {
-  check(state, at, r, cost) {
-    const W = r.windowMs;
-    let prev = 0;
-    let cur = 0;
-    let now = at;
-    let start = alignedStart(now, W);
-    if (state !== undefined) {
-      const s0 = state[0] as number;
-      if (s0 >= start) {
-        // Same window, or time went backwards: treated as no time passing (decide at the
-        // stored window's start at the earliest), while resetMs and retryAfterMs are
-        // reported from the caller's clock reading `at`.
-        start = s0;
-        now = Math.max(now, s0);
-        prev = state[1] as number;
-        cur = state[2] as number;
-      } else if (s0 === start - W) prev = state[2] as number;
-    }
-    const e = now - start;
-    const scaled = prev * (W - e) + cur * W;
-    const floorEstimate = Math.floor(scaled / W);
-    if (scaled < (r.limit - cost + 1) * W) {
-      const after = cur + cost;
-      // resetMs: until the full quota is back, i.e. until a request of cost L would pass:
-      // floor(estimate) = 0, room 1 (not until the state is forgotten, a window later).
-      const full = prev * (W - e) + after * W < W ? at : retryAt(start, prev, after, W, 1);
-      return admitted(Math.max(0, r.limit - floorEstimate - cost), full - at, 0, [start, prev, after], start + (after > 0 ? 2 : 1) * W);
-    }
-    // Refused, so the estimate is at least 1 now (cost <= L): the full quota is ahead.
-    return refused(
-      Math.max(0, r.limit - floorEstimate),
-      retryAt(start, prev, cur, W, 1) - at,
-      retryAt(start, prev, cur, W, r.limit - cost + 1) - at,
-      r.countRejected ? [start, prev, cur + cost] : undefined,
-    );
-  },
+  check: checkOf(slidingWindowKernel, 3),
 
   refund(state, now, r, cost, at) {
     const W = r.windowMs;

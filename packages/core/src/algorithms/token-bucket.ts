@@ -7,7 +7,7 @@
  * exceeds B, so in any interval T at most B + r·T units pass.
  */
 import type { RuleSpec } from '../types.js';
-import { type Algorithm, admitted, refused, type State } from './types.js';
+import { type Algorithm, admit, checkOf, type Kernel, refuse, type State } from './types.js';
 
 function level(state: State | undefined, now: number, r: RuleSpec): { now: number; scaled: number } {
   const cap = r.burst * r.windowMs;
@@ -20,28 +20,50 @@ function level(state: State | undefined, now: number, r: RuleSpec): { now: numbe
   return { now, scaled: gained >= cap - scaled ? cap : scaled + gained };
 }
 
-export const tokenBucket: Algorithm = {
-  check(state, at, r, cost) {
-    const { now, scaled } = level(state, at, r);
-    const W = r.windowMs;
-    const need = cost * W;
-    const cap = r.burst * W;
-    // After the clock stepped back, refill resumes only at `now` (the stored time), which
-    // lies `now - at` ahead of the caller's reading: every figure includes that wait.
-    const ahead = now - at;
-    if (scaled >= need) {
-      const left = scaled - need;
-      // resetMs: until the bucket is full again (0 when it still is: a cost-0 request).
-      const refill = Math.ceil((cap - left) / r.limit);
-      return admitted(Math.floor(left / W), left >= cap ? 0 : refill + ahead, 0, [now, left], now + refill);
+/** `check` of the token bucket on the state `[s[o], s[o + 1]]` (see `Kernel`). */
+export const tokenBucketKernel: Kernel = (s, o, has, at, r, cost, v) => {
+  const W = r.windowMs;
+  const cap = r.burst * W;
+  // The level at `now` (as `level` below, without its object).
+  let now = at;
+  let scaled = cap;
+  if (has) {
+    const last = s[o] as number;
+    const stored = s[o + 1] as number;
+    if (at <= last) {
+      // min: a bucket fuller than a burst lowered since holds only the new burst.
+      now = last;
+      scaled = Math.min(stored, cap);
+    } else {
+      const gained = r.limit * (at - last);
+      scaled = gained >= cap - stored ? cap : stored + gained;
     }
-    return refused(
-      Math.floor(scaled / W),
-      Math.ceil((cap - scaled) / r.limit) + ahead,
-      Math.ceil((need - scaled) / r.limit) + ahead,
-      r.countRejected ? [now, scaled - need] : undefined,
-    );
-  },
+  }
+  const need = cost * W;
+  // After the clock stepped back, refill resumes only at `now` (the stored time), which
+  // lies `now - at` ahead of the caller's reading: every figure includes that wait.
+  const ahead = now - at;
+  v.n0 = now;
+  if (scaled >= need) {
+    const left = scaled - need;
+    // resetMs: until the bucket is full again (0 when it still is: a cost-0 request).
+    const refill = Math.ceil((cap - left) / r.limit);
+    v.n1 = left;
+    admit(v, Math.floor(left / W), left >= cap ? 0 : refill + ahead, 0, now + refill);
+    return;
+  }
+  v.n1 = scaled - need;
+  refuse(
+    v,
+    Math.floor(scaled / W),
+    Math.ceil((cap - scaled) / r.limit) + ahead,
+    Math.ceil((need - scaled) / r.limit) + ahead,
+    r.countRejected,
+  );
+};
+
+export const tokenBucket: Algorithm = {
+  check: checkOf(tokenBucketKernel, 2),
 
   refund(state, now, r, cost, at) {
     const cur = level(state, now, r);
