@@ -321,3 +321,66 @@ async function scriptCalls(): Promise<number> {
   }
   return total;
 }
+
+/** The doubles of a stored entry: block, TTL expiry, then the state's fields. */
+async function entryOf(client: Redis, key: string): Promise<number[]> {
+  const raw = await client.getBuffer(key);
+  if (raw === null) throw new Error(`no entry at ${key}`);
+  const xs: number[] = [];
+  for (let i = 0; i + 8 <= raw.length; i += 8) xs.push(raw.readDoubleLE(i));
+  return xs;
+}
+
+// A well-formed entry whose count is below zero: no write of ours holds one (refunds and
+// rewards stop at zero), and read as it is, -1000 is a thousand units of credit.
+const NEGATIVE: [NonNullable<Rule<Req>['algorithm']>, (fields: number[]) => number[]][] = [
+  ['fixed-window', ([b, x, start]) => [b, x, start, -1000] as number[]],
+  ['sliding-window', ([b, x, start, prev]) => [b, x, start, prev, -1000] as number[]],
+  ['sliding-log', ([b, x, t]) => [b, x, t, -1000] as number[]],
+];
+
+for (const kind of KINDS.filter((k) => k.redis !== undefined)) {
+  describe(`${kind.name}: a count below zero is a value we did not write`, () => {
+    for (const [algorithm, poison] of NEGATIVE) {
+      it(`${algorithm}: an entry counting -1000 is read as absent, 5 of 20 admitted against limit 5 (bug: 20 of 20)`, async () => {
+        const store = kind.store() as RedisStore;
+        const l = createLimiter<Req>({
+          rules: [{ name: 'ip', key: byKey, algorithm, limit: 5, window: '1m' }],
+          store,
+          prefix: `n${n++}`,
+        });
+        await l.consume({ k: 'a' });
+        const [op] = l.resolve({ k: 'a' });
+        if (op === undefined) throw new Error('no op');
+        const key = store.keyOf(op.rule, op.key);
+        const client = (kind.redis as () => Redis | Cluster)() as Redis;
+        await client.set(key, f64(...poison(await entryOf(client, key))), 'PX', 60_000);
+        // An operation by key reads it as absent too: a full budget, never more.
+        const state = await l.get('ip', 'a');
+        expect(state.remaining).toBe(5);
+        expect(state.exists).toBe(false);
+        expect(await admitted(l, { k: 'a' }, 20)).toBe(5);
+        await store.close();
+      });
+    }
+
+    it('token-bucket: a debt (tokens below zero, from countRejected) is kept, not read as a full bucket', async () => {
+      const store = kind.store() as RedisStore;
+      const l = createLimiter<Req>({
+        rules: [{ name: 'ip', key: byKey, algorithm: 'token-bucket', limit: 5, window: '1m', countRejected: true }],
+        store,
+        prefix: `n${n++}`,
+      });
+      await l.consume({ k: 'a' });
+      const [op] = l.resolve({ k: 'a' });
+      if (op === undefined) throw new Error('no op');
+      const key = store.keyOf(op.rule, op.key);
+      const client = (kind.redis as () => Redis | Cluster)() as Redis;
+      const [b, x, last] = (await entryOf(client, key)) as [number, number, number];
+      // Ten tokens owed (scaled by the window, as the bucket stores them).
+      await client.set(key, f64(b, x, last, -10 * 60_000), 'PX', 60_000);
+      expect(await admitted(l, { k: 'a' }, 5)).toBe(0);
+      await store.close();
+    });
+  });
+}

@@ -42,6 +42,22 @@ end
 -- tens of millions of entries to reach it).
 local SANE2 = 1e32
 
+-- A count below zero: what a fixed window, a sliding log or a sliding-window counter
+-- holds is a number of units, never negative in a value we wrote (refunds and rewards stop
+-- at zero); a foreign one (-1000) would read as a thousand units of credit. A token
+-- bucket's tokens go below zero as a debt (countRejected), a leaky bucket holds a time:
+-- both are left as they are (a debt only refuses more).
+local function negative_count(algo, s)
+  if s == nil then return false end
+  if algo == 'w' then return s[2] < 0 or s[3] < 0 end
+  if algo == 'f' or algo == 's' then
+    for i = 2, #s, 2 do
+      if s[i] < 0 then return true end
+    end
+  end
+  return false
+end
+
 -- The state (nil for none), block deadline and TTL expiry of a stored value (see above).
 local function decode(v)
   local n = #v / 8

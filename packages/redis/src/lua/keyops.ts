@@ -50,7 +50,7 @@ local function ko_read(key, r)
   local s, b = decode(v)
   local y = b * b
   if s ~= nil then for i = 1, #s do y = y + s[i] * s[i] end end
-  if not (y <= SANE2) then return nil, nil end
+  if not (y <= SANE2) or negative_count(r.algo, s) then return nil, nil end
   return s, b
 end
 

@@ -106,6 +106,8 @@ local function rule_of(text)
   -- The fields of an entry of this rule (see read): block, TTL expiry, the state (a
   -- sliding log's varies: 0).
   if algo == 'w' then r.m = 5 elseif algo == 'k' then r.m = 3 elseif algo == 's' then r.m = 0 end
+  -- Whether the state holds counts, which no value of ours has below zero (negative_count).
+  r.counts = algo == 'f' or algo == 's' or algo == 'w'
   if NRULES_CACHED >= CACHED_MAX then RULES, NRULES_CACHED = {}, 0 end
   RULES[text] = r
   NRULES_CACHED = NRULES_CACHED + 1
@@ -223,7 +225,7 @@ local function read(key, r, now, drop, idx)
     -- have is decoded: its state's fields with the block and the TTL expiry (r.m), none
     -- (2), a block alone (1, older builds), or for a sliding log (r.m 0) two per entry.
     -- Any other value (another application's, a manual SET, an older build's), or one
-    -- holding a number none of our writes could (SANE2), is read as absent and overwritten
+    -- holding a number none of our writes could (SANE2, a count below zero), is read as absent and overwritten
     -- by the next write; MGET reads a key of another type (a hash, a list) as absent too.
     -- The rule's kind is in its key, so every value this build wrote fits.
     local m = -1
@@ -262,7 +264,7 @@ local function read(key, r, now, drop, idx)
           y = y + z * z
         end
       end
-      if not (y <= SANE2) then b, s, x0 = nil, nil, nil end
+      if not (y <= SANE2) or (r.counts and negative_count(r.algo, s)) then b, s, x0 = nil, nil, nil end
     end
     if HOT[key] then
       e = { s = s, b = b }
