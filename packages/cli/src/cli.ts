@@ -13,7 +13,7 @@ import { type Arrival, generateArrivals, parsePattern } from './arrivals.js';
 import { parseConfig } from './config.js';
 import { CliError, cliError, show } from './errors.js';
 import { keysCommand } from './keys.js';
-import { ALGORITHM_CHOICES, describePolicy, keyLabel, type Policy, policyFromFlags, type RuleFlags } from './policy.js';
+import { ALGORITHM_CHOICES, describePolicy, keyLabel, type Policy, policyFromFlags, ruleFlags } from './policy.js';
 import { createProgress } from './progress.js';
 import { firstWindow, type SimulationResult, simulate } from './simulate.js';
 import { panelOf, timelineSvg } from './svg.js';
@@ -62,17 +62,6 @@ async function readInput(io: Io, path: string, flag: string): Promise<string> {
       err,
     );
   }
-}
-
-function ruleFlags(v: Values): RuleFlags {
-  return {
-    rate: v.rate as string | undefined,
-    limit: v.limit as string | undefined,
-    window: v.window as string | undefined,
-    burst: v.burst as string | undefined,
-    queue: v.queue as string | undefined,
-    align: v.align as string | undefined,
-  };
 }
 
 function hasRuleFlags(v: Values): boolean {

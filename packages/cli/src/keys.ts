@@ -13,7 +13,7 @@ import type { Duration, KeyState, Rule } from '@tollgate/core';
 import { createLimiter, ipKey, TollgateError } from '@tollgate/core';
 import { parseConfig } from './config.js';
 import { cliError, show } from './errors.js';
-import { policyFromFlags } from './policy.js';
+import { policyFromFlags, ruleFlags } from './policy.js';
 
 export const KEY_OPERATIONS = ['get', 'reset', 'block', 'unblock', 'penalize', 'reward'] as const;
 export type KeyOperationChoice = (typeof KEY_OPERATIONS)[number];
@@ -89,14 +89,7 @@ async function ruleOf(v: Values, io: KeysIo, name: string): Promise<Rule> {
       fix: 'The state is kept per algorithm and window: e.g. --rate 100/min --algorithm sliding-window.',
     });
   }
-  const [plain] = policyFromFlags((v.algorithm as string | undefined) ?? 'sliding-window', {
-    rate: v.rate as string | undefined,
-    limit: v.limit as string | undefined,
-    window: v.window as string | undefined,
-    burst: v.burst as string | undefined,
-    queue: v.queue as string | undefined,
-    align: v.align as string | undefined,
-  }).rules as [Rule];
+  const [plain] = policyFromFlags((v.algorithm as string | undefined) ?? 'sliding-window', ruleFlags(v)).rules as [Rule];
   const { key: _key, cost: _cost, ...own } = plain;
   const rule: Record<string, unknown> = { ...own, name };
   if (v.group !== undefined) rule.group = v.group;

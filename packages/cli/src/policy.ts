@@ -157,6 +157,18 @@ function whole(text: string | undefined, flag: string): number | undefined {
   return n;
 }
 
+/** The rule flags of a parsed command line (`--rate`, `--limit`, `--window`, `--burst`, `--queue`, `--align`). */
+export function ruleFlags(v: Readonly<Record<string, unknown>>): RuleFlags {
+  return {
+    rate: v.rate as string | undefined,
+    limit: v.limit as string | undefined,
+    window: v.window as string | undefined,
+    burst: v.burst as string | undefined,
+    queue: v.queue as string | undefined,
+    align: v.align as string | undefined,
+  };
+}
+
 /**
  * Builds a one-rule policy from flags. With `lenient`, options that do not apply to
  * this algorithm (`--burst` for a sliding log) are left out instead of refused: that

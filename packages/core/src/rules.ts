@@ -530,23 +530,30 @@ export function compileRules<R>(rules: readonly Rule<R>[], prefix: string, path 
       });
     }
     seen.add(compiled.spec.name);
-    const group = rule.group;
-    if (group !== undefined) {
-      // A group is one budget: its rules must count alike (else each kind is a budget of its own).
-      const kind = groups.get(group);
-      const own = compiled.spec.id.slice(compiled.spec.id.lastIndexOf(':') + 1);
-      if (kind !== undefined && kind !== own) {
-        throw configError('TG_INVALID_OPTION', {
-          path: `${path}[${i}].group`,
-          expected: `the rules of group ${JSON.stringify(group)} to share one algorithm and window`,
-          received: `${own} beside ${kind}`,
-          fix: 'Give the rules of a group the same algorithm and window (limits may differ), or use two groups.',
-        });
-      }
-      groups.set(group, own);
-    }
+    checkGroup(groups, compiled, `${path}[${i}].group`);
     return compiled;
   });
+}
+
+/**
+ * A group is one budget, so its rules must count alike (else each kind would be a budget of
+ * its own): fails when `c`'s group already holds rules of another kind (algorithm and
+ * window, the end of the storage id); records the kind otherwise.
+ */
+function checkGroup<R>(groups: Map<string, string>, c: CompiledRule<R>, path: string): void {
+  const group = c.source.group;
+  if (group === undefined) return;
+  const own = c.spec.id.slice(c.spec.id.lastIndexOf(':') + 1);
+  const kind = groups.get(group);
+  if (kind !== undefined && kind !== own) {
+    throw configError('TG_INVALID_OPTION', {
+      path,
+      expected: `the rules of group ${JSON.stringify(group)} to share one algorithm and window`,
+      received: `${own} beside ${kind}`,
+      fix: 'Give the rules of a group the same algorithm and window (limits may differ), or use two groups.',
+    });
+  }
+  groups.set(group, own);
 }
 
 export { TollgateError };
@@ -578,19 +585,7 @@ export function checkAcross<R>(stacks: readonly NamedStack<R>[], taken: Readonly
         });
       }
       seen.set(c.spec.name, path);
-      const group = c.source.group;
-      if (group === undefined) continue;
-      const own = c.spec.id.slice(c.spec.id.lastIndexOf(':') + 1);
-      const kind = groups.get(group);
-      if (kind !== undefined && kind !== own) {
-        throw configError('TG_INVALID_OPTION', {
-          path: `${path}[${i}].group`,
-          expected: `the rules of group ${JSON.stringify(group)} to share one algorithm and window`,
-          received: `${own} beside ${kind}`,
-          fix: 'Give the rules of a group the same algorithm and window (limits may differ), or use two groups.',
-        });
-      }
-      groups.set(group, own);
+      checkGroup(groups, c, `${path}[${i}].group`);
     }
   }
 }
