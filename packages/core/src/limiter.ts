@@ -615,6 +615,26 @@ function withTier<R>(
   return base.length === 0 ? tops : base.concat(tops);
 }
 
+/** A limiter's current `rules` or `tiers` (rebuilt after an update), behind the shared accessors. */
+const VIEW = Symbol('tollgate.view');
+interface Viewed {
+  [VIEW](which: 'rules' | 'tiers'): unknown;
+}
+const VIEW_ACCESSORS: PropertyDescriptorMap = {
+  rules: {
+    enumerable: true,
+    get(this: Viewed) {
+      return this[VIEW]('rules');
+    },
+  },
+  tiers: {
+    enumerable: true,
+    get(this: Viewed) {
+      return this[VIEW]('tiers');
+    },
+  },
+};
+
 function build<R>(
   cells: Cell<R>[],
   tiering: Tiering<R> | undefined,
@@ -731,14 +751,21 @@ function build<R>(
     ruleNames: () => [...cells, ...[...(tiering?.stacks.values() ?? [])].flat()].map((c) => c.c.spec.name),
   });
 
-  const limiter: Limiter<R> = {
-    get rules() {
+  function decide(req: R, o: { cost?: number } | undefined): Decision | Promise<Decision> {
+    const t0 = started();
+    const ops = resolveAsync(req, o?.cost);
+    if (ops instanceof Promise) return ops.then((x) => decideOps(x, t0));
+    return decideOps(ops, t0);
+  }
+
+  // `rules` and `tiers` are accessors defined after the literal, the same two functions for
+  // every limiter: a literal with a getter starts in dictionary mode in V8, and so does an
+  // object given an accessor another object of its shape has with another function; every
+  // `limiter.consume` then pays a hash lookup.
+  const limiter: Omit<Limiter<R>, 'rules' | 'tiers'> & Viewed = {
+    [VIEW]: (which) => {
       views();
-      return rulesView;
-    },
-    get tiers() {
-      views();
-      return tiersView;
+      return which === 'rules' ? rulesView : tiersView;
     },
     store,
     clock,
@@ -748,18 +775,13 @@ function build<R>(
     resolveAsync,
     consume(req, o) {
       try {
-        const d = limiter.decide(req, o);
+        const d = decide(req, o);
         return d instanceof Promise ? d : Promise.resolve(d);
       } catch (err) {
         return Promise.reject(err);
       }
     },
-    decide(req, o) {
-      const t0 = started();
-      const ops = resolveAsync(req, o?.cost);
-      if (ops instanceof Promise) return ops.then((x) => decideOps(x, t0));
-      return decideOps(ops, t0);
-    },
+    decide,
     consumeSync(req, o) {
       if (consumeSync === undefined) return undefined;
       const t0 = started();
@@ -819,8 +841,9 @@ function build<R>(
       updateRule(family, ruleName, changes);
     },
   };
-  families.set(limiter, family as RuleFamily<unknown>);
-  return limiter;
+  const full = Object.defineProperties(limiter, VIEW_ACCESSORS) as unknown as Limiter<R>;
+  families.set(full, family as RuleFamily<unknown>);
+  return full;
 }
 
 function extendRules<R>(
