@@ -79,6 +79,14 @@ const NAMES: readonly string[] = [...MODES, ...Object.keys(ALIASES)];
 /** Distinct rules whose draft-10 policy item a formatter keeps (rule names come from configuration). */
 const POLICY_CACHE_MAX = 1000;
 
+/** A rule's cached draft-10 texts: its policy item and the start of its state item. */
+interface RuleItems {
+  limit: number;
+  windowMs: number;
+  policy: string;
+  state: string;
+}
+
 /** Whole seconds, rounded up. */
 function seconds(ms: number): number {
   return ms <= 0 ? 0 : Math.ceil(ms / 1000);
@@ -169,29 +177,46 @@ export function compileHeaders(option?: HeadersOption, options: HeaderOptions = 
   const legacy = modes.includes('legacy');
 
   // A rule's draft-10 policy item depends on its name, limit and window only: rendered once
-  // and reused (per request only the state item has figures to format). Keyed by name and
-  // checked against limit and window, since two stacks may name different rules alike.
-  const policyItems = new Map<string, { limit: number; windowMs: number; item: string }>();
-  function policyItem(r: RuleResult): string {
-    const known = policyItems.get(r.name);
-    if (known !== undefined && known.limit === r.limit && known.windowMs === r.windowMs) return known.item;
-    const item = `"${r.name}";q=${r.limit};w=${windowSeconds(r)}`;
-    if (policyItems.size < POLICY_CACHE_MAX) policyItems.set(r.name, { limit: r.limit, windowMs: r.windowMs, item });
-    return item;
+  // and reused, with the start of its state item (`"name";r=`), so that per request only
+  // the state item's two figures are formatted. Keyed by name and checked against limit
+  // and window, since two stacks may name different rules alike.
+  const items = new Map<string, RuleItems>();
+  function itemsOf(r: RuleResult): RuleItems {
+    const known = items.get(r.name);
+    if (known !== undefined && known.limit === r.limit && known.windowMs === r.windowMs) return known;
+    const made: RuleItems = {
+      limit: r.limit,
+      windowMs: r.windowMs,
+      policy: `"${r.name}";q=${r.limit};w=${windowSeconds(r)}`,
+      state: `"${r.name}";r=`,
+    };
+    if (items.size < POLICY_CACHE_MAX) items.set(r.name, made);
+    return made;
   }
 
   return function formatHeaders(rules, now, context) {
     const fields: HeaderField[] = [];
-    if (draft10 && rules.length > 0) {
+    if (draft10 && rules.length === 1 && salt === undefined) {
+      // One rule without partition keys (the common case): each value in one expression.
+      const r = rules[0] as RuleResult;
+      const own = itemsOf(r);
+      fields.push({ name: 'RateLimit-Policy', value: own.policy, append: true });
+      fields.push({
+        name: 'RateLimit',
+        value: `${own.state}${Math.max(0, r.remaining)};t=${seconds(resetMsOf(r, context?.next?.[0]))}`,
+        append: true,
+      });
+    } else if (draft10 && rules.length > 0) {
       let policy = '';
       let state = '';
       for (let i = 0; i < rules.length; i++) {
         const r = rules[i] as RuleResult;
+        const own = itemsOf(r);
         const key = salt === undefined ? undefined : context?.keys?.[i];
         const pkParam = key === undefined || salt === undefined ? '' : `;pk=${partitionKey(salt, r.name, key)}`;
         const sep = i === 0 ? '' : ', ';
-        policy += `${sep}${policyItem(r)}${pkParam}`;
-        state += `${sep}"${r.name}";r=${Math.max(0, r.remaining)};t=${seconds(resetMsOf(r, context?.next?.[i]))}${pkParam}`;
+        policy += `${sep}${own.policy}${pkParam}`;
+        state += `${sep}${own.state}${Math.max(0, r.remaining)};t=${seconds(resetMsOf(r, context?.next?.[i]))}${pkParam}`;
       }
       fields.push({ name: 'RateLimit-Policy', value: policy, append: true });
       fields.push({ name: 'RateLimit', value: state, append: true });

@@ -8,7 +8,7 @@ import {
   type RuleResult,
   TollgateError,
 } from '@tollgate/core';
-import { applyHeaders, nextAdmission } from '@tollgate/core/http';
+import { applyHeaders, lowerHeaderName, nextAdmission } from '@tollgate/core/http';
 import { describe, expect, it } from 'vitest';
 
 function rule(over: Partial<RuleResult> & { name: string }): RuleResult {
@@ -188,5 +188,27 @@ describe('draft-10 policy items rendered once per rule', () => {
     expect(policy([rule(10, 1_000)])).toBe('"burst";q=10;w=1');
     expect(policy([rule(5, 60_000)])).toBe('"burst";q=5;w=60');
     expect(policy([rule(5, 60_000), { ...rule(7, 3_600_000), name: 'hourly' }])).toBe('"burst";q=5;w=60, "hourly";q=7;w=3600');
+  });
+});
+
+describe('the one-rule draft-10 path', () => {
+  it('writes what the stack path writes for that rule, after its cached texts were made for another limit', () => {
+    const format = compileHeaders('draft-10') as HeaderFormatter;
+    const state = (r: RuleResult[], next?: (number | undefined)[]) =>
+      format(r, 0, next === undefined ? undefined : { next }).find((f) => f.name === 'RateLimit')?.value;
+    expect(state([rule({ name: 'ip', limit: 5, remaining: 4, resetMs: 59_001 })])).toBe('"ip";r=4;t=60');
+    expect(state([rule({ name: 'ip', limit: 9, remaining: -2, resetMs: 1 })])).toBe('"ip";r=0;t=1');
+    // Last unit taken: `t` from nextAdmission when given, as in a stack.
+    expect(state([rule({ name: 'ip', remaining: 0, resetMs: 60_000 })], [2_500])).toBe('"ip";r=0;t=3');
+    const two = state([rule({ name: 'ip', remaining: 0, resetMs: 60_000 }), rule({ name: 'day' })], [2_500, undefined]);
+    expect(two?.split(', ')[0]).toBe('"ip";r=0;t=3');
+  });
+
+  it('header names are looked up lower-cased, the same string for a lower-case name', () => {
+    expect(lowerHeaderName('RateLimit')).toBe('ratelimit');
+    expect(lowerHeaderName('RateLimit-Policy')).toBe('ratelimit-policy');
+    expect(lowerHeaderName('X-RateLimit-Reset')).toBe('x-ratelimit-reset');
+    expect(lowerHeaderName('X-RateLimit-Reset')).toBe('x-ratelimit-reset');
+    expect(lowerHeaderName('retry-after')).toBe('retry-after');
   });
 });

@@ -68,6 +68,8 @@ function register(fastify: FastifyInstance, options: TollgateOptions): void {
   const core = createRateLimit(fastifyPort, o, {
     path: 'tollgate',
     allowEmpty: true,
+    // Each route gets its whole stack (core.stack), never a route stage (core.route).
+    routeStages: false,
     ...(typeof handler === 'function' ? { handler: (req, res, _done, d) => handler(req, res, d) } : {}),
   });
   const owner = {};

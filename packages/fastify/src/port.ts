@@ -3,20 +3,8 @@
  * `reply.header` (names lower-cased once and cached, as Fastify stores them), the answer
  * through `reply.send`, continuation and failure through the hook's `done`.
  */
-import type { HttpPort } from '@tollgate/core/http';
+import { type HttpPort, lowerHeaderName as lower } from '@tollgate/core/http';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-
-const lowered: Record<string, string> = Object.create(null);
-
-/** An already lower-case name is returned as is, without a new string. */
-function lower(name: string): string {
-  let l = lowered[name];
-  if (l === undefined) {
-    l = name.toLowerCase();
-    lowered[name] = l;
-  }
-  return l;
-}
 
 export const fastifyPort: HttpPort<FastifyRequest, FastifyReply, HookHandlerDoneFunction> = {
   name: 'fastify',

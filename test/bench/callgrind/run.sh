@@ -61,9 +61,13 @@ echo "| variant | instructions per request, per batch (thousands) |"
 echo "| --- | --- |"
 for i in "${!list[@]}"; do
   row=""
-  for f in "$out"/cg."$i".*; do
+  # In batch order (a glob lists cg.N.10 before cg.N.2), to a hundred instructions.
+  for b in $(seq 1 "$batches"); do
+    f="$out/cg.$i.$b"
+    [[ -f "$f" ]] || continue
     total=$(grep -E '^totals:' "$f" | awk '{print $2}')
-    row="$row $((total / batch / 1000))k"
+    per=$((total / batch / 100))
+    row="$row $((per / 10)).$((per % 10))k"
   done
   echo "| ${list[$i]} |$row |"
 done

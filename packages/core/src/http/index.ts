@@ -51,7 +51,7 @@ export {
   type StoreErrorPolicyOf,
 } from './options.js';
 export { FASTIFY_RATE_LIMIT_OPTIONS } from './peers.js';
-export { type HttpPort, type NodeNext, nodePort, sendRefusal, writeFields, writeRefusalHead } from './port.js';
+export { type HttpPort, lowerHeaderName, type NodeNext, nodePort, sendRefusal, writeFields, writeRefusalHead } from './port.js';
 export {
   createRateLimit,
   type Decide,

@@ -43,6 +43,26 @@ export interface HttpPort<Req, Res, Next> {
   fail(next: Next, err: unknown): void;
 }
 
+const lowered: Record<string, string> = Object.create(null);
+
+/**
+ * A header name in lower case, as Node and Fastify look names up: an already lower-case
+ * name is returned as is and others are lowered once and cached, so a lookup makes no
+ * new string. The two draft-10 names, written on every decision, are told by identity
+ * before the table's lookup by text.
+ */
+export function lowerHeaderName(name: string): string {
+  if (name === 'RateLimit') return 'ratelimit';
+  if (name === 'RateLimit-Policy') return 'ratelimit-policy';
+  let l = lowered[name];
+  if (l === undefined) {
+    l = name.toLowerCase();
+    // Names come from the configuration (header modes, refusal headers): a handful.
+    if (l.length <= 64) lowered[name] = l;
+  }
+  return l;
+}
+
 /** Writes header fields: draft-10 items are appended to what earlier limiters wrote. */
 export function writeFields<Req, Res, Next>(port: HttpPort<Req, Res, Next>, res: Res, fields: readonly HeaderField[]): void {
   for (let i = 0; i < fields.length; i++) {
@@ -80,7 +100,8 @@ export const nodePort: HttpPort<IncomingMessage, ServerResponse, NodeNext> = {
   name: 'node',
   rawRequest: (req) => req,
   rawResponse: (res) => res,
-  getHeader: (res, name) => res.getHeader(name),
+  // Node lowers the name it looks up: given lowered, it makes no new string per lookup.
+  getHeader: (res, name) => res.getHeader(lowerHeaderName(name)),
   setHeader: (res, name, value) => {
     res.setHeader(name, value);
   },

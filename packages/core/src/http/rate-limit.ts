@@ -53,6 +53,12 @@ export interface RateLimitSetup<Req, Res, Next> {
   path: string;
   /** Allow an empty app-level stack (Fastify: only routes with rules are limited). */
   allowEmpty?: boolean;
+  /**
+   * False when the adapter never calls `route()` (Fastify builds each route's whole stack
+   * instead): the app-level decision and a skip are then not marked on the request for
+   * route stages to read, which saves a property added to every request.
+   */
+  routeStages?: boolean;
   /** The `handler` option in the pipeline's signature, when the adapter's differs. */
   handler?: ((req: Req, res: Res, next: Next, decision: Decision) => unknown) | undefined;
 }
@@ -174,6 +180,8 @@ export function createRateLimit<Req, Res, Next>(
   const operationSource = ruleRegistry<Req>(store, o.clock);
   if (limiter !== undefined) operationSource.learn(limiter);
   const slot = Symbol(`tollgate:${o.name}`);
+  // Whether route stages may read `slot` (see RateLimitSetup.routeStages).
+  const marking = s.routeStages !== false;
   const checkSkip = asSkip(`${s.path}.skip`);
   const skip = s.skip;
 
@@ -191,7 +199,7 @@ export function createRateLimit<Req, Res, Next>(
       checkSkip,
       (skipped) => {
         if (!skipped) return go();
-        (req as WithDecision)[slot] = null;
+        if (marking) (req as WithDecision)[slot] = null;
         port.pass(next);
       },
       (err) => port.fail(next, err),
@@ -203,7 +211,7 @@ export function createRateLimit<Req, Res, Next>(
   function pipelineOf(lim: Limiter<Req>): Pipeline<Req, Res, Next> {
     let p = pipelines.get(lim);
     if (p === undefined) {
-      p = pipeline(port, lim, o, s, lim === limiter ? slot : undefined, limiter, warnings);
+      p = pipeline(port, lim, o, s, marking && lim === limiter ? slot : undefined, limiter, warnings);
       pipelines.set(lim, p);
     }
     return p;
@@ -220,7 +228,7 @@ export function createRateLimit<Req, Res, Next>(
       (verdict) => {
         if (verdict === undefined || (verdict === 'deny' && o.dryRun)) return go();
         if (verdict === 'deny') return sendRefusal(port, res, deniedRefusal());
-        (req as WithDecision)[slot] = null;
+        if (marking) (req as WithDecision)[slot] = null;
         port.pass(next);
       },
       (err) => port.fail(next, err),
@@ -263,6 +271,8 @@ export function createRateLimit<Req, Res, Next>(
     stack,
     routeLimiter,
     route(routeRules, mode, path) {
+      // An adapter bug, never a user's: its setup said it has no route stages.
+      if (!marking) throw new Error(`${s.path}: route stages are off for this adapter (routeStages: false)`);
       const guarded = guardRules(routeRules, path);
       // Validates the route rules against the app-level ones (no shared names) for 'add'.
       const whole = routeLimiter(guarded, mode, path);

@@ -20,10 +20,13 @@ export const PROXY_WARNING_CHANNEL = 'tollgate:warning';
 
 const channel = diagnosticsChannel.channel(PROXY_WARNING_CHANNEL);
 const warned = new Set<string>();
+/** `warned.has(FORWARDED_UNTRUSTED_WARNING)`, read on every request until it is given. */
+let forwardedWarned = false;
 
 function warn(code: string, message: string, adapter: string): void {
   if (warned.has(code)) return;
   warned.add(code);
+  if (code === FORWARDED_UNTRUSTED_WARNING) forwardedWarned = true;
   process.emitWarning(message, { type: 'TollgateWarning', code });
   if (channel.hasSubscribers) channel.publish({ code, message, adapter });
 }
@@ -39,6 +42,7 @@ function isInternal(address: string | undefined): boolean {
 /** Forgets which warnings were given (tests that check each adapter in one process). */
 export function resetProxyWarnings(): void {
   warned.clear();
+  forwardedWarned = false;
 }
 
 export interface ProxyWarningOptions {
@@ -70,7 +74,7 @@ export function proxyWarnings(o: ProxyWarningOptions): <R>(req: IncomingMessage,
         );
       }
     }
-    if (warned.has(FORWARDED_UNTRUSTED_WARNING)) return;
+    if (forwardedWarned) return;
     const h = req.headers;
     if (h['x-forwarded-for'] === undefined && h.forwarded === undefined) return;
     if (!isInternal(req.socket?.remoteAddress)) return;
