@@ -2,22 +2,18 @@
  * Types tollgate adds to Fastify through module augmentation: the decision and the
  * throttle's figures on the request; a route's `config.rateLimit` and the controls' opt-outs.
  */
-import type { Decision, KeyOperations, RuleChanges, ThrottleResult } from '@tollgate/core';
+import type { Decision, KeyOperations, ThrottleResult } from '@tollgate/core';
+import type { GroupOperations } from '@tollgate/core/http';
 import type { FastifyRequest } from 'fastify';
 import type { RouteRateLimit } from './options.js';
 
-/** What the plugin decorates the instance with: `app.tollgate`. */
-export interface TollgateInstance {
-  /**
-   * Replaces a rule's `limit`, `burst`, `cost` or `blockFor` in place, in every tollgate
-   * registration of this instance (and its child scopes) that has a rule of that name
-   * (plugin-level, tier or route rule), validated as at construction; the next decisions
-   * use it and the rule's state is kept. Per process: apply it on every instance.
-   * @throws TG_UNKNOWN_RULE when no registration has the rule.
-   * @example app.tollgate.update('pro', { limit: 10_000 })
-   */
-  update(ruleName: string, changes: RuleChanges<FastifyRequest>): void;
-}
+/**
+ * What the plugin decorates the instance with beside the operations by key: `update`,
+ * applied to every tollgate registration of this instance (and its child scopes) that has
+ * a rule of that name (plugin-level, tier or route rule).
+ * @example app.tollgate.update('pro', { limit: 10_000 })
+ */
+export type TollgateInstance = Pick<GroupOperations<FastifyRequest>, 'update'>;
 
 declare module 'fastify' {
   interface FastifyInstance {

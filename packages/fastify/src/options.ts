@@ -3,8 +3,9 @@
  * shared limiter options typed for Fastify (`normalizeLimiterOptions`), the hook that
  * decides, and hints for @fastify/rate-limit option names.
  */
-import { configError, type Decision, describeValue, type Rule } from '@tollgate/core';
+import type { Decision, Rule } from '@tollgate/core';
 import {
+  choiceOption,
   FASTIFY_RATE_LIMIT_OPTIONS,
   type LimiterOptionsOf,
   normalizeLimiterOptions,
@@ -54,21 +55,13 @@ export interface Normalised extends RateLimitSource<FastifyRequest, TollgateOpti
 }
 
 const HOOKS: readonly TollgateHook[] = ['onRequest', 'preParsing', 'preValidation', 'preHandler'];
+const hookOption = (value: unknown, path: string) =>
+  choiceOption(value, HOOKS, path, "Keep the default 'onRequest', or use 'preHandler' for keys that need the authenticated user.");
 
 const peerHint = (name: string) => {
   const peer = FASTIFY_RATE_LIMIT_OPTIONS[name];
   return peer === undefined ? undefined : `That is an @fastify/rate-limit option; use ${peer} (docs/migrating.md maps every option).`;
 };
-
-function hookOption(value: unknown, path: string): TollgateHook {
-  if (HOOKS.includes(value as TollgateHook)) return value as TollgateHook;
-  throw configError('TG_INVALID_OPTION', {
-    path,
-    expected: `one of ${HOOKS.map((h) => `'${h}'`).join(', ')}`,
-    received: describeValue(value),
-    fix: "Keep the default 'onRequest', or use 'preHandler' for keys that need the authenticated user.",
-  });
-}
 
 /** Validates the plugin options; rules themselves are validated by the core limiter. */
 export function normalise(options: TollgateOptions): Normalised {
@@ -89,20 +82,17 @@ export function normalise(options: TollgateOptions): Normalised {
     },
     ['hook'],
   );
-  return { ...shared, hook: options.hook === undefined ? 'onRequest' : hookOption(options.hook, 'tollgate.hook') };
+  return { ...shared, hook: hookOption(options.hook, 'tollgate.hook') };
 }
 
 /** Validates a route's `config.rateLimit` (anything but `false`); `where` is e.g. `POST /login`. */
 export function routeOption(value: unknown, where: string): RouteRateLimit {
-  const path = `${where} config.rateLimit`;
-  const { rules, mode } = routeOptionsOf<FastifyRequest>(value, {
-    path,
-    own: ['hook'],
+  return routeOptionsOf<FastifyRequest, Pick<RouteRateLimit, 'hook'>>(value, {
+    path: `${where} config.rateLimit`,
+    own: { hook: hookOption },
     optionalRules: true,
     expected: 'false or an object { rules?, mode?, hook? }',
     fix: "Write config: { rateLimit: { rules: [{ name: 'login', limit: 5, window: '15m' }] } }, or false to turn limiting off.",
     hint: peerHint,
   });
-  const hook = (value as RouteRateLimit).hook;
-  return { rules, mode, ...(hook !== undefined ? { hook: hookOption(hook, `${path}.hook`) } : {}) };
 }

@@ -13,12 +13,10 @@
  * `await`, then routes) never pass through its `onRoute` hook: a scope-level hook then
  * decides them too, so no route of the scope is left unlimited whatever the order.
  */
-import { keyOperations, type Limiter, type OperationSource, type RuleChanges, TollgateError } from '@tollgate/core';
-import { createRateLimit, type Decide } from '@tollgate/core/http';
+import { createRateLimit, type Decide, groupOperations } from '@tollgate/core/http';
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
-import type { TollgateInstance } from './augment.js';
-import { normalise, type RouteRateLimit, routeOption, type TollgateHook, type TollgateOptions } from './options.js';
+import { normalise, routeOption, type TollgateHook, type TollgateOptions } from './options.js';
 import { fastifyPort } from './port.js';
 
 type Hook = Decide<FastifyRequest, FastifyReply, HookHandlerDoneFunction>;
@@ -28,9 +26,6 @@ const OWNER = Symbol.for('tollgate.fastify.owner');
 const MARK = Symbol.for('tollgate.fastify.hook');
 /** Marks the config of a route the `onRoute` hook saw, per registration. */
 const SEEN = Symbol('tollgate.fastify.seen');
-/** The registrations (their rules by name) behind an instance's `tollgate` decoration. */
-const SOURCES = Symbol.for('tollgate.fastify.sources');
-const REGISTRATIONS = Symbol.for('tollgate.fastify.registrations');
 
 type HookFn = ((...args: never[]) => void) & { [MARK]?: true };
 type Scope = FastifyInstance & { [OWNER]?: object };
@@ -73,101 +68,60 @@ function register(fastify: FastifyInstance, options: TollgateOptions): void {
     ...(typeof handler === 'function' ? { handler: (req, res, _done, d) => handler(req, res, d) } : {}),
   });
   const owner = {};
-  const baseHooks = new Map<TollgateHook, HookFn>();
-  const baseHook = (hook: TollgateHook): HookFn => {
-    const fn = baseHooks.get(hook) ?? asHook(core.handle, hook);
-    baseHooks.set(hook, fn);
-    return fn;
-  };
-  /** The decision of a route stack, built once per route config. */
-  const routeDecide = (own: RouteRateLimit, where: string): Hook =>
-    core.stack(core.routeLimiter(own.rules ?? [], own.mode ?? 'add', `${where} config.rateLimit.rules`) as Limiter<FastifyRequest>);
-  const owns = (scope: Scope, own: RouteRateLimit) => own.rules !== undefined && own.rules.length > 0 && scope[OWNER] === owner;
-  const wantsBase = core.active;
+
+  /**
+   * A route's hook and decision in this registration, built once per route config: the
+   * route's own stack when it has rules this registration owns, else the plugin-level
+   * decision when there is one; undefined for none (`config.rateLimit: false` included).
+   */
+  function decisionFor(config: Config, where: string, owned: boolean): { hook: TollgateHook; decide: Hook } | undefined {
+    if (config.rateLimit === false) return undefined;
+    const own = config.rateLimit === undefined ? {} : routeOption(config.rateLimit, where);
+    const hook = own.hook ?? o.hook;
+    if (owned && own.rules !== undefined && own.rules.length > 0) {
+      return { hook, decide: core.stack(core.routeLimiter(own.rules, own.mode ?? 'add', `${where} config.rateLimit.rules`)) };
+    }
+    return core.active ? { hook, decide: core.handle } : undefined;
+  }
 
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
-  decorateOperations(fastify, core.operationSource, core);
+  // `app.tollgate`: one group for every registration this instance sees (a second one, or
+  // one in a child scope, joins it).
+  const operations = groupOperations(fastify.tollgate, core);
+  if (operations !== undefined) fastify.decorate('tollgate', operations);
   (fastify as Scope)[OWNER] = owner;
 
   if (fastify.printRoutes() !== '(empty tree)') lateRoutes(fastify as Scope);
 
   fastify.addHook('onRoute', function tollgateRoute(this: Scope, route) {
     const config = (route.config ?? {}) as Config;
-    if (config.rateLimit === false) return;
-    const where = `${Array.isArray(route.method) ? route.method.join(',') : route.method} ${route.url}`;
-    const own = config.rateLimit === undefined ? {} : routeOption(config.rateLimit, where);
-    const hook = own.hook ?? o.hook;
+    const method = Array.isArray(route.method) ? route.method.join(',') : route.method;
+    const d = decisionFor(config, `${method} ${route.url}`, this[OWNER] === owner);
     // The config is copied into the route's context after this hook: mark it seen.
     route.config = { ...config, [SEEN]: new Set([...(config[SEEN] ?? []), owner]) } as NonNullable<typeof route.config>;
-    if (owns(this, own)) install(route, hook, asHook(routeDecide(own, where), hook));
-    else if (wantsBase) install(route, hook, baseHook(hook));
+    if (d !== undefined) install(route, d.hook, asHook(d.decide, d.hook));
   });
 
   /** A scope-level hook for routes declared before this plugin loaded, which `onRoute` never saw. */
   function lateRoutes(scope: Scope): void {
-    const stacks = new WeakMap<object, Hook | null>();
-    scope.addHook(o.hook as 'onRequest', function tollgateLateRoute(request, reply, done) {
+    const decisions = new WeakMap<object, Hook | null>();
+    const late: Hook = function tollgateLateRoute(request, reply, done) {
       const config = request.routeOptions.config as Config;
       if (config[SEEN]?.has(owner)) return done();
-      let decide = stacks.get(config);
+      let decide = decisions.get(config);
       if (decide === undefined) {
-        const where = `${request.method} ${request.routeOptions.url}`;
-        const own = config.rateLimit === false ? false : config.rateLimit === undefined ? {} : routeOption(config.rateLimit, where);
-        decide =
-          own === false ? null : own.rules !== undefined && own.rules.length > 0 ? routeDecide(own, where) : wantsBase ? core.handle : null;
-        stacks.set(config, decide);
+        decide = decisionFor(config, `${request.method} ${request.routeOptions.url}`, true)?.decide ?? null;
+        decisions.set(config, decide);
       }
       if (decide === null) done();
       else decide(request, reply, done);
-    });
+    };
+    scope.addHook(o.hook as 'onRequest', asHook(late, o.hook) as Hook);
   }
 
   fastify.addHook('onClose', function closeTollgateStore(_instance, next) {
     core.close().then(() => next(), next);
   });
-}
-
-/** What `app.tollgate.update` reaches of one registration. */
-type Registration = { update(ruleName: string, changes: RuleChanges<FastifyRequest>): void };
-
-/**
- * `app.tollgate`: the operations by key (get, reset, block, unblock, penalize, reward) over
- * the rules of every registration that sees this instance, plugin-level and route-level,
- * and `update`, applied to every registration having the rule (plugin-level, tier or route
- * rule; TG_UNKNOWN_RULE when none has it). A registration in a scope that already has it (a
- * second one, or one in a child scope) adds its rules to it; a rule is looked up in the
- * order of registration.
- */
-function decorateOperations(fastify: FastifyInstance, source: OperationSource, registration: Registration): void {
-  const existing = (fastify as { tollgate?: { [SOURCES]?: OperationSource[]; [REGISTRATIONS]?: Registration[] } }).tollgate;
-  if (existing?.[SOURCES] !== undefined) {
-    existing[SOURCES].push(source);
-    existing[REGISTRATIONS]?.push(registration);
-    return;
-  }
-  const sources = [source];
-  const registrations = [registration];
-  const instance: TollgateInstance = {
-    update(ruleName, changes) {
-      let unknown: unknown;
-      let found = false;
-      for (const r of registrations) {
-        try {
-          r.update(ruleName, changes);
-          found = true;
-        } catch (err) {
-          if ((err as { code?: unknown }).code !== 'TG_UNKNOWN_RULE') throw err;
-          unknown ??= err;
-        }
-      }
-      if (!found) {
-        throw (
-          unknown ?? new TollgateError('TG_UNKNOWN_RULE', `update: no tollgate registration has a rule named ${JSON.stringify(ruleName)}.`)
-        );
-      }
-    },
-  };
-  fastify.decorate('tollgate', { ...keyOperations(sources), ...instance, [SOURCES]: sources, [REGISTRATIONS]: registrations });
 }
 
 const tollgatePlugin: FastifyPluginCallback<TollgateOptions> = function tollgate(fastify, options, done) {

@@ -40,6 +40,7 @@ export {
 export { holdRequest, isGone, onceOver, whenGone } from './lifetime.js';
 export {
   type AdapterWording,
+  choiceOption,
   type HttpCallbackOptions,
   LIMITER_OPTION_NAMES,
   type LimiterOptionsOf,
@@ -47,9 +48,11 @@ export {
   RATE_LIMIT_WORDING,
   type RouteOptionsOf,
   type RouteOptionsShape,
+  routeMode,
   routeOptionsOf,
   type StoreErrorPolicyOf,
 } from './options.js';
+export { type GroupOperations, groupOperations, type LimiterMethods, limiterMethods } from './methods.js';
 export { FASTIFY_RATE_LIMIT_OPTIONS } from './peers.js';
 export { type HttpPort, lowerHeaderName, type NodeNext, nodePort, sendRefusal, writeFields, writeRefusalHead } from './port.js';
 export {
@@ -59,7 +62,6 @@ export {
   type RateLimitSetup,
   type RateLimitSource,
   type RouteMode,
-  routeMode,
 } from './rate-limit.js';
 export {
   FORWARDED_UNTRUSTED_WARNING,
