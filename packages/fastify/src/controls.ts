@@ -1,12 +1,9 @@
 /**
- * The controls beside the limiter for Fastify 5, their flows core's (`@tollgate/core/http`):
- * `slowDown`, `concurrency` and `shed`, each a plugin (wrapped with fastify-plugin, so it
- * acts in the scope it is registered in) adding one `onRequest` hook, or the same hook for
- * one route (`slowDownHook`, ...). A route opts out with `config: { slowDown: false }`
- * (`concurrency`, `shed` alike).
- * @example
- * await app.register(shed, { maxInFlight: 500 });
- * await app.register(concurrency, { max: 3, global: 100 });
+ * The controls beside the limiter for Fastify 5, over core's flows (`@tollgate/core/http`):
+ * `slowDown`, `concurrency` and `shed`, each a plugin adding one `onRequest` hook in the
+ * scope it is registered in, or that hook for one route (`slowDownHook`, ...). A route
+ * opts out with `config: { slowDown: false }` (`concurrency`, `shed` alike).
+ * @example await app.register(concurrency, { max: 3, global: 100 });
  */
 import type { ShedOptions } from '@tollgate/core';
 import {
@@ -26,7 +23,7 @@ import type {
   onRequestHookHandler,
 } from 'fastify';
 import fp from 'fastify-plugin';
-import { fastifyPort } from './port.js';
+import { fastifyPort } from './plugin.js';
 
 export type { ClientAddressOptions } from '@tollgate/core/http';
 export type SlowDownOptions = SlowDownFlowOptions<FastifyRequest>;

@@ -1,9 +1,9 @@
 /**
  * @tollgate/fastify — the Fastify 5 plugin.
  *
- * `await app.register(tollgate, { rules })`, per route `config.rateLimit`; the key
- * extractors and the types users write rules with are re-exported so an app needs one
- * import.
+ * `await app.register(tollgate, { rules })`, per route `config.rateLimit`; the controls;
+ * the key extractors and the types users write rules with, re-exported so an app needs
+ * one import.
  *
  * @module @tollgate/fastify
  */
@@ -13,18 +13,7 @@ import { tollgate } from './plugin.js';
 export type { RuleChanges } from '@tollgate/core';
 export * from '@tollgate/core/essentials';
 export type { TollgateInstance } from './augment.js';
-export {
-  type ClientAddressOptions,
-  type ConcurrencyPluginOptions,
-  type ControlHook,
-  concurrency,
-  concurrencyHook,
-  type SlowDownOptions,
-  shed,
-  shedHook,
-  slowDown,
-  slowDownHook,
-} from './controls.js';
+export * from './controls.js';
 export type { RouteRateLimit, StoreErrorPolicy, TollgateHook, TollgateOptions } from './options.js';
 export { tollgate };
 export default tollgate;

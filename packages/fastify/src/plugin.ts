@@ -1,23 +1,38 @@
 /**
- * The Fastify plugin: `await app.register(tollgate, { rules, ... })`.
+ * The Fastify plugin, `await app.register(tollgate, { rules, ... })`, and the Fastify port
+ * of core's request pipeline (`@tollgate/core/http`).
  *
- * Wrapped with fastify-plugin, so it acts in the scope it is registered in and that
- * scope's children. An `onRoute` hook gives every route of the scope its own decision
- * hook, built once when the route is declared: the plugin-level stack; with
- * `config.rateLimit: { rules }` that stack plus the route's rules as one all-or-nothing
- * stack (or the route's rules alone, `mode: 'replace'`); with `config.rateLimit: false`
- * none. Registrations stack (outer first, draft-10 items appended, `request.rateLimit`
- * merged); a route's rules join the innermost registration that sees it.
- *
- * Routes declared before the plugin loaded (`app.register(tollgate, ...)` without
- * `await`, then routes) never pass through its `onRoute` hook: a scope-level hook then
- * decides them too, so no route of the scope is left unlimited whatever the order.
+ * Wrapped with fastify-plugin, it acts in the scope it is registered in and its children.
+ * Each route gets its decision hook once, when declared (`onRoute`): the plugin-level
+ * stack, that stack with the route's `config.rateLimit.rules` (or those alone, `mode:
+ * 'replace'`), or none (`config.rateLimit: false`). Registrations stack, outer first; a
+ * route's rules join the innermost registration that sees it. Routes declared before the
+ * plugin loaded (`app.register` without `await`) never reach `onRoute`: a scope-level hook
+ * decides those, so no route is left unlimited whatever the order.
  */
-import { createRateLimit, type Decide, groupOperations } from '@tollgate/core/http';
+import { createRateLimit, type Decide, groupOperations, type HttpPort, lowerHeaderName as lower } from '@tollgate/core/http';
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
 import { normalise, routeOption, type TollgateHook, type TollgateOptions } from './options.js';
-import { fastifyPort } from './port.js';
+
+/** Headers through `reply.header` (names lower-cased, as Fastify stores them), the answer through `reply.send`. */
+export const fastifyPort: HttpPort<FastifyRequest, FastifyReply, HookHandlerDoneFunction> = {
+  name: 'fastify',
+  rawRequest: (request) => request.raw,
+  rawResponse: (reply) => reply.raw,
+  getHeader: (reply, name) => reply.getHeader(lower(name)),
+  setHeader: (reply, name, value) => {
+    reply.header(lower(name), value);
+  },
+  status: (reply, code) => {
+    reply.code(code);
+  },
+  send: (reply, status, contentType, body) => {
+    reply.code(status).type(contentType).send(body);
+  },
+  pass: (done) => done(),
+  fail: (done, err) => done(err instanceof Error ? err : new Error(String(err))),
+};
 
 type Hook = Decide<FastifyRequest, FastifyReply, HookHandlerDoneFunction>;
 /** The registration that owns route-level rules in a scope (inherited by child scopes). */
@@ -31,7 +46,7 @@ type HookFn = ((...args: never[]) => void) & { [MARK]?: true };
 type Scope = FastifyInstance & { [OWNER]?: object };
 type Config = { rateLimit?: unknown; [SEEN]?: Set<object> };
 
-/** The same decision as a `preParsing` hook, whose callback comes fourth. */
+/** The decision as a hook of kind `hook` (a `preParsing` hook's callback comes fourth), marked as tollgate's. */
 function asHook(decide: Hook, hook: TollgateHook): HookFn {
   const fn: HookFn =
     hook === 'preParsing'
@@ -44,17 +59,17 @@ function asHook(decide: Hook, hook: TollgateHook): HookFn {
 }
 
 /**
- * Adds `fn` to a route's own hook list without touching the list the route was declared
- * with. Early hooks go before the route's own hooks (a refusal comes before their work);
- * `preValidation` and `preHandler` after them (keys can read what authentication set).
+ * Adds the decision to a route's own hook list (a new list: the route's is left as it was
+ * declared). Early hooks go before the route's own, after tollgate's (a refusal comes
+ * before their work); `preValidation` and `preHandler` after them (keys can read what
+ * authentication set).
  */
-function install(route: RouteOptions, hook: TollgateHook, fn: HookFn): void {
+function install(route: RouteOptions, hook: TollgateHook, decide: Hook): void {
   const r = route as unknown as Record<TollgateHook, HookFn | HookFn[] | undefined>;
-  const existing = r[hook];
-  const list = existing === undefined ? [] : Array.isArray(existing) ? existing : [existing];
+  const list = [r[hook] ?? []].flat();
   let at = list.length;
   if (hook === 'onRequest' || hook === 'preParsing') for (at = 0; at < list.length && (list[at] as HookFn)[MARK] === true; ) at++;
-  r[hook] = [...list.slice(0, at), fn, ...list.slice(at)];
+  r[hook] = [...list.slice(0, at), asHook(decide, hook), ...list.slice(at)];
 }
 
 function register(fastify: FastifyInstance, options: TollgateOptions): void {
@@ -68,12 +83,7 @@ function register(fastify: FastifyInstance, options: TollgateOptions): void {
     ...(typeof handler === 'function' ? { handler: (req, res, _done, d) => handler(req, res, d) } : {}),
   });
   const owner = {};
-
-  /**
-   * A route's hook and decision in this registration, built once per route config: the
-   * route's own stack when it has rules this registration owns, else the plugin-level
-   * decision when there is one; undefined for none (`config.rateLimit: false` included).
-   */
+  /** A route's hook and decision here: its own stack if it has rules this registration owns, else the plugin-level one. */
   function decisionFor(config: Config, where: string, owned: boolean): { hook: TollgateHook; decide: Hook } | undefined {
     if (config.rateLimit === false) return undefined;
     const own = config.rateLimit === undefined ? {} : routeOption(config.rateLimit, where);
@@ -85,24 +95,21 @@ function register(fastify: FastifyInstance, options: TollgateOptions): void {
   }
 
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
-  // `app.tollgate`: one group for every registration this instance sees (a second one, or
-  // one in a child scope, joins it).
+  // `app.tollgate`: a second registration, or one in a child scope, joins the first's group.
   const operations = groupOperations(fastify.tollgate, core);
   if (operations !== undefined) fastify.decorate('tollgate', operations);
   (fastify as Scope)[OWNER] = owner;
-
   if (fastify.printRoutes() !== '(empty tree)') lateRoutes(fastify as Scope);
 
   fastify.addHook('onRoute', function tollgateRoute(this: Scope, route) {
     const config = (route.config ?? {}) as Config;
-    const method = Array.isArray(route.method) ? route.method.join(',') : route.method;
-    const d = decisionFor(config, `${method} ${route.url}`, this[OWNER] === owner);
+    const d = decisionFor(config, `${[route.method].flat().join(',')} ${route.url}`, this[OWNER] === owner);
     // The config is copied into the route's context after this hook: mark it seen.
     route.config = { ...config, [SEEN]: new Set([...(config[SEEN] ?? []), owner]) } as NonNullable<typeof route.config>;
-    if (d !== undefined) install(route, d.hook, asHook(d.decide, d.hook));
+    if (d !== undefined) install(route, d.hook, d.decide);
   });
 
-  /** A scope-level hook for routes declared before this plugin loaded, which `onRoute` never saw. */
+  /** A scope-level hook for the routes declared before this plugin loaded, which `onRoute` never saw. */
   function lateRoutes(scope: Scope): void {
     const decisions = new WeakMap<object, Hook | null>();
     const late: Hook = function tollgateLateRoute(request, reply, done) {

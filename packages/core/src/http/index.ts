@@ -38,6 +38,7 @@ export {
   slowDownFlow,
 } from './controls.js';
 export { holdRequest, isGone, onceOver, whenGone } from './lifetime.js';
+export { type GroupOperations, groupOperations, type LimiterMethods, limiterMethods } from './methods.js';
 export {
   type AdapterWording,
   choiceOption,
@@ -45,6 +46,7 @@ export {
   LIMITER_OPTION_NAMES,
   type LimiterOptionsOf,
   normalizeLimiterOptions,
+  type OwnOptionChecks,
   RATE_LIMIT_WORDING,
   type RouteOptionsOf,
   type RouteOptionsShape,
@@ -52,8 +54,7 @@ export {
   routeOptionsOf,
   type StoreErrorPolicyOf,
 } from './options.js';
-export { type GroupOperations, groupOperations, type LimiterMethods, limiterMethods } from './methods.js';
-export { FASTIFY_RATE_LIMIT_OPTIONS } from './peers.js';
+export { FASTIFY_RATE_LIMIT_OPTIONS, peerHint } from './peers.js';
 export { type HttpPort, lowerHeaderName, type NodeNext, nodePort, sendRefusal, writeFields, writeRefusalHead } from './port.js';
 export {
   createRateLimit,

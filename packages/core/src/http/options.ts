@@ -142,16 +142,21 @@ export const RATE_LIMIT_WORDING: AdapterWording = {
   },
 };
 
+/** An adapter's own options, each with the check that reads it into its value. */
+export type OwnOptionChecks<Own> = { readonly [K in keyof Own]: (value: unknown, path: string) => Own[K] };
+
 /**
  * Validates a limiter adapter's options (names, shared options) into what
- * `createRateLimit` takes. `extra`: the adapter's own option names.
+ * `createRateLimit` takes. `own`: the adapter's own options (Fastify's `hook`), each read
+ * by its check (given `undefined` when left out, for its default).
  */
-export function normalizeLimiterOptions<Req, O extends LimiterOptionsOf<Req, never, never>>(
+export function normalizeLimiterOptions<Req, O extends LimiterOptionsOf<Req, never, never>, Own = object>(
   options: O,
   w: AdapterWording,
-  extra: readonly string[] = [],
-): RateLimitSource<Req, O> {
-  checkOptionNames(options, w.path, new Set([...LIMITER_OPTION_NAMES, ...extra]), w.fixes);
+  own?: OwnOptionChecks<Own>,
+): RateLimitSource<Req, O> & Own {
+  const checks: Record<string, (value: unknown, path: string) => unknown> = own ?? {};
+  checkOptionNames(options, w.path, new Set([...LIMITER_OPTION_NAMES, ...Object.keys(checks)]), w.fixes);
   if (w.emptyRules !== undefined && !Array.isArray(options.rules)) {
     throw configError('TG_NO_RULES', {
       path: `${w.path}.rules`,
@@ -172,7 +177,12 @@ export function normalizeLimiterOptions<Req, O extends LimiterOptionsOf<Req, nev
   };
   const shared = normalizeHttpOptions<Req, O>(options, wording);
   const access = compileAccess<Req>(options.allow, options.deny, { path: w.path, trustProxy: options.trustProxy });
+  const values = Object.entries(checks).map(([name, check]) => [
+    name,
+    check((options as Record<string, unknown>)[name], `${w.path}.${name}`),
+  ]);
   return {
+    ...(Object.fromEntries(values) as Own),
     ...shared,
     rules: options.rules as Rule<Req>[],
     tiers: options.tiers,
@@ -227,7 +237,7 @@ export interface RouteOptionsShape<Own = object> {
   /** The options' place: `'route'` (`limiter.route()`), `'POST /login config.rateLimit'`. */
   path: string;
   /** The port's own options beside `rules` and `mode` (Fastify: `hook`), each with its check (called when it is given). */
-  own?: { readonly [K in keyof Own]: (value: unknown, path: string) => Own[K] };
+  own?: OwnOptionChecks<Own>;
   /** What an invalid value should be, e.g. `'an options object { rules, mode? }'`. */
   expected: string;
   /** The fix when nothing better is known. */
