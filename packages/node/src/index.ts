@@ -147,20 +147,20 @@ export function rateLimit(options: RateLimitOptions): NodeLimiter &
 /** Delays requests from a key once it has sent more than `delayAfter` in `window`. */
 export function slowDown(options: SlowDownOptions): NodeLimiter & { reset(req: Req): Promise<void>; close(): Promise<void> } {
   const { onError, ...rest } = options ?? ({} as SlowDownOptions);
-  const { stage, throttle } = slowDownFlow(nodePort, rest);
-  return forms(stage, onError, { reset: (req: Req) => throttle.reset(req), close: () => throttle.close() });
+  const { stage, throttle, close } = slowDownFlow(nodePort, rest);
+  return forms(stage, onError, { reset: (req: Req) => throttle.reset(req), close });
 }
 
 /** Limits the requests in flight per key (429) and/or in total (503). */
 export function concurrency(options: ConcurrencyOptions): NodeLimiter & { readonly limit: ConcurrencyLimit<Req>; close(): Promise<void> } {
   const { onError, ...rest } = options ?? ({} as ConcurrencyOptions);
-  const { stage, limit } = concurrencyFlow(nodePort, rest);
-  return forms(stage, onError, { limit, close: () => limit.close() });
+  const { stage, limit, close } = concurrencyFlow(nodePort, rest);
+  return forms(stage, onError, { limit, close });
 }
 
 /** Answers 503 with `Retry-After` while the server is overloaded; call it first. */
 export function shed(options: ShedOptionsNode): NodeLimiter & { readonly shedder: Shedder<Req>; close(): void } {
   const { onError, ...rest } = options ?? ({} as ShedOptionsNode);
-  const { stage, shedder } = shedFlow(nodePort, rest);
-  return forms(stage, onError, { shedder, close: () => shedder.close() });
+  const { stage, shedder, close } = shedFlow(nodePort, rest);
+  return forms(stage, onError, { shedder, close });
 }
