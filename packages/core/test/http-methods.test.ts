@@ -5,11 +5,12 @@
  * adapters' suites run these through Express, Fastify and node; this pins their edges.
  */
 
-import type { Decision } from '@tollgate/core';
+import type { Decision, Rule } from '@tollgate/core';
 import {
   choiceOption,
   createRateLimit,
   groupOperations,
+  type LimiterOptionsOf,
   limiterMethods,
   nodePort,
   normalizeLimiterOptions,
@@ -21,8 +22,8 @@ import { describe, expect, it } from 'vitest';
 
 type Req = { headers: Record<string, string>; socket: { remoteAddress: string } };
 const from = (remoteAddress: string): Req => ({ headers: {}, socket: { remoteAddress } });
-const limiterOf = (rules: { name: string; limit: number; window: string }[]) =>
-  createRateLimit(nodePort as never, normalizeLimiterOptions<Req, { rules: typeof rules }>({ rules }, RATE_LIMIT_WORDING), {
+const limiterOf = (rules: Rule<Req>[]) =>
+  createRateLimit(nodePort as never, normalizeLimiterOptions<Req, LimiterOptionsOf<Req, never, never>>({ rules }, RATE_LIMIT_WORDING), {
     path: 'rateLimit',
   });
 const ipLeft = (d: Decision | undefined) => d?.rules.find((r) => r.name === 'ip')?.remaining;
@@ -105,9 +106,13 @@ describe('choiceOption, own option checks, peer hints', () => {
   });
 
   it("limiter options: an adapter's own check gets undefined for its default", () => {
-    const o = normalizeLimiterOptions<Req, { rules: []; hook?: string }, { hook: string }>({ rules: [] }, RATE_LIMIT_WORDING, {
-      hook: (v) => (v === undefined ? 'onRequest' : String(v)),
-    });
+    const o = normalizeLimiterOptions<Req, LimiterOptionsOf<Req, never, never> & { hook?: string }, { hook: string }>(
+      { rules: [] },
+      RATE_LIMIT_WORDING,
+      {
+        hook: (v) => (v === undefined ? 'onRequest' : String(v)),
+      },
+    );
     expect(o.hook).toBe('onRequest');
   });
 
