@@ -50,12 +50,12 @@ export type ShedMiddleware = RequestHandler & {
  * @example app.use(slowDown({ window: '10s', delayAfter: 5, delay: 500 }));
  */
 export function slowDown(options: SlowDownOptions): SlowDownMiddleware {
-  const { stage, throttle } = slowDownFlow(expressPort, options);
+  const { stage, throttle, close } = slowDownFlow(expressPort, options);
   const middleware = function slowDown(req, res, next) {
     stage(req, res, next);
   } as SlowDownMiddleware;
   middleware.reset = (req) => throttle.reset(req);
-  middleware.close = () => throttle.close();
+  middleware.close = close;
   return middleware;
 }
 
@@ -64,12 +64,12 @@ export function slowDown(options: SlowDownOptions): SlowDownMiddleware {
  * @example app.use('/reports', concurrency({ max: 2, global: 50, queue: 10, queueTimeout: '5s' }));
  */
 export function concurrency(options: ConcurrencyMiddlewareOptions): ConcurrencyMiddleware {
-  const { stage, limit } = concurrencyFlow(expressPort, options);
+  const { stage, limit, close } = concurrencyFlow(expressPort, options);
   const middleware = function concurrency(req, res, next) {
     stage(req, res, next);
   } as ConcurrencyMiddleware;
   Object.defineProperty(middleware, 'limit', { value: limit });
-  middleware.close = () => limit.close();
+  middleware.close = close;
   return middleware;
 }
 
@@ -78,11 +78,11 @@ export function concurrency(options: ConcurrencyMiddlewareOptions): ConcurrencyM
  * @example app.use(shed({ maxInFlight: 500, maxEventLoopDelay: '200ms', tenant: (req) => req.get('x-tenant') }));
  */
 export function shed(options: ShedOptions<Request>): ShedMiddleware {
-  const { stage, shedder } = shedFlow(expressPort, options);
+  const { stage, shedder, close } = shedFlow(expressPort, options);
   const middleware = function shed(req, res, next) {
     stage(req, res, next);
   } as ShedMiddleware;
   Object.defineProperty(middleware, 'shedder', { value: shedder });
-  middleware.close = () => shedder.close();
+  middleware.close = close;
   return middleware;
 }

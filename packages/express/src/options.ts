@@ -3,8 +3,9 @@
  * validated once at construction (`normalizeLimiterOptions`), plus express-rate-limit's
  * `passOnStoreError` spelling.
  */
-import { configError, type Decision, describeValue, type KeyOperations, type OperationKey, type RuleChanges } from '@tollgate/core';
+import { configError, type Decision, describeValue } from '@tollgate/core';
 import {
+  type LimiterMethods,
   type LimiterOptionsOf,
   normalizeLimiterOptions,
   RATE_LIMIT_WORDING,
@@ -64,8 +65,8 @@ export function normalise(options: RateLimitOptions): RateLimitSource<Request, R
   });
 }
 
-/** The middleware `rateLimit()` returns, with its route-level extension. */
-export interface RateLimitMiddleware extends RequestHandler, Omit<KeyOperations, 'reset'> {
+/** The middleware `rateLimit()` returns, with the operations by key and its route-level extension. */
+export interface RateLimitMiddleware extends RequestHandler, LimiterMethods<Request> {
   /**
    * A route-level middleware adding `rules` to this limiter's (one all-or-nothing
    * decision: a route-level refusal gives back what the app-level check consumed), or
@@ -73,21 +74,4 @@ export interface RateLimitMiddleware extends RequestHandler, Omit<KeyOperations,
    * @example app.post('/login', limiter.route({ rules: [{ name: 'login', limit: 5, window: '15m' }] }), login)
    */
   route(options: RouteOptions): RequestHandler;
-  /** Forgets the request's counters for every app-level rule (e.g. after a successful login). */
-  reset(req: Request): Promise<void>;
-  /**
-   * Forgets one key's state for a rule, app-level or route-level (an operation by key, like
-   * `get`, `block`, `unblock`, `penalize` and `reward`; docs/operations.md).
-   * @example await limiter.reset('login', ipKey('203.0.113.7'))
-   */
-  reset(rule: string, key: OperationKey): Promise<void>;
-  /** Decides the request against the app-level rules without consuming anything. */
-  peek(req: Request): Promise<Decision>;
-  /**
-   * Replaces a rule's `limit`, `burst`, `cost` or `blockFor` in place (the app-level
-   * rules, the tiers' and every route's), validated as at construction; the next decisions
-   * use it and the rule's state is kept. Per process: apply it on every instance.
-   * @example limiter.update('pro', { limit: 10_000 })
-   */
-  update(ruleName: string, changes: RuleChanges<Request>): void;
 }

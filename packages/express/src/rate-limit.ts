@@ -5,8 +5,8 @@
  * answers alike. A route-level extension (`limiter.route`) adds its rules to the
  * app-level ones (or replaces them), decided as one all-or-nothing decision.
  */
-import type { Decision, OperationKey } from '@tollgate/core';
-import { createRateLimit, type HttpPort, nodePort, routeOptionsOf } from '@tollgate/core/http';
+import type { Decision } from '@tollgate/core';
+import { createRateLimit, type HttpPort, limiterMethods, nodePort, routeOptionsOf } from '@tollgate/core/http';
 import type { NextFunction, Request, Response } from 'express';
 import { normalise, type RateLimitMiddleware, type RateLimitOptions } from './options.js';
 
@@ -38,7 +38,6 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
   const o = normalise(options);
   const core = createRateLimit(expressPort, o, { path: 'rateLimit' });
   const handle = core.handle;
-  const limiter = core.limiter as NonNullable<typeof core.limiter>;
   const middleware = function rateLimit(req: Request, res: Response, next: NextFunction): void {
     handle(req, res, next);
   } as RateLimitMiddleware;
@@ -49,18 +48,6 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
       stage(req, res, next);
     };
   };
-  const ops = core.operations;
-  // Two arguments: a rule and a key (over the app-level and route-level rules); one: a request.
-  middleware.reset = ((...args: [Request] | [string, OperationKey]) =>
-    args.length >= 2
-      ? ops.reset(args[0] as string, args[1] as OperationKey)
-      : limiter.reset(args[0] as Request)) as RateLimitMiddleware['reset'];
-  middleware.peek = (req: Request) => limiter.peek(req);
-  middleware.get = ops.get;
-  middleware.block = ops.block;
-  middleware.unblock = ops.unblock;
-  middleware.penalize = ops.penalize;
-  middleware.reward = ops.reward;
-  middleware.update = (ruleName, changes) => core.update(ruleName, changes);
+  Object.assign(middleware, limiterMethods(core));
   return middleware;
 }

@@ -1,12 +1,9 @@
 /**
- * The controls beside the limiter for Fastify 5: `slowDown`,
- * `concurrency` and `shed`, each a plugin (wrapped with fastify-plugin, so it acts in
- * the scope it is registered in) adding one `onRequest` hook, or the same hook for one
- * route (`slowDownHook`, ...). Their flows are core's (`@tollgate/core/http`). A route
+ * The controls beside the limiter for Fastify 5, over core's flows (`@tollgate/core/http`):
+ * `slowDown`, `concurrency` and `shed`, each a plugin adding one `onRequest` hook in the
+ * scope it is registered in, or that hook for one route (`slowDownHook`, ...). A route
  * opts out with `config: { slowDown: false }` (`concurrency`, `shed` alike).
- * @example
- * await app.register(shed, { maxInFlight: 500 });
- * await app.register(concurrency, { max: 3, global: 100 });
+ * @example await app.register(concurrency, { max: 3, global: 100 });
  */
 import type { ShedOptions } from '@tollgate/core';
 import {
@@ -18,15 +15,15 @@ import {
   slowDownFlow,
 } from '@tollgate/core/http';
 import type {
-  FastifyInstance,
   FastifyPluginCallback,
+  FastifyPluginOptions,
   FastifyReply,
   FastifyRequest,
   HookHandlerDoneFunction,
   onRequestHookHandler,
 } from 'fastify';
 import fp from 'fastify-plugin';
-import { fastifyPort } from './port.js';
+import { fastifyPort } from './plugin.js';
 
 export type { ClientAddressOptions } from '@tollgate/core/http';
 export type SlowDownOptions = SlowDownFlowOptions<FastifyRequest>;
@@ -35,38 +32,39 @@ export type ConcurrencyPluginOptions = ConcurrencyFlowOptions<FastifyRequest>;
 /** An `onRequest` hook with the control behind it; `close` releases its timers and store. */
 export type ControlHook = onRequestHookHandler & { close(): Promise<void> };
 
-type Name = 'slowDown' | 'concurrency' | 'shed';
+type Flow<O> = (
+  port: typeof fastifyPort,
+  options: O,
+) => { stage: Stage<FastifyRequest, FastifyReply, HookHandlerDoneFunction>; close(): unknown };
 
-function asHook(name: Name, stage: Stage<FastifyRequest, FastifyReply, HookHandlerDoneFunction>, close: () => Promise<void>): ControlHook {
-  const hook = function tollgateControl(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-    if (request.routeOptions.config?.[name] === false) done();
-    else stage(request, reply, done);
-  } as ControlHook;
-  hook.close = close;
-  return hook;
+/** The hook maker of a control: its flow over the Fastify port, passing routes with `config[name]: false`. */
+function hookOf<O>(name: 'slowDown' | 'concurrency' | 'shed', flow: Flow<O>): (options: O) => ControlHook {
+  return (options) => {
+    const { stage, close } = flow(fastifyPort, options);
+    const hook = function tollgateControl(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+      if (request.routeOptions.config?.[name] === false) done();
+      else stage(request, reply, done);
+    } as ControlHook;
+    hook.close = async () => {
+      await close();
+    };
+    return hook;
+  };
 }
 
 /** The slow-down throttle as an `onRequest` hook: `app.post('/login', { onRequest: slowDownHook({ ... }) }, login)`. */
-export function slowDownHook(options: SlowDownOptions): ControlHook {
-  const { stage, throttle } = slowDownFlow(fastifyPort, options);
-  return asHook('slowDown', stage, () => throttle.close());
-}
-
+export const slowDownHook: (options: SlowDownOptions) => ControlHook = hookOf('slowDown', slowDownFlow);
 /** The concurrency limit as an `onRequest` hook: `app.get('/export', { onRequest: concurrencyHook({ max: 1 }) }, exportCsv)`. */
-export function concurrencyHook(options: ConcurrencyPluginOptions): ControlHook {
-  const { stage, limit } = concurrencyFlow(fastifyPort, options);
-  return asHook('concurrency', stage, () => limit.close());
-}
-
+export const concurrencyHook: (options: ConcurrencyPluginOptions) => ControlHook = hookOf('concurrency', concurrencyFlow);
 /** Load shedding as an `onRequest` hook (usually the `shed` plugin, registered first). */
-export function shedHook(options: ShedOptions<FastifyRequest>): ControlHook {
-  const { stage, shedder } = shedFlow(fastifyPort, options);
-  return asHook('shed', stage, async () => shedder.close());
-}
+export const shedHook: (options: ShedOptions<FastifyRequest>) => ControlHook = hookOf('shed', shedFlow);
 
-/** Registers a control hook on a scope and closes it with the app. */
-function asPlugin<O>(make: (options: O) => ControlHook) {
-  return function controlPlugin(app: FastifyInstance, options: O, done: (err?: Error) => void): void {
+// The plugins' types are written out: inferred, `shed`'s options expanded FastifyRequest's
+// defaults into 'fastify/types/type-provider', which fastify's exports map does not publish
+// (TS2307 for users on module node16/nodenext with skipLibCheck: false).
+/** A control's hook as a plugin on the scope it is registered in, closed with the app. */
+function asPlugin<O extends FastifyPluginOptions>(make: (options: O) => ControlHook, name: string): FastifyPluginCallback<O> {
+  const plugin: FastifyPluginCallback<O> = (app, options, done) => {
     const hook = make(options);
     app.addHook('onClose', (_instance, next) => {
       hook.close().then(() => next(), next);
@@ -74,23 +72,12 @@ function asPlugin<O>(make: (options: O) => ControlHook) {
     app.addHook('onRequest', hook);
     done();
   };
+  return fp(plugin, { name: `@tollgate/fastify/${name}`, fastify: '5.x' });
 }
 
-// The plugins' types are written out: inferred, `shed`'s options expanded FastifyRequest's
-// defaults into 'fastify/types/type-provider', which fastify's exports map does not publish
-// (TS2307 for users on module node16/nodenext with skipLibCheck: false).
 /** The slow-down throttle as a Fastify plugin. */
-export const slowDown: FastifyPluginCallback<SlowDownOptions> = fp(asPlugin(slowDownHook), {
-  name: '@tollgate/fastify/slow-down',
-  fastify: '5.x',
-});
+export const slowDown: FastifyPluginCallback<SlowDownOptions> = asPlugin(slowDownHook, 'slow-down');
 /** The concurrency limit as a Fastify plugin: 429 per key, 503 global. */
-export const concurrency: FastifyPluginCallback<ConcurrencyPluginOptions> = fp(asPlugin(concurrencyHook), {
-  name: '@tollgate/fastify/concurrency',
-  fastify: '5.x',
-});
+export const concurrency: FastifyPluginCallback<ConcurrencyPluginOptions> = asPlugin(concurrencyHook, 'concurrency');
 /** Load shedding as a Fastify plugin: 503 + Retry-After, decided first. */
-export const shed: FastifyPluginCallback<ShedOptions<FastifyRequest>> = fp(asPlugin(shedHook), {
-  name: '@tollgate/fastify/shed',
-  fastify: '5.x',
-});
+export const shed: FastifyPluginCallback<ShedOptions<FastifyRequest>> = asPlugin(shedHook, 'shed');

@@ -1,13 +1,14 @@
 /**
- * Options of the Fastify plugin and of a route's `config.rateLimit`: the
- * shared limiter options typed for Fastify (`normalizeLimiterOptions`), the hook that
- * decides, and hints for @fastify/rate-limit option names.
+ * Options of the Fastify plugin and of a route's `config.rateLimit`, typed for Fastify and
+ * validated by core (`normalizeLimiterOptions`, `routeOptionsOf`) with Fastify's wording.
  */
-import { configError, type Decision, describeValue, type Rule } from '@tollgate/core';
+import type { Decision, Rule } from '@tollgate/core';
 import {
+  choiceOption,
   FASTIFY_RATE_LIMIT_OPTIONS,
   type LimiterOptionsOf,
   normalizeLimiterOptions,
+  peerHint,
   type RateLimitSource,
   type RouteMode,
   routeOptionsOf,
@@ -49,60 +50,37 @@ export interface RouteRateLimit {
   hook?: TollgateHook;
 }
 
-export interface Normalised extends RateLimitSource<FastifyRequest, TollgateOptions> {
-  hook: TollgateHook;
-}
-
 const HOOKS: readonly TollgateHook[] = ['onRequest', 'preParsing', 'preValidation', 'preHandler'];
-
-const peerHint = (name: string) => {
-  const peer = FASTIFY_RATE_LIMIT_OPTIONS[name];
-  return peer === undefined ? undefined : `That is an @fastify/rate-limit option; use ${peer} (docs/migrating.md maps every option).`;
-};
-
-function hookOption(value: unknown, path: string): TollgateHook {
-  if (HOOKS.includes(value as TollgateHook)) return value as TollgateHook;
-  throw configError('TG_INVALID_OPTION', {
-    path,
-    expected: `one of ${HOOKS.map((h) => `'${h}'`).join(', ')}`,
-    received: describeValue(value),
-    fix: "Keep the default 'onRequest', or use 'preHandler' for keys that need the authenticated user.",
-  });
-}
+const hookOption = (value: unknown, path: string) =>
+  choiceOption(value, HOOKS, path, "Keep the default 'onRequest', or use 'preHandler' for keys that need the authenticated user.");
+const fromPeer = peerHint('@fastify/rate-limit', FASTIFY_RATE_LIMIT_OPTIONS);
 
 /** Validates the plugin options; rules themselves are validated by the core limiter. */
-export function normalise(options: TollgateOptions): Normalised {
-  const shared = normalizeLimiterOptions<FastifyRequest, TollgateOptions>(
-    options,
-    {
-      path: 'tollgate',
-      req: 'request',
-      res: 'reply',
-      next: 'done',
-      handler: '(request, reply, decision)',
-      timersFix: 'Leave it out (process timers), or pass new ManualTimers(clock) in tests.',
-      emptyRules: 'an array of rules (empty to limit only routes with config.rateLimit.rules)',
-      fixes: {
-        notObject: "Register with app.register(tollgate, { rules: [{ name: 'ip', rate: '100/min' }] }).",
-        unknown: (name) => peerHint(name) ?? 'Remove the option or check its spelling.',
-      },
+export function normalise(options: TollgateOptions): RateLimitSource<FastifyRequest, TollgateOptions> & { hook: TollgateHook } {
+  const wording = {
+    path: 'tollgate',
+    req: 'request',
+    res: 'reply',
+    next: 'done',
+    handler: '(request, reply, decision)',
+    timersFix: 'Leave it out (process timers), or pass new ManualTimers(clock) in tests.',
+    emptyRules: 'an array of rules (empty to limit only routes with config.rateLimit.rules)',
+    fixes: {
+      notObject: "Register with app.register(tollgate, { rules: [{ name: 'ip', rate: '100/min' }] }).",
+      unknown: (name: string) => fromPeer(name) ?? 'Remove the option or check its spelling.',
     },
-    ['hook'],
-  );
-  return { ...shared, hook: options.hook === undefined ? 'onRequest' : hookOption(options.hook, 'tollgate.hook') };
+  };
+  return normalizeLimiterOptions<FastifyRequest, TollgateOptions, { hook: TollgateHook }>(options, wording, { hook: hookOption });
 }
 
 /** Validates a route's `config.rateLimit` (anything but `false`); `where` is e.g. `POST /login`. */
 export function routeOption(value: unknown, where: string): RouteRateLimit {
-  const path = `${where} config.rateLimit`;
-  const { rules, mode } = routeOptionsOf<FastifyRequest>(value, {
-    path,
-    own: ['hook'],
+  return routeOptionsOf<FastifyRequest, Pick<RouteRateLimit, 'hook'>>(value, {
+    path: `${where} config.rateLimit`,
+    own: { hook: hookOption },
     optionalRules: true,
     expected: 'false or an object { rules?, mode?, hook? }',
     fix: "Write config: { rateLimit: { rules: [{ name: 'login', limit: 5, window: '15m' }] } }, or false to turn limiting off.",
-    hint: peerHint,
+    hint: fromPeer,
   });
-  const hook = (value as RouteRateLimit).hook;
-  return { rules, mode, ...(hook !== undefined ? { hook: hookOption(hook, `${path}.hook`) } : {}) };
 }

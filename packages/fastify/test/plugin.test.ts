@@ -759,6 +759,17 @@ describe('registration slips: register without await', () => {
     expect(await statuses(app, 1, '/y')).toEqual([429]);
   });
 
+  // Regression: the late-route hook was added as a three-argument hook whatever `hook` said;
+  // as a preParsing hook its third argument is the payload, so `done` was never called.
+  it("routes, then register without await, hook: 'preParsing': the late routes are limited and answered", async () => {
+    const app = fastify();
+    app.post('/x', async () => 'x');
+    void app.register(tollgate, { rules: [fixed('ip', 2)], clock: clock(), hook: 'preParsing' });
+    await app.ready();
+    const post = async () => (await app.inject({ method: 'POST', url: '/x', payload: { a: 1 } })).statusCode;
+    expect([await post(), await post(), await post()]).toEqual([200, 200, 429]);
+  });
+
   it('awaited registration decides each route once (no scope-level hook)', async () => {
     const app = fastify();
     await app.register(tollgate, { rules: [fixed('ip', 2)], clock: clock() });

@@ -14,21 +14,14 @@
  * });
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type {
-  ConcurrencyLimit,
-  Decision,
-  KeyOperations,
-  OperationKey,
-  RuleChanges,
-  Shedder,
-  ShedOptions,
-  ThrottleResult,
-} from '@tollgate/core';
+import type { ConcurrencyLimit, Decision, Shedder, ShedOptions, ThrottleResult } from '@tollgate/core';
 import {
   type ConcurrencyFlowOptions,
   concurrencyFlow,
   createRateLimit,
+  type LimiterMethods,
   type LimiterOptionsOf,
+  limiterMethods,
   type NodeNext,
   nodePort,
   normalizeLimiterOptions,
@@ -132,45 +125,18 @@ function forms<T extends object>(stage: Stage<Req, Res, NodeNext>, onError: Erro
  * @example const limit = rateLimit({ rules: [{ name: 'ip', rate: '100/min' }], trustProxy: 'loopback' })
  */
 export function rateLimit(options: RateLimitOptions): NodeLimiter &
-  Omit<KeyOperations, 'reset'> & {
-    /** Forgets the request's counters for every rule. */
-    reset(req: Req): Promise<void>;
-    /** Forgets one key's state for a rule, app-level or route-level (an operation by key; docs/operations.md). */
-    reset(rule: string, key: OperationKey): Promise<void>;
-    /** Decides the request without consuming anything. */
-    peek(req: Req): Promise<Decision>;
+  LimiterMethods<Req> & {
     /**
      * A route-level stage adding `rules` to this limiter's (call it after the limiter; one
      * all-or-nothing decision), or standing instead of them with `mode: 'replace'`.
      */
     route(options: RouteOptionsOf<Req>): NodeLimiter;
-    /**
-     * Replaces a rule's `limit`, `burst`, `cost` or `blockFor` in place (the app-level
-     * rules, the tiers' and every route's), validated as at construction; the next decisions
-     * use it and the rule's state is kept. Per process: apply it on every instance.
-     * @example limiter.update('pro', { limit: 10_000 })
-     */
-    update(ruleName: string, changes: RuleChanges<Req>): void;
   } {
   const { onError, ...rest } = options ?? ({} as RateLimitOptions);
   const o = normalizeLimiterOptions<Req, RateLimitOptions>(rest, RATE_LIMIT_WORDING);
   const core = createRateLimit(nodePort, o, { path: 'rateLimit' });
-  const limiter = core.limiter as NonNullable<typeof core.limiter>;
-  const ops = core.operations;
   return forms(core.handle, onError, {
-    // Two arguments: a rule and a key (over the app-level and route-level rules); one: a request.
-    reset: ((...args: [Req] | [string, OperationKey]) =>
-      args.length >= 2 ? ops.reset(args[0] as string, args[1] as OperationKey) : limiter.reset(args[0] as Req)) as {
-      (req: Req): Promise<void>;
-      (rule: string, key: OperationKey): Promise<void>;
-    },
-    peek: (req: Req) => limiter.peek(req),
-    get: ops.get,
-    block: ops.block,
-    unblock: ops.unblock,
-    penalize: ops.penalize,
-    reward: ops.reward,
-    update: (ruleName: string, changes: RuleChanges<Req>) => core.update(ruleName, changes),
+    ...limiterMethods(core),
     route(options: RouteOptionsOf<Req>) {
       const r = routeOptionsOf<Req>(options);
       return forms(core.route(r.rules, r.mode, 'route rules'), onError, {});
@@ -181,20 +147,20 @@ export function rateLimit(options: RateLimitOptions): NodeLimiter &
 /** Delays requests from a key once it has sent more than `delayAfter` in `window`. */
 export function slowDown(options: SlowDownOptions): NodeLimiter & { reset(req: Req): Promise<void>; close(): Promise<void> } {
   const { onError, ...rest } = options ?? ({} as SlowDownOptions);
-  const { stage, throttle } = slowDownFlow(nodePort, rest);
-  return forms(stage, onError, { reset: (req: Req) => throttle.reset(req), close: () => throttle.close() });
+  const { stage, throttle, close } = slowDownFlow(nodePort, rest);
+  return forms(stage, onError, { reset: (req: Req) => throttle.reset(req), close });
 }
 
 /** Limits the requests in flight per key (429) and/or in total (503). */
 export function concurrency(options: ConcurrencyOptions): NodeLimiter & { readonly limit: ConcurrencyLimit<Req>; close(): Promise<void> } {
   const { onError, ...rest } = options ?? ({} as ConcurrencyOptions);
-  const { stage, limit } = concurrencyFlow(nodePort, rest);
-  return forms(stage, onError, { limit, close: () => limit.close() });
+  const { stage, limit, close } = concurrencyFlow(nodePort, rest);
+  return forms(stage, onError, { limit, close });
 }
 
 /** Answers 503 with `Retry-After` while the server is overloaded; call it first. */
 export function shed(options: ShedOptionsNode): NodeLimiter & { readonly shedder: Shedder<Req>; close(): void } {
   const { onError, ...rest } = options ?? ({} as ShedOptionsNode);
-  const { stage, shedder } = shedFlow(nodePort, rest);
-  return forms(stage, onError, { shedder, close: () => shedder.close() });
+  const { stage, shedder, close } = shedFlow(nodePort, rest);
+  return forms(stage, onError, { shedder, close });
 }

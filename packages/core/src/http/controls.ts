@@ -92,7 +92,7 @@ type WithSlowDown = { slowDown?: ThrottleResult };
 export function slowDownFlow<Req, Res, Next>(
   port: HttpPort<Req, Res, Next>,
   options: SlowDownFlowOptions<Req>,
-): { stage: Stage<Req, Res, Next>; throttle: Throttle<Req> } {
+): { stage: Stage<Req, Res, Next>; throttle: Throttle<Req>; close(): Promise<void> } {
   const { headers, timers, allow, ...rest } = options ?? ({} as SlowDownFlowOptions<Req>);
   const [core, defaultKey] = splitClientAddress<Req, typeof rest>(rest);
   const throttle = createThrottle<Req>({ ...core, defaultKey } as ThrottleOptions<Req>);
@@ -136,7 +136,8 @@ export function slowDownFlow<Req, Res, Next>(
       },
     );
   };
-  return { stage: allowing(port, allow, { path: 'slowDown', trustProxy: rest.trustProxy }, stage), throttle };
+  const guarded = allowing(port, allow, { path: 'slowDown', trustProxy: rest.trustProxy }, stage);
+  return { stage: guarded, throttle, close: () => throttle.close() };
 }
 
 /**
@@ -147,7 +148,7 @@ export function slowDownFlow<Req, Res, Next>(
 export function concurrencyFlow<Req, Res, Next>(
   port: HttpPort<Req, Res, Next>,
   options: ConcurrencyFlowOptions<Req>,
-): { stage: Stage<Req, Res, Next>; limit: ConcurrencyLimit<Req> } {
+): { stage: Stage<Req, Res, Next>; limit: ConcurrencyLimit<Req>; close(): Promise<void> } {
   const { headers = true, allow, ...rest } = options ?? ({} as ConcurrencyFlowOptions<Req>);
   const [core, defaultKey] = splitClientAddress<Req, typeof rest>(rest);
   const limit = createConcurrency<Req>({ ...core, defaultKey } as ConcurrencyOptions<Req>);
@@ -195,14 +196,15 @@ export function concurrencyFlow<Req, Res, Next>(
       },
     );
   };
-  return { stage: allowing(port, allow, { path: 'concurrency', trustProxy: rest.trustProxy }, stage), limit };
+  const guarded = allowing(port, allow, { path: 'concurrency', trustProxy: rest.trustProxy }, stage);
+  return { stage: guarded, limit, close: () => limit.close() };
 }
 
 /** Load shedding's flow: decided at once, in flight until the request is over. */
 export function shedFlow<Req, Res, Next>(
   port: HttpPort<Req, Res, Next>,
   options: ShedOptions<Req>,
-): { stage: Stage<Req, Res, Next>; shedder: Shedder<Req> } {
+): { stage: Stage<Req, Res, Next>; shedder: Shedder<Req>; close(): void } {
   const shedder = createShedder<Req>(options);
   const stage: Stage<Req, Res, Next> = (req, res, next) => {
     let o: ReturnType<Shedder<Req>['check']>;
@@ -226,5 +228,5 @@ export function shedFlow<Req, Res, Next>(
     onceOver(raw, out, o.release);
     if (!isGone(raw, out)) port.pass(next);
   };
-  return { stage, shedder };
+  return { stage, shedder, close: () => shedder.close() };
 }

@@ -38,19 +38,23 @@ export {
   slowDownFlow,
 } from './controls.js';
 export { holdRequest, isGone, onceOver, whenGone } from './lifetime.js';
+export { type GroupOperations, groupOperations, type LimiterMethods, limiterMethods } from './methods.js';
 export {
   type AdapterWording,
+  choiceOption,
   type HttpCallbackOptions,
   LIMITER_OPTION_NAMES,
   type LimiterOptionsOf,
   normalizeLimiterOptions,
+  type OwnOptionChecks,
   RATE_LIMIT_WORDING,
   type RouteOptionsOf,
   type RouteOptionsShape,
+  routeMode,
   routeOptionsOf,
   type StoreErrorPolicyOf,
 } from './options.js';
-export { FASTIFY_RATE_LIMIT_OPTIONS } from './peers.js';
+export { FASTIFY_RATE_LIMIT_OPTIONS, peerHint } from './peers.js';
 export { type HttpPort, lowerHeaderName, type NodeNext, nodePort, sendRefusal, writeFields, writeRefusalHead } from './port.js';
 export {
   createRateLimit,
@@ -59,7 +63,6 @@ export {
   type RateLimitSetup,
   type RateLimitSource,
   type RouteMode,
-  routeMode,
 } from './rate-limit.js';
 export {
   FORWARDED_UNTRUSTED_WARNING,

@@ -18,7 +18,7 @@ import type { Rule } from '../rules.js';
 import { unknownOptionFix } from '../suggest.js';
 import type { Decision } from '../types.js';
 import { type AccessList, compileAccess } from './access.js';
-import { type RateLimitSource, type RouteMode, routeMode } from './rate-limit.js';
+import type { RateLimitSource, RouteMode } from './rate-limit.js';
 
 /** What to do when the store fails to decide (Redis down, timeout). */
 export type StoreErrorPolicyOf<Req, Res, Next> = 'allow' | 'deny' | 'error' | ((error: unknown, req: Req, res: Res, next: Next) => void);
@@ -142,16 +142,21 @@ export const RATE_LIMIT_WORDING: AdapterWording = {
   },
 };
 
+/** An adapter's own options, each with the check that reads it into its value. */
+export type OwnOptionChecks<Own> = { readonly [K in keyof Own]: (value: unknown, path: string) => Own[K] };
+
 /**
  * Validates a limiter adapter's options (names, shared options) into what
- * `createRateLimit` takes. `extra`: the adapter's own option names.
+ * `createRateLimit` takes. `own`: the adapter's own options (Fastify's `hook`), each read
+ * by its check (given `undefined` when left out, for its default).
  */
-export function normalizeLimiterOptions<Req, O extends LimiterOptionsOf<Req, never, never>>(
+export function normalizeLimiterOptions<Req, O extends LimiterOptionsOf<Req, never, never>, Own = object>(
   options: O,
   w: AdapterWording,
-  extra: readonly string[] = [],
-): RateLimitSource<Req, O> {
-  checkOptionNames(options, w.path, new Set([...LIMITER_OPTION_NAMES, ...extra]), w.fixes);
+  own?: OwnOptionChecks<Own>,
+): RateLimitSource<Req, O> & Own {
+  const checks: Record<string, (value: unknown, path: string) => unknown> = own ?? {};
+  checkOptionNames(options, w.path, new Set([...LIMITER_OPTION_NAMES, ...Object.keys(checks)]), w.fixes);
   if (w.emptyRules !== undefined && !Array.isArray(options.rules)) {
     throw configError('TG_NO_RULES', {
       path: `${w.path}.rules`,
@@ -172,7 +177,12 @@ export function normalizeLimiterOptions<Req, O extends LimiterOptionsOf<Req, nev
   };
   const shared = normalizeHttpOptions<Req, O>(options, wording);
   const access = compileAccess<Req>(options.allow, options.deny, { path: w.path, trustProxy: options.trustProxy });
+  const values = Object.entries(checks).map(([name, check]) => [
+    name,
+    check((options as Record<string, unknown>)[name], `${w.path}.${name}`),
+  ]);
   return {
+    ...(Object.fromEntries(values) as Own),
     ...shared,
     rules: options.rules as Rule<Req>[],
     tiers: options.tiers,
@@ -182,6 +192,32 @@ export function normalizeLimiterOptions<Req, O extends LimiterOptionsOf<Req, nev
     prefix: options.prefix,
     access,
   };
+}
+
+/**
+ * Validates an option naming one of `choices`; left out, it is the first (the default).
+ * @example choiceOption(options.mode, ['add', 'replace'], 'route.mode', "Use mode: 'replace' for ...")
+ */
+export function choiceOption<T extends string>(value: unknown, choices: readonly T[], path: string, fix: string): T {
+  if (value === undefined) return choices[0] as T;
+  if (choices.includes(value as T)) return value as T;
+  const [first, ...others] = choices.map((c) => `'${c}'`);
+  throw configError('TG_INVALID_OPTION', {
+    path,
+    expected: `${first} (the default)${others.length > 1 ? `, ${others.slice(0, -1).join(', ')},` : ''} or ${others.at(-1)}`,
+    received: describe(value),
+    fix,
+  });
+}
+
+/** Validates a route's `mode` option. */
+export function routeMode(value: unknown, path: string): RouteMode {
+  return choiceOption<RouteMode>(
+    value,
+    ['add', 'replace'],
+    path,
+    "Use mode: 'replace' for a route whose rules stand instead of the app-level ones.",
+  );
 }
 
 /** Route-level rules of an app-level limiter (`limiter.route({ rules, mode })`). */
@@ -196,12 +232,12 @@ export interface RouteOptionsOf<Req> {
   mode?: RouteMode;
 }
 
-/** Where and how a port's route options are named in errors. */
-export interface RouteOptionsShape {
+/** Where and how a port's route options are named in errors, and the port's own ones. */
+export interface RouteOptionsShape<Own = object> {
   /** The options' place: `'route'` (`limiter.route()`), `'POST /login config.rateLimit'`. */
   path: string;
-  /** The port's own option names beside `rules` and `mode` (Fastify: `hook`), checked by the port. */
-  own?: readonly string[];
+  /** The port's own options beside `rules` and `mode` (Fastify: `hook`), each with its check (called when it is given). */
+  own?: OwnOptionChecks<Own>;
   /** What an invalid value should be, e.g. `'an options object { rules, mode? }'`. */
   expected: string;
   /** The fix when nothing better is known. */
@@ -222,8 +258,12 @@ const LIMITER_ROUTE: RouteOptionsShape = {
  * Validates route-level options (`limiter.route()`, Fastify's `config.rateLimit`): an
  * object naming only `rules` (an array), `mode` and the port's own names.
  */
-export function routeOptionsOf<Req>(o: unknown, shape: RouteOptionsShape = LIMITER_ROUTE): Required<RouteOptionsOf<Req>> {
-  const known = ['rules', 'mode', ...(shape.own ?? [])];
+export function routeOptionsOf<Req, Own = object>(
+  o: unknown,
+  shape: RouteOptionsShape<Own> = LIMITER_ROUTE as RouteOptionsShape<Own>,
+): Required<RouteOptionsOf<Req>> & Partial<Own> {
+  const checks: Record<string, (value: unknown, path: string) => unknown> = shape.own ?? {};
+  const known = ['rules', 'mode', ...Object.keys(checks)];
   const shapeless = typeof o !== 'object' || o === null || Array.isArray(o);
   const extra = shapeless ? undefined : Object.keys(o).find((k) => !known.includes(k));
   if (shapeless || extra !== undefined) {
@@ -243,5 +283,11 @@ export function routeOptionsOf<Req>(o: unknown, shape: RouteOptionsShape = LIMIT
       fix: "Write rules: [{ name: 'login', limit: 5, window: '15m' }].",
     });
   }
-  return { rules: r.rules ?? [], mode: routeMode(r.mode, `${shape.path}.mode`) };
+  const mode = routeMode(r.mode, `${shape.path}.mode`);
+  const own: Record<string, unknown> = {};
+  for (const [name, check] of Object.entries(checks)) {
+    const value = (o as Record<string, unknown>)[name];
+    if (value !== undefined) own[name] = check(value, `${shape.path}.${name}`);
+  }
+  return { ...(own as Partial<Own>), rules: r.rules ?? [], mode };
 }

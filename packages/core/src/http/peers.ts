@@ -26,3 +26,15 @@ export const FASTIFY_RATE_LIMIT_OPTIONS: Readonly<Record<string, string>> = {
   redis: 'store: new RedisStore({ client })',
   cache: 'store: new MemoryStore({ maxKeys })',
 };
+
+/**
+ * The hint for an option name that `peer` has (from a table like the one above), for an
+ * adapter's "unknown option" errors; undefined for a name the peer does not have.
+ * @example peerHint('@fastify/rate-limit', FASTIFY_RATE_LIMIT_OPTIONS)('max')
+ */
+export function peerHint(peer: string, table: Readonly<Record<string, string>>): (name: string) => string | undefined {
+  return (name) => {
+    const use = Object.hasOwn(table, name) ? table[name] : undefined;
+    return use === undefined ? undefined : `That is an ${peer} option; use ${use} (docs/migrating.md maps every option).`;
+  };
+}

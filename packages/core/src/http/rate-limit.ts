@@ -15,7 +15,7 @@ import type { Clock } from '../clock.js';
 import { systemTimers } from '../controls/timers.js';
 import { countedRules, refundUncountedOnFinish } from '../count-if.js';
 import { publishDecision, publishStoreError } from '../diagnostics.js';
-import { configError, describe } from '../errors.js';
+import { configError } from '../errors.js';
 import type { HeaderContext } from '../headers.js';
 import type { HttpOptions, HttpOptionsInput } from '../http-options.js';
 import { createLimiterIn, decisionOps, type Limiter, type LimiterOptions, ruleByName, ruleFamily, updateRule } from '../limiter.js';
@@ -116,18 +116,6 @@ type NextMs = readonly (number | undefined)[] | undefined;
 type Port<Req, Res, Next> = HttpPort<Req, Res, Next>;
 
 const noop = () => {};
-
-/** Validates a route's `mode` option. */
-export function routeMode(value: unknown, path: string): RouteMode {
-  if (value === undefined || value === 'add') return 'add';
-  if (value === 'replace') return 'replace';
-  throw configError('TG_INVALID_OPTION', {
-    path,
-    expected: "'add' (the default) or 'replace'",
-    received: describe(value),
-    fix: "Use mode: 'replace' for a route whose rules stand instead of the app-level ones.",
-  });
-}
 
 /** The store's own deadline, when it has one (RedisStore's `timeoutMs`). */
 function storeDeadline(store: Store): number | undefined {
