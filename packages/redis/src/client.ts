@@ -56,6 +56,13 @@ const BUFFERS = { typeMapping: { 36: Buffer } } as const;
 type Fn = (...args: never[]) => unknown;
 const isFn = (x: unknown): x is Fn => typeof x === 'function';
 
+/** ioredis' `Command` (its options: reply encoding, the client's `keyPrefix`, a friendly stack). */
+type IoredisCommand = new (
+  name: string,
+  args: readonly (string | number)[],
+  options: { replyEncoding: null; keyPrefix: unknown; errorStack: Error | undefined },
+) => object;
+
 /** The ioredis / iovalkey calls the port makes (ioredis' typings leave the Buffer ones out). */
 interface IoredisLike {
   evalshaBuffer(sha: string, numkeys: number, ...args: string[]): Promise<unknown>;
@@ -67,6 +74,9 @@ interface IoredisLike {
   nodes?(role: 'master'): IoredisLike[];
   on?(event: 'ready', listener: () => void): unknown;
   readonly status?: string;
+  /** Sends a built command as it is: no auto-pipelining (see ioredisPort). */
+  sendCommand?(command: object): Promise<unknown>;
+  readonly options?: { readonly keyPrefix?: unknown; readonly showFriendlyErrorStack?: boolean };
 }
 
 /** The events and state a node-redis client or Sentinel client has. */
@@ -158,8 +168,84 @@ function makePort(client: object): RedisPort | undefined {
   return undefined;
 }
 
+/**
+ * ioredis' `Command` class, as the client's own methods build it: one of them is called on
+ * a stand-in that has auto-pipelining off and takes the command it is handed (nothing is
+ * sent). The class is not reachable from the client otherwise (ioredis mixes
+ * `EventEmitter` into `Redis.prototype`, `constructor` included), and importing ioredis
+ * would need it installed and the very copy the app's client came from.
+ */
+function commandClass(c: IoredisLike): IoredisCommand | undefined {
+  const method = (c as unknown as Record<string, unknown>).pingBuffer;
+  if (!isFn(method)) return undefined;
+  let made: object | undefined;
+  const standIn = {
+    options: { enableAutoPipelining: false, autoPipeliningIgnoredCommands: [] },
+    isPipeline: true,
+    sendCommand(command: object) {
+      made = command;
+      return Promise.resolve();
+    },
+  };
+  try {
+    (method as (this: unknown) => unknown).call(standIn);
+  } catch {
+    return undefined;
+  }
+  const Command = made?.constructor;
+  return isFn(Command) && isFn((made as { toWritable?: unknown }).toWritable) ? (Command as unknown as IoredisCommand) : undefined;
+}
+
+/**
+ * The script calls of a standalone ioredis / iovalkey client, each sent as a `Command`
+ * through `sendCommand`, which is what the client's own methods do without
+ * auto-pipelining: the same reply encoding (Buffers), key prefix and stack. With
+ * `enableAutoPipelining`, a method would build a `Pipeline` per tick around the one call
+ * the store sends per tick (it batches its own stacks) and defer its write to a
+ * `process.nextTick` of its own: a tenth of the Node work of a decision alone in its tick,
+ * for nothing. Undefined where the class cannot be had, and on a Cluster (whose
+ * auto-pipelines are per node, and whose batching is off): the client's methods then.
+ */
+function directCalls(c: IoredisLike): Pick<RedisPort, 'evalsha' | 'eval' | 'fcall'> | undefined {
+  if (c.isCluster === true || !isFn(c.sendCommand)) return undefined;
+  const Cmd = commandClass(c);
+  if (Cmd === undefined) return undefined;
+  const sendCommand = c.sendCommand.bind(c) as (command: object) => Promise<unknown>;
+  const send = (name: string, head: string, keys: readonly string[], args: readonly string[]): Promise<unknown> => {
+    const o = c.options;
+    const argv: (string | number)[] = [head, keys.length];
+    for (const k of keys) argv.push(k);
+    for (const a of args) argv.push(a);
+    return sendCommand(
+      new Cmd(name, argv, {
+        replyEncoding: null,
+        keyPrefix: o?.keyPrefix,
+        errorStack: o?.showFriendlyErrorStack === true ? new Error() : undefined,
+      }),
+    );
+  };
+  return {
+    evalsha: (sha, keys, args) => send('evalsha', sha, keys, args),
+    eval: (script, keys, args) => send('eval', script, keys, args),
+    fcall: (fn, keys, args) => send('fcall', fn, keys, args),
+  };
+}
+
 function ioredisPort(c: IoredisLike): RedisPort {
   const cluster = c.isCluster === true;
+  const direct = directCalls(c);
+  if (direct !== undefined) {
+    const port: RedisPort = {
+      family: 'ioredis',
+      cluster,
+      // Where ioredis knows FCALL (its command table is what places a `keyPrefix`).
+      functions: isFn(c.fcallBuffer),
+      ...direct,
+      command: (args) => c.call(args[0] as string, ...args.slice(1)),
+      masters: () => Promise.resolve([port]),
+    };
+    return port;
+  }
   return {
     family: 'ioredis',
     cluster,

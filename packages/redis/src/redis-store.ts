@@ -642,6 +642,10 @@ export class RedisStore extends EventEmitter implements Store {
   /** A run was answered (or failed) before its deadline. */
   #settle(run: BatchRun): void {
     run.open = false;
+    // Runs are answered in the order they were sent: the answered ones at the head leave the
+    // queue now, so it holds about what is in flight (not every run since the timer fired).
+    const runs = this.#runs;
+    while (runs.length > 0 && !(runs[0] as BatchRun).open) runs.shift();
     if (--this.#inFlight === 0) this.#timer?.unref();
   }
 
@@ -653,14 +657,12 @@ export class RedisStore extends EventEmitter implements Store {
     let err: unknown;
     while (runs.length > 0) {
       const run = runs[0] as BatchRun;
-      if (run.open) {
-        // Timers fire on whole milliseconds: a deadline less than 1 ms away is due.
-        if (run.deadline - now >= 1) break;
-        this.#settle(run);
-        err ??= timeoutError(this.timeoutMs);
-        for (const p of run.stacks) if (!p.done) this.#fail(p, err);
-      }
-      runs.shift();
+      // Timers fire on whole milliseconds: a deadline less than 1 ms away is due.
+      if (run.deadline - now >= 1) break;
+      // Settling takes it (and the answered runs behind it) off the queue.
+      this.#settle(run);
+      err ??= timeoutError(this.timeoutMs);
+      for (const p of run.stacks) if (!p.done) this.#fail(p, err);
     }
     if (runs.length > 0) {
       this.#timer = setTimeout(this.#expire, Math.max(1, (runs[0] as BatchRun).deadline - now));
