@@ -12,7 +12,8 @@
  *   `getMasterNode`. Connecting (`await client.connect()`) stays the app's business.
  *
  * Everything client-specific (Buffer replies, routing by key on a Cluster, reaching every
- * master, how a Redis error reply is recognised) lives here; the script runner and the
+ * master, how a Redis error reply is recognised, ioredis' auto-pipelining left out of the
+ * store's calls) lives here; the script runner and the
  * stores only call a {@link RedisPort}.
  */
 
@@ -213,9 +214,11 @@ function directCalls(c: IoredisLike): Pick<RedisPort, 'evalsha' | 'eval' | 'fcal
   const sendCommand = c.sendCommand.bind(c) as (command: object) => Promise<unknown>;
   const send = (name: string, head: string, keys: readonly string[], args: readonly string[]): Promise<unknown> => {
     const o = c.options;
-    const argv: (string | number)[] = [head, keys.length];
-    for (const k of keys) argv.push(k);
-    for (const a of args) argv.push(a);
+    const argv: (string | number)[] = new Array(2 + keys.length + args.length);
+    argv[0] = head;
+    argv[1] = keys.length;
+    for (let i = 0; i < keys.length; i++) argv[2 + i] = keys[i] as string;
+    for (let i = 0; i < args.length; i++) argv[2 + keys.length + i] = args[i] as string;
     return sendCommand(
       new Cmd(name, argv, {
         replyEncoding: null,

@@ -36,7 +36,7 @@ import { DenyCache } from './deny-cache.js';
 import { clientError, closedError, optionError, timeoutError } from './errors.js';
 import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
 import { redisKey, slotOf } from './keys.js';
-import { type RedisClientLike, runKeyOp, runnerOf, runScript } from './script.js';
+import { type RedisClientLike, runKeyOp, runnerOf, runScript, type ScriptRunner, STORE_CODE } from './script.js';
 
 export interface RedisStoreOptions {
   /**
@@ -288,6 +288,8 @@ export class RedisStore extends EventEmitter implements Store {
   readonly onStoreError: StoreErrorPolicy;
   /** The client's operations (client.ts): every Redis call goes through it. */
   readonly #port: RedisPort;
+  /** The port's script runner (shared by the stores on the client), kept for the hot path. */
+  readonly #runner: ScriptRunner;
   readonly #cluster: boolean;
   readonly #clock: Clock | undefined;
   readonly #hashTag: ((ruleName: string, key: string) => string) | undefined;
@@ -325,6 +327,7 @@ export class RedisStore extends EventEmitter implements Store {
     validate(options);
     this.client = options.client;
     this.#port = portOf(options.client) as RedisPort;
+    this.#runner = runnerOf(this.#port);
     this.#cluster = this.#port.cluster;
     this.prefix = options.prefix ?? '';
     this.timeoutMs = options.timeoutMs ?? 100;
@@ -346,7 +349,7 @@ export class RedisStore extends EventEmitter implements Store {
     this.checked = checks.done;
     this.#cancelChecks = checks.cancel;
     // FCALL or EVALSHA: chosen for the client now, not by the first decision.
-    runnerOf(this.#port).prepare();
+    this.#runner.prepare();
   }
 
   /** The breaker's state: `'closed'` while Redis answers. */
@@ -718,7 +721,8 @@ export class RedisStore extends EventEmitter implements Store {
   #send(batch: readonly PendingStack[], keys: readonly string[], sizes: readonly number[], deadline: number): void {
     let reply: Promise<unknown>;
     try {
-      reply = runScript(this.#port, decideArgs(batch, keys, this.#minTtl));
+      const call = decideArgs(batch, keys, this.#minTtl);
+      reply = this.#runner.call(STORE_CODE, call.keys, call.args);
     } catch (err) {
       // Thrown before Redis was asked (a client that throws instead of rejecting): this
       // run's stacks fail now; the tick's other runs go on.

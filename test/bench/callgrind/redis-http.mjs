@@ -24,7 +24,9 @@
 // runs the requests and leaves V8's optimizing compiler and concurrent GC marking to the
 // helpers, is printed beside the whole process's. The main thread still pays lazy and
 // baseline compilation and its share of each scavenge, but not TurboFan's compile jobs,
-// which moved the single-threaded count by a third from batch to batch. With several
+// which moved the single-threaded count by a third from batch to batch; and V8 keeps a
+// fixed GC schedule (`--predictable-gc-schedule`: no heap growth that depends on timing).
+// With several
 // batches, each figure is also given as the minimum and the median of the batches.
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -151,7 +153,7 @@ async function measure(name) {
     node = underCallgrind(
       join(dir, 'node.out'),
       'node',
-      [...(values.threads ? [] : ['--single-threaded']), here('./http-server.mjs'), name, String(redisPort)],
+      [...(values.threads ? ['--predictable-gc-schedule'] : ['--single-threaded']), here('./http-server.mjs'), name, String(redisPort)],
       undefined,
       values.threads,
     );
@@ -232,5 +234,7 @@ for (const name of picked) {
   const mainCols = values.threads
     ? ` ${col((r) => r.main)} | ${k(Math.min(...rows.map((r) => r.main)))} / ${k(med(rows.map((r) => r.main)))} | ${over((r) => r.main)} |`
     : '';
-  console.log(`| ${name} | ${col((r) => r.node)} |${mainCols} ${over((r) => r.node)} | ${col((r) => r.redis)} | ${col((r) => r.commands)} |`);
+  console.log(
+    `| ${name} | ${col((r) => r.node)} |${mainCols} ${over((r) => r.node)} | ${col((r) => r.redis)} | ${col((r) => r.commands)} |`,
+  );
 }
