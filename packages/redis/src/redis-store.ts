@@ -303,7 +303,13 @@ export class RedisStore extends EventEmitter implements Store {
   readonly #batching: boolean;
   /** Per rule, its last key and that key's Redis key (see keyOf). */
   readonly #lastKeys = new WeakMap<RuleSpec, { key: string; redisKey: string }>();
-  #pending: PendingStack[] = [];
+  /**
+   * The stacks of this tick, `#pending[0..#pendingCount)`: one array for the store's life
+   * (a new one per tick grew a backing store of 17 entries for the lone stack), each entry
+   * cleared when its tick is sent.
+   */
+  readonly #pending: (PendingStack | undefined)[] = [];
+  #pendingCount = 0;
   /** When the first stack of `#pending` was asked (performance.now()). */
   #pendingAt = 0;
   /** Batched runs whose deadline is watched, oldest first (see `#watch`). */
@@ -620,9 +626,8 @@ export class RedisStore extends EventEmitter implements Store {
    * after the first of them was asked (see `#watch`).
    */
   #enqueue(p: PendingStack): void {
-    const pending = this.#pending;
-    pending.push(p);
-    if (pending.length === 1) {
+    this.#pending[this.#pendingCount++] = p;
+    if (this.#pendingCount === 1) {
       this.#pendingAt = performance.now();
       process.nextTick(this.#flush);
     }
@@ -690,15 +695,21 @@ export class RedisStore extends EventEmitter implements Store {
   }
 
   readonly #flush = (): void => {
-    const all = this.#pending;
-    this.#pending = [];
+    const pending = this.#pending;
+    const n = this.#pendingCount;
+    this.#pendingCount = 0;
     const deadline = this.#pendingAt + this.timeoutMs;
-    if (all.length === 1) {
+    if (n === 1) {
       // Alone in its tick: its own keys and size, nothing gathered.
-      const p = all[0] as PendingStack;
-      this.#send(all, p.keys, [p.ops.length], deadline);
+      const p = pending[0] as PendingStack;
+      pending[0] = undefined;
+      this.#send([p], p.keys, [p.ops.length], deadline);
       return;
     }
+    const all = pending.slice(0, n) as PendingStack[];
+    // A burst's array is not kept at its size; a usual one is kept, emptied.
+    if (n > BATCH_MAX_OPS) pending.length = 0;
+    else pending.fill(undefined, 0, n);
     for (let from = 0; from < all.length; ) {
       // Bounded batches keep one script run short (Redis runs scripts one at a time).
       let to = from;
