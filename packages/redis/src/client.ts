@@ -211,7 +211,6 @@ function directCalls(c: IoredisLike): Pick<RedisPort, 'evalsha' | 'eval' | 'fcal
   if (c.isCluster === true || !isFn(c.sendCommand)) return undefined;
   const Cmd = commandClass(c);
   if (Cmd === undefined) return undefined;
-  const sendCommand = c.sendCommand.bind(c) as (command: object) => Promise<unknown>;
   const send = (name: string, head: string, keys: readonly string[], args: readonly string[]): Promise<unknown> => {
     const o = c.options;
     const argv: (string | number)[] = new Array(2 + keys.length + args.length);
@@ -219,7 +218,8 @@ function directCalls(c: IoredisLike): Pick<RedisPort, 'evalsha' | 'eval' | 'fcal
     argv[1] = keys.length;
     for (let i = 0; i < keys.length; i++) argv[2 + i] = keys[i] as string;
     for (let i = 0; i < args.length; i++) argv[2 + keys.length + i] = args[i] as string;
-    return sendCommand(
+    // Looked up per call, as the client's own methods do (instrumentation patches it).
+    return (c as Required<Pick<IoredisLike, 'sendCommand'>>).sendCommand(
       new Cmd(name, argv, {
         replyEncoding: null,
         keyPrefix: o?.keyPrefix,

@@ -38,6 +38,8 @@ describe.each(families)('%s with enableAutoPipelining', (family, make) => {
       const limiter = createLimiter({ rules: [{ name: 'r', key: () => 'k', limit: 3, window: '1m' }], store });
       await limiter.peek({});
       const pipelines = vi.spyOn(client, 'pipeline');
+      // Patched after the store was made, as instrumentation does: still what sends.
+      const sent = vi.spyOn(client, 'sendCommand');
       const allowed: boolean[] = [];
       for (let i = 0; i < 4; i++) allowed.push((await limiter.consume({})).allowed);
       // Four stacks asked in one tick: one batched call, still no Pipeline.
@@ -45,6 +47,7 @@ describe.each(families)('%s with enableAutoPipelining', (family, make) => {
       expect(allowed).toEqual([true, true, true, false]);
       expect(burst.map((d) => d.rules[0]?.remaining)).toEqual([0, 0, 0, 0]);
       expect(pipelines).not.toHaveBeenCalled();
+      expect(sent.mock.calls.map(([c]) => (c as { name: string }).name)).toEqual(['fcall', 'fcall', 'fcall', 'fcall', 'fcall']);
       // The app's own commands are the client's business: auto-pipelined as configured.
       await Promise.all([client.get('ap-app-1'), client.get('ap-app-2')]);
       expect(pipelines).toHaveBeenCalled();
