@@ -39,7 +39,25 @@ interface RuleWire {
   oneC: string | undefined;
   oneP: string | undefined;
   oneTtl: string | undefined;
+  /** The plan of the last stack of several ops, on Redis time, that started with this rule. */
+  stack: StackPlan | undefined;
 }
+
+/**
+ * The plan of one stack of several ops on Redis time with distinct keys (a request alone in
+ * its tick with a stack of rules): it depends on the command, the least TTL and each op's
+ * rule and cost, not on the keys, so the same rules at the same costs send the same text.
+ */
+interface StackPlan {
+  readonly cmd: Command;
+  readonly minTtl: string;
+  readonly rules: readonly RuleSpec[];
+  readonly costs: readonly number[];
+  readonly plan: string;
+}
+
+/** Longest stack whose plan is kept (its keys are compared pairwise). */
+const STACK_PLAN_MAX = 8;
 
 const wires = new WeakMap<RuleSpec, RuleWire>();
 /** Numbers the calls being built (synchronously, one at a time). */
@@ -56,7 +74,7 @@ function wireOf(r: RuleSpec): RuleWire {
       (r.countRejected ? '1' : '0') +
       (r.dryRun ? '1' : '0');
     const fields = [flags, num(r.limit), num(r.windowMs), num(r.burst), num(r.queue), num(r.blockForMs), num(r.maxCost)];
-    w = { text: fields.join(' '), call: 0, n: 0, oneC: undefined, oneP: undefined, oneTtl: undefined };
+    w = { text: fields.join(' '), call: 0, n: 0, oneC: undefined, oneP: undefined, oneTtl: undefined, stack: undefined };
     wires.set(r, w);
   }
   return w;
@@ -161,7 +179,38 @@ export function decideArgs(stacks: readonly StackCall[], keys: readonly string[]
     // One op of cost 1 on Redis time: its plan is the rule's, kept with its wire text.
     if (st.ops.length === 1 && st.now === undefined && op.cost === 1)
       return { keys: keys as string[], args: [onePlan(op.rule, st.cmd, minTtl)] };
+    // Several ops on Redis time, each with its own key: the plan the same rules and costs had.
+    if (op !== undefined && st.now === undefined && st.ops.length <= STACK_PLAN_MAX && distinct(keys)) {
+      const w = wireOf(op.rule);
+      const kept = w.stack;
+      if (kept !== undefined && sameStack(kept, st, minTtl)) return { keys: keys as string[], args: [kept.plan] };
+      const call = build(stacks, keys, minTtl);
+      w.stack = { cmd: st.cmd, minTtl, rules: st.ops.map((o) => o.rule), costs: st.ops.map((o) => o.cost), plan: call.args[0] as string };
+      return call;
+    }
   }
+  return build(stacks, keys, minTtl);
+}
+
+/** Whether every key of a stack is its own (no op names a key listed before it). */
+function distinct(keys: readonly string[]): boolean {
+  for (let i = 1; i < keys.length; i++) for (let j = 0; j < i; j++) if (keys[i] === keys[j]) return false;
+  return true;
+}
+
+/** Whether `kept` is the plan of stack `st` (same command, least TTL, rules and costs). */
+function sameStack(kept: StackPlan, st: StackCall, minTtl: string): boolean {
+  const ops = st.ops;
+  if (kept.cmd !== st.cmd || kept.minTtl !== minTtl || kept.rules.length !== ops.length) return false;
+  for (let i = 0; i < ops.length; i++) {
+    const op = ops[i] as StoreOp;
+    if (kept.rules[i] !== op.rule || !Object.is(kept.costs[i], op.cost)) return false;
+  }
+  return true;
+}
+
+/** The general builder of decideArgs: any stacks, runs of like stacks, supplied times. */
+function build(stacks: readonly StackCall[], keys: readonly string[], minTtl: string): ScriptCall {
   const b = new CallBuilder('d', minTtl);
   // One line per run (`<count> <shape>`), and the supplied times of the runs with one.
   const tail: string[] = [];

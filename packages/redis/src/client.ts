@@ -12,7 +12,8 @@
  *   `getMasterNode`. Connecting (`await client.connect()`) stays the app's business.
  *
  * Everything client-specific (Buffer replies, routing by key on a Cluster, reaching every
- * master, how a Redis error reply is recognised) lives here; the script runner and the
+ * master, how a Redis error reply is recognised, ioredis' auto-pipelining left out of the
+ * store's calls) lives here; the script runner and the
  * stores only call a {@link RedisPort}.
  */
 
@@ -56,6 +57,13 @@ const BUFFERS = { typeMapping: { 36: Buffer } } as const;
 type Fn = (...args: never[]) => unknown;
 const isFn = (x: unknown): x is Fn => typeof x === 'function';
 
+/** ioredis' `Command` (its options: reply encoding, the client's `keyPrefix`, a friendly stack). */
+type IoredisCommand = new (
+  name: string,
+  args: readonly (string | number)[],
+  options: { replyEncoding: null; keyPrefix: unknown; errorStack: Error | undefined },
+) => object;
+
 /** The ioredis / iovalkey calls the port makes (ioredis' typings leave the Buffer ones out). */
 interface IoredisLike {
   evalshaBuffer(sha: string, numkeys: number, ...args: string[]): Promise<unknown>;
@@ -67,6 +75,9 @@ interface IoredisLike {
   nodes?(role: 'master'): IoredisLike[];
   on?(event: 'ready', listener: () => void): unknown;
   readonly status?: string;
+  /** Sends a built command as it is: no auto-pipelining (see ioredisPort). */
+  sendCommand?(command: object): Promise<unknown>;
+  readonly options?: { readonly keyPrefix?: unknown; readonly showFriendlyErrorStack?: boolean };
 }
 
 /** The events and state a node-redis client or Sentinel client has. */
@@ -158,8 +169,86 @@ function makePort(client: object): RedisPort | undefined {
   return undefined;
 }
 
+/**
+ * ioredis' `Command` class, as the client's own methods build it: one of them is called on
+ * a stand-in that has auto-pipelining off and takes the command it is handed (nothing is
+ * sent). The class is not reachable from the client otherwise (ioredis mixes
+ * `EventEmitter` into `Redis.prototype`, `constructor` included), and importing ioredis
+ * would need it installed and the very copy the app's client came from.
+ */
+function commandClass(c: IoredisLike): IoredisCommand | undefined {
+  const method = (c as unknown as Record<string, unknown>).pingBuffer;
+  if (!isFn(method)) return undefined;
+  let made: object | undefined;
+  const standIn = {
+    options: { enableAutoPipelining: false, autoPipeliningIgnoredCommands: [] },
+    isPipeline: true,
+    sendCommand(command: object) {
+      made = command;
+      return Promise.resolve();
+    },
+  };
+  try {
+    (method as (this: unknown) => unknown).call(standIn);
+  } catch {
+    return undefined;
+  }
+  const Command = made?.constructor;
+  return isFn(Command) && isFn((made as { toWritable?: unknown }).toWritable) ? (Command as unknown as IoredisCommand) : undefined;
+}
+
+/**
+ * The script calls of a standalone ioredis / iovalkey client, each sent as a `Command`
+ * through `sendCommand`, which is what the client's own methods do without
+ * auto-pipelining: the same reply encoding (Buffers), key prefix and stack. With
+ * `enableAutoPipelining`, a method would build a `Pipeline` per tick around the one call
+ * the store sends per tick (it batches its own stacks) and defer its write to a
+ * `process.nextTick` of its own: a tenth of the Node work of a decision alone in its tick,
+ * for nothing. Undefined where the class cannot be had, and on a Cluster (whose
+ * auto-pipelines are per node, and whose batching is off): the client's methods then.
+ */
+function directCalls(c: IoredisLike): Pick<RedisPort, 'evalsha' | 'eval' | 'fcall'> | undefined {
+  if (c.isCluster === true || !isFn(c.sendCommand)) return undefined;
+  const Cmd = commandClass(c);
+  if (Cmd === undefined) return undefined;
+  const send = (name: string, head: string, keys: readonly string[], args: readonly string[]): Promise<unknown> => {
+    const o = c.options;
+    const argv: (string | number)[] = new Array(2 + keys.length + args.length);
+    argv[0] = head;
+    argv[1] = keys.length;
+    for (let i = 0; i < keys.length; i++) argv[2 + i] = keys[i] as string;
+    for (let i = 0; i < args.length; i++) argv[2 + keys.length + i] = args[i] as string;
+    // Looked up per call, as the client's own methods do (instrumentation patches it).
+    return (c as Required<Pick<IoredisLike, 'sendCommand'>>).sendCommand(
+      new Cmd(name, argv, {
+        replyEncoding: null,
+        keyPrefix: o?.keyPrefix,
+        errorStack: o?.showFriendlyErrorStack === true ? new Error() : undefined,
+      }),
+    );
+  };
+  return {
+    evalsha: (sha, keys, args) => send('evalsha', sha, keys, args),
+    eval: (script, keys, args) => send('eval', script, keys, args),
+    fcall: (fn, keys, args) => send('fcall', fn, keys, args),
+  };
+}
+
 function ioredisPort(c: IoredisLike): RedisPort {
   const cluster = c.isCluster === true;
+  const direct = directCalls(c);
+  if (direct !== undefined) {
+    const port: RedisPort = {
+      family: 'ioredis',
+      cluster,
+      // Where ioredis knows FCALL (its command table is what places a `keyPrefix`).
+      functions: isFn(c.fcallBuffer),
+      ...direct,
+      command: (args) => c.call(args[0] as string, ...args.slice(1)),
+      masters: () => Promise.resolve([port]),
+    };
+    return port;
+  }
   return {
     family: 'ioredis',
     cluster,

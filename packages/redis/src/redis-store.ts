@@ -36,7 +36,7 @@ import { DenyCache } from './deny-cache.js';
 import { clientError, closedError, optionError, timeoutError } from './errors.js';
 import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
 import { redisKey, slotOf } from './keys.js';
-import { type RedisClientLike, runKeyOp, runnerOf, runScript } from './script.js';
+import { type RedisClientLike, runKeyOp, runnerOf, runScript, type ScriptRunner, STORE_CODE } from './script.js';
 
 export interface RedisStoreOptions {
   /**
@@ -288,6 +288,8 @@ export class RedisStore extends EventEmitter implements Store {
   readonly onStoreError: StoreErrorPolicy;
   /** The client's operations (client.ts): every Redis call goes through it. */
   readonly #port: RedisPort;
+  /** The port's script runner (shared by the stores on the client), kept for the hot path. */
+  readonly #runner: ScriptRunner;
   readonly #cluster: boolean;
   readonly #clock: Clock | undefined;
   readonly #hashTag: ((ruleName: string, key: string) => string) | undefined;
@@ -301,7 +303,13 @@ export class RedisStore extends EventEmitter implements Store {
   readonly #batching: boolean;
   /** Per rule, its last key and that key's Redis key (see keyOf). */
   readonly #lastKeys = new WeakMap<RuleSpec, { key: string; redisKey: string }>();
-  #pending: PendingStack[] = [];
+  /**
+   * The stacks of this tick, `#pending[0..#pendingCount)`: one array for the store's life
+   * (a new one per tick grew a backing store of 17 entries for the lone stack), each entry
+   * cleared when its tick is sent.
+   */
+  readonly #pending: (PendingStack | undefined)[] = [];
+  #pendingCount = 0;
   /** When the first stack of `#pending` was asked (performance.now()). */
   #pendingAt = 0;
   /** Batched runs whose deadline is watched, oldest first (see `#watch`). */
@@ -325,6 +333,7 @@ export class RedisStore extends EventEmitter implements Store {
     validate(options);
     this.client = options.client;
     this.#port = portOf(options.client) as RedisPort;
+    this.#runner = runnerOf(this.#port);
     this.#cluster = this.#port.cluster;
     this.prefix = options.prefix ?? '';
     this.timeoutMs = options.timeoutMs ?? 100;
@@ -346,7 +355,7 @@ export class RedisStore extends EventEmitter implements Store {
     this.checked = checks.done;
     this.#cancelChecks = checks.cancel;
     // FCALL or EVALSHA: chosen for the client now, not by the first decision.
-    runnerOf(this.#port).prepare();
+    this.#runner.prepare();
   }
 
   /** The breaker's state: `'closed'` while Redis answers. */
@@ -617,9 +626,8 @@ export class RedisStore extends EventEmitter implements Store {
    * after the first of them was asked (see `#watch`).
    */
   #enqueue(p: PendingStack): void {
-    const pending = this.#pending;
-    pending.push(p);
-    if (pending.length === 1) {
+    this.#pending[this.#pendingCount++] = p;
+    if (this.#pendingCount === 1) {
       this.#pendingAt = performance.now();
       process.nextTick(this.#flush);
     }
@@ -642,6 +650,10 @@ export class RedisStore extends EventEmitter implements Store {
   /** A run was answered (or failed) before its deadline. */
   #settle(run: BatchRun): void {
     run.open = false;
+    // Runs are answered in the order they were sent: the answered ones at the head leave the
+    // queue now, so it holds about what is in flight (not every run since the timer fired).
+    const runs = this.#runs;
+    while (runs.length > 0 && !(runs[0] as BatchRun).open) runs.shift();
     if (--this.#inFlight === 0) this.#timer?.unref();
   }
 
@@ -653,14 +665,12 @@ export class RedisStore extends EventEmitter implements Store {
     let err: unknown;
     while (runs.length > 0) {
       const run = runs[0] as BatchRun;
-      if (run.open) {
-        // Timers fire on whole milliseconds: a deadline less than 1 ms away is due.
-        if (run.deadline - now >= 1) break;
-        this.#settle(run);
-        err ??= timeoutError(this.timeoutMs);
-        for (const p of run.stacks) if (!p.done) this.#fail(p, err);
-      }
-      runs.shift();
+      // Timers fire on whole milliseconds: a deadline less than 1 ms away is due.
+      if (run.deadline - now >= 1) break;
+      // Settling takes it (and the answered runs behind it) off the queue.
+      this.#settle(run);
+      err ??= timeoutError(this.timeoutMs);
+      for (const p of run.stacks) if (!p.done) this.#fail(p, err);
     }
     if (runs.length > 0) {
       this.#timer = setTimeout(this.#expire, Math.max(1, (runs[0] as BatchRun).deadline - now));
@@ -685,15 +695,21 @@ export class RedisStore extends EventEmitter implements Store {
   }
 
   readonly #flush = (): void => {
-    const all = this.#pending;
-    this.#pending = [];
+    const pending = this.#pending;
+    const n = this.#pendingCount;
+    this.#pendingCount = 0;
     const deadline = this.#pendingAt + this.timeoutMs;
-    if (all.length === 1) {
+    if (n === 1) {
       // Alone in its tick: its own keys and size, nothing gathered.
-      const p = all[0] as PendingStack;
-      this.#send(all, p.keys, [p.ops.length], deadline);
+      const p = pending[0] as PendingStack;
+      pending[0] = undefined;
+      this.#send([p], p.keys, [p.ops.length], deadline);
       return;
     }
+    const all = pending.slice(0, n) as PendingStack[];
+    // A burst's array is not kept at its size; a usual one is kept, emptied.
+    if (n > BATCH_MAX_OPS) pending.length = 0;
+    else pending.fill(undefined, 0, n);
     for (let from = 0; from < all.length; ) {
       // Bounded batches keep one script run short (Redis runs scripts one at a time).
       let to = from;
@@ -716,7 +732,8 @@ export class RedisStore extends EventEmitter implements Store {
   #send(batch: readonly PendingStack[], keys: readonly string[], sizes: readonly number[], deadline: number): void {
     let reply: Promise<unknown>;
     try {
-      reply = runScript(this.#port, decideArgs(batch, keys, this.#minTtl));
+      const call = decideArgs(batch, keys, this.#minTtl);
+      reply = this.#runner.call(STORE_CODE, call.keys, call.args);
     } catch (err) {
       // Thrown before Redis was asked (a client that throws instead of rejecting): this
       // run's stacks fail now; the tick's other runs go on.

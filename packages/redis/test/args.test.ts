@@ -46,3 +46,51 @@ describe('the plan of one op alone', () => {
     expect(timed.args).toEqual([expect.stringMatching(/\n1 C1:1$/), '1234']);
   });
 });
+
+describe('the plan of a stack alone', () => {
+  const specs = rules.map((r) => compileRule(r, 'p').spec);
+  /** What the general builder sends for the stack: the stack twice, then one run of one. */
+  function builtStack(ops: StoreOp[], cmd: Command, minTtl: string): { keys: string[]; args: string[] } {
+    const keys = ops.map((_, i) => `k${i}`);
+    const st = { cmd, ops, now: undefined };
+    const twice = decideArgs([st, { ...st, ops: [...ops] }], [...keys, ...keys.map((k) => `${k}'`)], minTtl);
+    return { keys, args: [(twice.args[0] as string).replace(/\n2 ([cp]\S*)$/, '\n1 $1')] };
+  }
+
+  it("is the builder's plan whether kept or built, and follows the rules, costs, command and least TTL", () => {
+    const cases: [StoreOp[], Command, string][] = [
+      [specs.slice(0, 4).map((rule) => ({ rule, key: 'x', cost: 1 })), 'c', '0'],
+      [specs.slice(0, 4).map((rule) => ({ rule, key: 'x', cost: 1 })), 'c', '0'],
+      [specs.slice(0, 4).map((rule) => ({ rule, key: 'x', cost: 1 })), 'p', '0'],
+      [specs.slice(0, 4).map((rule) => ({ rule, key: 'x', cost: 1 })), 'c', '2500'],
+      [specs.slice(0, 4).map((rule, i) => ({ rule, key: 'x', cost: i === 2 ? 3 : 1 })), 'c', '0'],
+      [specs.slice(0, 3).map((rule) => ({ rule, key: 'x', cost: 1 })), 'c', '0'],
+      [[specs[0], specs[5], specs[1]].map((rule) => ({ rule: rule as StoreOp['rule'], key: 'x', cost: 1 })), 'c', '0'],
+      [specs.slice(0, 4).map((rule) => ({ rule, key: 'x', cost: 1 })), 'c', '0'],
+      [specs.slice(0, 1).map((rule) => ({ rule, key: 'x', cost: 2 })), 'c', '0'],
+    ];
+    for (const [ops, cmd, minTtl] of cases) {
+      const want = builtStack(ops, cmd, minTtl);
+      const got = decideArgs([{ cmd, ops, now: undefined }], want.keys, minTtl);
+      expect(got.keys).toEqual(want.keys);
+      expect(got.args).toEqual(want.args);
+    }
+  });
+
+  it('a stack that names a key twice, or on supplied time, goes through the builder', () => {
+    const ops: StoreOp[] = [
+      { rule: specs[0] as StoreOp['rule'], key: 'x', cost: 1 },
+      { rule: specs[0] as StoreOp['rule'], key: 'x', cost: 1 },
+    ];
+    decideArgs(
+      [{ cmd: 'c', ops: [ops[0] as StoreOp, { ...(ops[0] as StoreOp), rule: specs[1] as StoreOp['rule'] }], now: undefined }],
+      ['a', 'b'],
+      '0',
+    );
+    const same = decideArgs([{ cmd: 'c', ops, now: undefined }], ['k', 'k'], '0');
+    expect(same.keys).toEqual(['k']);
+    expect(same.args[0]).toMatch(/\n1 c1:1,1:1@1$/);
+    const timed = decideArgs([{ cmd: 'c', ops, now: 5 }], ['k1', 'k2'], '0');
+    expect(timed.args).toEqual([expect.stringMatching(/\n1 C1:1,1:1$/), '5']);
+  });
+});

@@ -6,7 +6,7 @@
 // instruction counts do not depend on the machine's load, so variants run side by side.
 //
 //   pnpm build && node test/bench/callgrind/redis-http.mjs [--warmup 2000] [--batch 1000] [--batches 2]
-//       [--connections 4] [--only <substring>]... [--parallel 3]
+//       [--connections 4] [--only <substring>]... [--parallel 3] [--threads]
 //
 // Variants come from ../http/variants.mjs (bare Express and Fastify, tollgate's RedisStore
 // with one rule and four, rate-limit-redis, rate-limiter-flexible, @fastify/rate-limit),
@@ -18,8 +18,18 @@
 // the commands alone). Not redis-server's totals: its timers run by the wall clock, which
 // valgrind stretches. Needs valgrind,
 // callgrind_control and callgrind_annotate.
+//
+// `--threads`: Node runs with its helper threads (not `--single-threaded`) and callgrind
+// counts each thread apart (`--separate-threads=yes`): the main thread's count, which
+// runs the requests and leaves V8's optimizing compiler and concurrent GC marking to the
+// helpers, is printed beside the whole process's. The main thread still pays lazy and
+// baseline compilation and its share of each scavenge, but not TurboFan's compile jobs,
+// which moved the single-threaded count by a third from batch to batch; and V8 keeps a
+// fixed GC schedule (`--predictable-gc-schedule`: no heap growth that depends on timing).
+// With several
+// batches, each figure is also given as the minimum and the median of the batches.
 import { execFile, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -36,6 +46,7 @@ const { values } = parseArgs({
     parallel: { type: 'string', default: '3' },
     connections: { type: 'string', default: '4' },
     only: { type: 'string', multiple: true },
+    threads: { type: 'boolean', default: false },
   },
 });
 const WARMUP = Number(values.warmup);
@@ -80,10 +91,18 @@ process.once('exit', () => {
 });
 
 /** Starts `cmd args` under callgrind with instrumentation off. */
-function underCallgrind(out, cmd, args, stdio = ['ignore', 'pipe', 'pipe']) {
+function underCallgrind(out, cmd, args, stdio = ['ignore', 'pipe', 'pipe'], threads = false) {
   const p = spawn(
     'valgrind',
-    ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, cmd, ...args],
+    [
+      '--tool=callgrind',
+      '--instr-atstart=no',
+      '--smc-check=all-non-file',
+      ...(threads ? ['--separate-threads=yes'] : []),
+      `--callgrind-out-file=${out}`,
+      cmd,
+      ...args,
+    ],
     { stdio },
   );
   live.add(p);
@@ -104,6 +123,17 @@ function inclusive(file, names) {
   });
 }
 
+/**
+ * Node instructions per request in batch `b`: the whole process, and with `--threads` the
+ * main thread's (dump `node.out.<b>-01`; the helpers' dumps are `-02`...).
+ */
+function nodeCount(dir, b) {
+  if (!values.threads) return { node: totals(join(dir, `node.out.${b}`)) / BATCH };
+  const files = readdirSync(dir).filter((f) => f.startsWith(`node.out.${b}-`));
+  const all = files.reduce((sum, f) => sum + totals(join(dir, f)), 0);
+  return { node: all / BATCH, main: totals(join(dir, `node.out.${b}-01`)) / BATCH };
+}
+
 async function measure(name) {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-cg-http-'));
   const redisPort = await freePort();
@@ -120,7 +150,13 @@ async function measure(name) {
       if (Date.now() > deadline) throw new Error(`${name}: redis-server did not start`);
       await sleep(300);
     }
-    node = underCallgrind(join(dir, 'node.out'), 'node', ['--single-threaded', here('./http-server.mjs'), name, String(redisPort)]);
+    node = underCallgrind(
+      join(dir, 'node.out'),
+      'node',
+      [...(values.threads ? ['--predictable-gc-schedule'] : ['--single-threaded']), here('./http-server.mjs'), name, String(redisPort)],
+      undefined,
+      values.threads,
+    );
     let log = '';
     node.stderr.on('data', (d) => {
       log += d;
@@ -154,7 +190,7 @@ async function measure(name) {
         'handleClientsWithPendingWritesUsingThreads',
         'processCommand',
       ]);
-      rows.push({ node: totals(join(dir, `node.out.${b}`)) / BATCH, redis: (read + write) / BATCH, commands: commands / BATCH });
+      rows.push({ ...nodeCount(dir, b), redis: (read + write) / BATCH, commands: commands / BATCH });
     }
     return rows;
   } finally {
@@ -186,12 +222,19 @@ console.log(
   `${BATCHES} batches of ${BATCH} requests on ${values.connections} connections after ${WARMUP} to warm up; figures per request, batches separated by /`,
 );
 console.log('');
-console.log('| variant | Node instructions | Node over bare | redis-server instructions | of which commands |');
-console.log('| --- | ---: | ---: | ---: | ---: |');
+const main = values.threads ? ' Node main thread | main: min / median | main over bare |' : '';
+console.log(`| variant | Node instructions |${main} Node over bare | redis-server instructions | of which commands |`);
+console.log(`| --- | ---: |${values.threads ? ' ---: | ---: | ---: |' : ''} ---: | ---: | ---: |`);
 for (const name of picked) {
   const rows = results.get(name);
-  const bare = results.get(`${name.split(' ')[0]} bare`);
-  const over = bare && name !== `${name.split(' ')[0]} bare` ? k(med(rows.map((r) => r.node)) - med(bare.map((r) => r.node))) : '—';
+  const bareName = `${name.split(' ')[0]} bare`;
+  const bare = name === bareName ? undefined : results.get(bareName);
+  const over = (f) => (bare ? k(med(rows.map(f)) - med(bare.map(f))) : '—');
   const col = (f) => rows.map((r) => k(f(r))).join(' / ');
-  console.log(`| ${name} | ${col((r) => r.node)} | ${over} | ${col((r) => r.redis)} | ${col((r) => r.commands)} |`);
+  const mainCols = values.threads
+    ? ` ${col((r) => r.main)} | ${k(Math.min(...rows.map((r) => r.main)))} / ${k(med(rows.map((r) => r.main)))} | ${over((r) => r.main)} |`
+    : '';
+  console.log(
+    `| ${name} | ${col((r) => r.node)} |${mainCols} ${over((r) => r.node)} | ${col((r) => r.redis)} | ${col((r) => r.commands)} |`,
+  );
 }
