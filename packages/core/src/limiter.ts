@@ -658,14 +658,25 @@ function build<R>(
     return key;
   }
 
+  // Each rule's last op: the next request with the same key, cost and rule gets the same
+  // object (ops are never changed once made), so a rule with a constant key ('global', a
+  // route) or a client's run of requests allocates no op.
+  const lastOp: (StoreOp | undefined)[] = new Array(n).fill(undefined);
+
   function baseOpOf(i: number, k: unknown, req: R, override: number | undefined): StoreOp | Promise<StoreOp> {
     const rule = (cells[i] as Cell<R>).c;
     const raw = keyOf(k, rule.spec.name);
     const key = cachedBaseKey(i, raw);
     if (rule.dynamic !== undefined) return dynamicOp(rule, rule.dynamic, key, raw, req, override);
+    const spec = rule.spec;
     const c = override ?? rule.cost ?? (rule.costFn as (req: R) => unknown)(req);
-    if (isThenable(c)) return Promise.resolve(c).then((v) => ({ rule: rule.spec, key, raw, cost: costOf(rule.spec, v) }), rethrowAsApp);
-    return { rule: rule.spec, key, raw, cost: costOf(rule.spec, c) };
+    if (isThenable(c)) return Promise.resolve(c).then((v) => ({ rule: spec, key, raw, cost: costOf(spec, v) }), rethrowAsApp);
+    const cost = costOf(spec, c);
+    const last = lastOp[i];
+    if (last !== undefined && last.raw === raw && last.cost === cost && last.rule === spec) return last;
+    const op: StoreOp = { rule: spec, key, raw, cost };
+    lastOp[i] = op;
+    return op;
   }
 
   function baseOp(i: number, req: R, cost: number | undefined): StoreOp | undefined | Promise<StoreOp | undefined> {
@@ -685,13 +696,19 @@ function build<R>(
       if (op instanceof Promise) return op.then((o) => (o === undefined ? [] : [o]));
       return [op];
     }
-    const ops: StoreOp[] = [];
+    // Sized once (a growing array reallocated its store on the way), trimmed if a rule's key was absent.
+    const ops: StoreOp[] = new Array(n);
+    let j = 0;
     for (let i = 0; i < n; i++) {
       const op = baseOp(i, req, cost);
-      // From the first promise on, the rest keep every rejection handled (see restOf).
-      if (op instanceof Promise) return restOf(cells, i, ops, op, req, cost);
-      if (op !== undefined) ops.push(op);
+      if (op instanceof Promise) {
+        // From the first promise on, the rest keep every rejection handled (see restOf).
+        ops.length = j;
+        return restOf(cells, i, ops, op, req, cost);
+      }
+      if (op !== undefined) ops[j++] = op;
     }
+    if (j !== n) ops.length = j;
     return ops;
   }
 

@@ -84,6 +84,12 @@ export class MemoryStore implements Store {
   #recentTables: Table[] = [];
   /** The tables of the decision being made (one array per store, not per call). */
   readonly #scratch: Table[] = [];
+  /**
+   * The rules of the last decision by position, and their tables: a limiter hands over the
+   * same rules in the same order every time, so the i-th rule's table costs one comparison.
+   */
+  #atRules: (RuleSpec | undefined)[] = [];
+  #atTables: Table[] = [];
   /** The verdicts of the decision being made, and the decision that holds them (see DECIDE). */
   readonly #verdicts: Verdict[] = [];
   readonly #decision: StoreDecision = { allowed: false, now: 0, outcomes: this.#verdicts };
@@ -311,7 +317,13 @@ export class MemoryStore implements Store {
       const op = ops[i] as StoreOp;
       const r = op.rule;
       if (op.cost > r.maxCost) return this.#decideStack(ops, t);
-      const table = this.#table(r);
+      let table: Table;
+      if (this.#atRules[i] === r) table = this.#atTables[i] as Table;
+      else {
+        table = this.#table(r);
+        this.#atRules[i] = r;
+        this.#atTables[i] = table;
+      }
       const v = verdicts[i] as Verdict;
       const kernel = table.kernel;
       if (kernel !== undefined) {
@@ -463,6 +475,8 @@ export class MemoryStore implements Store {
     this.#tables.clear();
     this.#recentRules = [];
     this.#recentTables = [];
+    this.#atRules = [];
+    this.#atTables = [];
     this.#closed = true;
     return Promise.resolve();
   }
