@@ -648,32 +648,23 @@ function build<R>(
   // shape as a limiter without tiers or values per request had; tiers use opsOf).
   const n = cells.length;
   const keyFns = cells.map((c) => c.key);
-  const lastRaw: (string | undefined)[] = new Array(n).fill(undefined);
-  const lastKey: string[] = new Array(n).fill('');
-  function cachedBaseKey(i: number, raw: string): string {
-    if (raw === lastRaw[i]) return lastKey[i] as string;
-    const key = sanitizeKey(raw);
-    lastRaw[i] = raw;
-    lastKey[i] = key;
-    return key;
-  }
-
-  // Each rule's last op: the next request with the same key, cost and rule gets the same
-  // object (ops are never changed once made), so a rule with a constant key ('global', a
-  // route) or a client's run of requests allocates no op.
+  // Each rule's last op. Ops are never changed once made, so the next request with the same
+  // key, cost and rule gets the same object: a rule with a constant key ('global', a route)
+  // or a client's run of requests allocates no op. A new cost keeps the sanitised key.
   const lastOp: (StoreOp | undefined)[] = new Array(n).fill(undefined);
 
   function baseOpOf(i: number, k: unknown, req: R, override: number | undefined): StoreOp | Promise<StoreOp> {
     const rule = (cells[i] as Cell<R>).c;
     const raw = keyOf(k, rule.spec.name);
-    const key = cachedBaseKey(i, raw);
+    const last = lastOp[i];
+    const same = last !== undefined && last.raw === raw;
+    const key = same ? last.key : sanitizeKey(raw);
     if (rule.dynamic !== undefined) return dynamicOp(rule, rule.dynamic, key, raw, req, override);
     const spec = rule.spec;
     const c = override ?? rule.cost ?? (rule.costFn as (req: R) => unknown)(req);
     if (isThenable(c)) return Promise.resolve(c).then((v) => ({ rule: spec, key, raw, cost: costOf(spec, v) }), rethrowAsApp);
     const cost = costOf(spec, c);
-    const last = lastOp[i];
-    if (last !== undefined && last.raw === raw && last.cost === cost && last.rule === spec) return last;
+    if (same && last.cost === cost && last.rule === spec) return last;
     const op: StoreOp = { rule: spec, key, raw, cost };
     lastOp[i] = op;
     return op;
