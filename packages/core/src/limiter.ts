@@ -652,12 +652,16 @@ function build<R>(
   // key, cost and rule gets the same object: a rule with a constant key ('global', a route)
   // or a client's run of requests allocates no op. A new cost keeps the sanitised key.
   const lastOp: (StoreOp | undefined)[] = new Array(n).fill(undefined);
+  // The rule whose static cost (no per-call override) made the last op; undefined otherwise.
+  // Then the same key needs no cost worked out: it is that op (an update makes a new rule).
+  const lastStatic: (CompiledRule<R> | undefined)[] = new Array(n).fill(undefined);
 
   function baseOpOf(i: number, k: unknown, req: R, override: number | undefined): StoreOp | Promise<StoreOp> {
     const rule = (cells[i] as Cell<R>).c;
     const raw = keyOf(k, rule.spec.name);
     const last = lastOp[i];
     const same = last !== undefined && last.raw === raw;
+    if (same && override === undefined && lastStatic[i] === rule) return last;
     const key = same ? last.key : sanitizeKey(raw);
     if (rule.dynamic !== undefined) return dynamicOp(rule, rule.dynamic, key, raw, req, override);
     const spec = rule.spec;
@@ -667,6 +671,7 @@ function build<R>(
     if (same && last.cost === cost && last.rule === spec) return last;
     const op: StoreOp = { rule: spec, key, raw, cost };
     lastOp[i] = op;
+    lastStatic[i] = override === undefined && rule.cost !== undefined ? rule : undefined;
     return op;
   }
 
