@@ -112,7 +112,8 @@ try {
     .sort((a, b) => b[1] - a[1]);
   const total = rows.reduce((sum, [, v]) => sum + v, 0);
   console.log(`${variant}: ${Math.round(total)} instructions per await consume`);
-  for (const [name, v] of rows.slice(0, Number(values.top))) if (Math.abs(v) >= 5) console.log(`${String(Math.round(v)).padStart(7)}  ${name}`);
+  for (const [name, v] of rows.slice(0, Number(values.top)))
+    if (Math.abs(v) >= 5) console.log(`${String(Math.round(v)).padStart(7)}  ${name}`);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

@@ -4,8 +4,8 @@
  * one decision's receipt, key or rule leak into another's.
  */
 import { describe, expect, it } from 'vitest';
-import { decisionOps } from '../src/limiter.js';
 import { createLimiter, ManualClock, MemoryStore } from '../src/index.js';
+import { decisionOps } from '../src/limiter.js';
 
 type Req = { k: string; cost?: number };
 
@@ -77,8 +77,16 @@ describe('reused ops', () => {
   it('one store serving two stacks in turn finds each rule its own table (tables by position are per rule, not per place)', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
-    const fw = createLimiter<Req>({ store, clock, rules: [{ name: 'a', key: (r) => r.k, limit: 2, window: '1m', algorithm: 'fixed-window' }] });
-    const tb = createLimiter<Req>({ store, clock, rules: [{ name: 'b', key: (r) => r.k, limit: 5, window: '1m', algorithm: 'token-bucket' }] });
+    const fw = createLimiter<Req>({
+      store,
+      clock,
+      rules: [{ name: 'a', key: (r) => r.k, limit: 2, window: '1m', algorithm: 'fixed-window' }],
+    });
+    const tb = createLimiter<Req>({
+      store,
+      clock,
+      rules: [{ name: 'b', key: (r) => r.k, limit: 5, window: '1m', algorithm: 'token-bucket' }],
+    });
     const out: Array<[boolean, number | undefined]> = [];
     for (let i = 0; i < 3; i++) {
       const x = await fw.consume({ k: 'k' });
