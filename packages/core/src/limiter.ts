@@ -501,7 +501,13 @@ function cachedKey<R>(cell: Cell<R>, raw: string): string {
 function opOf<R>(cell: Cell<R>, k: unknown, req: R, override: number | undefined): StoreOp | Promise<StoreOp> {
   const rule = cell.c;
   const raw = keyOf(k, rule.spec.name);
-  const key = cachedKey(cell, raw);
+  return opFor(rule, cachedKey(cell, raw), raw, req, override);
+}
+
+const noop = () => {};
+
+/** A rule's op from its sanitised key and its cost (a promise when the cost or a value is async). */
+function opFor<R>(rule: CompiledRule<R>, key: string, raw: string, req: R, override: number | undefined): StoreOp | Promise<StoreOp> {
   if (rule.dynamic !== undefined) return dynamicOp(rule, rule.dynamic, key, raw, req, override);
   const spec = rule.spec;
   const c = override ?? rule.cost ?? (rule.costFn as (req: R) => unknown)(req);
@@ -509,7 +515,6 @@ function opOf<R>(cell: Cell<R>, k: unknown, req: R, override: number | undefined
   return { rule: spec, key, raw, cost: costOf(spec, c) };
 }
 
-const noop = () => {};
 
 /** The op of a rule whose limit or burst is a function: its values, then the spec derived from them. */
 function dynamicOp<R>(
@@ -648,30 +653,46 @@ function build<R>(
   // shape as a limiter without tiers or values per request had; tiers use opsOf).
   const n = cells.length;
   const keyFns = cells.map((c) => c.key);
-  // Each rule's last op. Ops are never changed once made, so the next request with the same
-  // key, cost and rule gets the same object: a rule with a constant key ('global', a route)
-  // or a client's run of requests allocates no op. A new cost keeps the sanitised key.
+  // Each rule's last key string and its sanitised form; and, once that key has come twice
+  // in a row, the op made for it when the rule's cost is a plain number (no per-call
+  // override, no function-valued limit). Ops are never changed once made, so the next
+  // request with the same key and rule gets the same object: a rule with a constant key
+  // ('global', a route) or a client's run of requests allocates no op. A key that changes
+  // every time (many clients) costs what it did: a new key only clears the op, with no new
+  // object stored into these long-lived arrays (which V8 pays a write barrier for).
+  const lastRaw: (string | undefined)[] = new Array(n).fill(undefined);
+  const lastKey: string[] = new Array(n).fill('');
   const lastOp: (StoreOp | undefined)[] = new Array(n).fill(undefined);
-  // The rule whose static cost (no per-call override) made the last op; undefined otherwise.
-  // Then the same key needs no cost worked out: it is that op (an update makes a new rule).
-  const lastStatic: (CompiledRule<R> | undefined)[] = new Array(n).fill(undefined);
+  /** The rule `lastOp` was made for (an update makes a new rule, so a new op). */
+  const lastRule: (CompiledRule<R> | undefined)[] = new Array(n).fill(undefined);
 
   function baseOpOf(i: number, k: unknown, req: R, override: number | undefined): StoreOp | Promise<StoreOp> {
     const rule = (cells[i] as Cell<R>).c;
     const raw = keyOf(k, rule.spec.name);
-    const last = lastOp[i];
-    const same = last !== undefined && last.raw === raw;
-    if (same && override === undefined && lastStatic[i] === rule) return last;
-    const key = same ? last.key : sanitizeKey(raw);
+    if (raw === lastRaw[i]) {
+      const last = lastOp[i];
+      if (last !== undefined && override === undefined && lastRule[i] === rule) return last;
+      return repeatedOp(i, rule, raw, req, override);
+    }
+    const key = sanitizeKey(raw);
+    lastRaw[i] = raw;
+    lastKey[i] = key;
+    lastOp[i] = undefined;
+    // opFor, written out: this is every request's path when the key changes each time.
     if (rule.dynamic !== undefined) return dynamicOp(rule, rule.dynamic, key, raw, req, override);
     const spec = rule.spec;
     const c = override ?? rule.cost ?? (rule.costFn as (req: R) => unknown)(req);
     if (isThenable(c)) return Promise.resolve(c).then((v) => ({ rule: spec, key, raw, cost: costOf(spec, v) }), rethrowAsApp);
-    const cost = costOf(spec, c);
-    if (same && last.cost === cost && last.rule === spec) return last;
-    const op: StoreOp = { rule: spec, key, raw, cost };
-    lastOp[i] = op;
-    lastStatic[i] = override === undefined && rule.cost !== undefined ? rule : undefined;
+    return { rule: spec, key, raw, cost: costOf(spec, c) };
+  }
+
+  /** The op of a key seen last time too, kept for the next time when its cost is a plain number. */
+  function repeatedOp(i: number, rule: CompiledRule<R>, raw: string, req: R, override: number | undefined): StoreOp | Promise<StoreOp> {
+    const op = opFor(rule, lastKey[i] as string, raw, req, override);
+    if (override === undefined && rule.cost !== undefined && rule.dynamic === undefined) {
+      lastOp[i] = op as StoreOp;
+      lastRule[i] = rule;
+    }
     return op;
   }
 

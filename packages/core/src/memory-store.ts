@@ -197,6 +197,14 @@ export class MemoryStore implements Store {
     return other;
   }
 
+  /** The table of the rule at position `i` of a stack, remembered for the next decision. */
+  #tableAt(r: RuleSpec, i: number): Table {
+    const t = this.#table(r);
+    this.#atRules[i] = r;
+    this.#atTables[i] = t;
+    return t;
+  }
+
   #get(r: RuleSpec, key: string, now: number): Entry | undefined {
     const t = this.#table(r);
     const s = t.read(key, now);
@@ -317,13 +325,7 @@ export class MemoryStore implements Store {
       const op = ops[i] as StoreOp;
       const r = op.rule;
       if (op.cost > r.maxCost) return this.#decideStack(ops, t);
-      let table: Table;
-      if (this.#atRules[i] === r) table = this.#atTables[i] as Table;
-      else {
-        table = this.#table(r);
-        this.#atRules[i] = r;
-        this.#atTables[i] = table;
-      }
+      const table = this.#atRules[i] === r ? (this.#atTables[i] as Table) : this.#tableAt(r, i);
       const v = verdicts[i] as Verdict;
       const kernel = table.kernel;
       if (kernel !== undefined) {
