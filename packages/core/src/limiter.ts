@@ -515,7 +515,6 @@ function opFor<R>(rule: CompiledRule<R>, key: string, raw: string, req: R, overr
   return { rule: spec, key, raw, cost: costOf(spec, c) };
 }
 
-
 /** The op of a rule whose limit or burst is a function: its values, then the spec derived from them. */
 function dynamicOp<R>(
   rule: CompiledRule<R>,
