@@ -74,6 +74,36 @@ describe('reused ops', () => {
     expect(after.rules[0]).toMatchObject({ limit: 5, remaining: 3 });
   });
 
+  it('a kept op is handed out only for its own key and rule: a key that changes, then repeats, gets ops of its own; an update makes a new one', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+    const limiter = createLimiter<Req>({
+      store,
+      clock,
+      rules: [{ name: 'plain', key: (r) => r.k, limit: 10, window: '1m', algorithm: 'fixed-window' }],
+    });
+    const ops = [];
+    for (const k of ['a', 'a', 'a', 'b', 'b', 'b', 'a']) {
+      const d = await limiter.consume({ k });
+      ops.push(decisionOps(d)?.[0]);
+      expect(d.rules[0]?.remaining).toBe(10 - ops.filter((op) => op?.raw === k).length);
+    }
+    expect(ops.map((op) => op?.key)).toEqual(['a', 'a', 'a', 'b', 'b', 'b', 'a']);
+    // Kept once a key came twice in a row: the third 'a' and the third 'b' reuse the second's op.
+    expect(ops[2]).toBe(ops[1]);
+    expect(ops[5]).toBe(ops[4]);
+    expect(ops[3]).not.toBe(ops[2]);
+    expect(ops[6]).not.toBe(ops[2]);
+    limiter.update('plain', { limit: 20 });
+    const after = await limiter.consume({ k: 'a' });
+    expect(decisionOps(after)?.[0]?.rule.limit).toBe(20);
+    expect(after.rules[0]).toMatchObject({ limit: 20, remaining: 20 - 5 });
+    // A per-call cost is never served from the kept op.
+    const costly = await limiter.consume({ k: 'a' }, { cost: 4 });
+    expect(decisionOps(costly)?.[0]?.cost).toBe(4);
+    expect(costly.rules[0]?.remaining).toBe(20 - 9);
+  });
+
   it('one store serving two stacks in turn finds each rule its own table (tables by position are per rule, not per place)', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
