@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { callgrindArgs } from './util.mjs';
 
 const HARNESS = fileURLToPath(new URL('./consume.callgrind.mjs', import.meta.url));
 
@@ -49,28 +50,10 @@ function perfMap(pid) {
 /** Instructions per function of one run of `variant` with `calls` measured calls. */
 function run(dir, variant, warmup, calls) {
   const out = join(dir, `cg-${calls}.out`);
-  const r = spawnSync(
-    'valgrind',
-    [
-      '--tool=callgrind',
-      `--callgrind-out-file=${out}`,
-      process.execPath,
-      '--perf-basic-prof',
-      '--single-threaded',
-      '--expose-gc',
-      '--hash-seed=1',
-      '--random-seed=1',
-      '--predictable-gc-schedule',
-      HARNESS,
-      '--child',
-      variant,
-      '--warmup',
-      String(warmup),
-      '--calls',
-      String(calls),
-    ],
-    { stdio: ['ignore', 'ignore', 'pipe'], maxBuffer: 64 << 20 },
-  );
+  const r = spawnSync('valgrind', callgrindArgs(out, HARNESS, variant, warmup, calls, ['--perf-basic-prof']), {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    maxBuffer: 64 << 20,
+  });
   const err = r.stderr.toString();
   const pid = /==(\d+)==/.exec(err)?.[1];
   if (r.status !== 0 || pid === undefined) throw new Error(`valgrind failed for ${variant}:\n${err.slice(-2000)}`);

@@ -4,7 +4,7 @@
  * one decision's receipt, key or rule leak into another's.
  */
 import { describe, expect, it } from 'vitest';
-import { createLimiter, ManualClock, MemoryStore } from '../src/index.js';
+import { createLimiter, ManualClock, MemoryStore, type Rule } from '../src/index.js';
 import { decisionOps } from '../src/limiter.js';
 
 type Req = { k: string; cost?: number };
@@ -21,6 +21,13 @@ function setup(limit = 10) {
     ],
   });
   return { clock, store, limiter };
+}
+
+/** Limiters of one rule each, on one MemoryStore and one manual clock. */
+function onOneStore(...rules: Rule<Req>[]) {
+  const clock = new ManualClock(1_000_000);
+  const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+  return { store, limiters: rules.map((rule) => createLimiter<Req>({ store, clock, rules: [rule] })) };
 }
 
 describe('reused ops', () => {
@@ -75,13 +82,10 @@ describe('reused ops', () => {
   });
 
   it('a kept op is handed out only for its own key and rule: a key that changes, then repeats, gets ops of its own; an update makes a new one', async () => {
-    const clock = new ManualClock(1_000_000);
-    const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
-    const limiter = createLimiter<Req>({
-      store,
-      clock,
-      rules: [{ name: 'plain', key: (r) => r.k, limit: 10, window: '1m', algorithm: 'fixed-window' }],
-    });
+    const {
+      limiters: [limiter],
+    } = onOneStore({ name: 'plain', key: (r) => r.k, limit: 10, window: '1m', algorithm: 'fixed-window' });
+    if (limiter === undefined) throw new Error('no limiter');
     const ops = [];
     for (const k of ['a', 'a', 'a', 'b', 'b', 'b', 'a']) {
       const d = await limiter.consume({ k });
@@ -105,18 +109,14 @@ describe('reused ops', () => {
   });
 
   it('one store serving two stacks in turn finds each rule its own table (tables by position are per rule, not per place)', async () => {
-    const clock = new ManualClock(1_000_000);
-    const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
-    const fw = createLimiter<Req>({
+    const {
       store,
-      clock,
-      rules: [{ name: 'a', key: (r) => r.k, limit: 2, window: '1m', algorithm: 'fixed-window' }],
-    });
-    const tb = createLimiter<Req>({
-      store,
-      clock,
-      rules: [{ name: 'b', key: (r) => r.k, limit: 5, window: '1m', algorithm: 'token-bucket' }],
-    });
+      limiters: [fw, tb],
+    } = onOneStore(
+      { name: 'a', key: (r) => r.k, limit: 2, window: '1m', algorithm: 'fixed-window' },
+      { name: 'b', key: (r) => r.k, limit: 5, window: '1m', algorithm: 'token-bucket' },
+    );
+    if (fw === undefined || tb === undefined) throw new Error('no limiters');
     const out: Array<[boolean, number | undefined]> = [];
     for (let i = 0; i < 3; i++) {
       const x = await fw.consume({ k: 'k' });
