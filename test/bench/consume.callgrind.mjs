@@ -20,6 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { callgrindArgs } from './util.mjs';
 
 // TOLLGATE_CORE: another build's entry point (e.g. a copy of main's, for a before/after).
 const CORE = process.env.TOLLGATE_CORE
@@ -113,34 +114,10 @@ function total(variant, warmup, calls) {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-callgrind-consume-'));
   const out = join(dir, 'cg.out');
   try {
-    execFileSync(
-      'valgrind',
-      [
-        '--tool=callgrind',
-        `--callgrind-out-file=${out}`,
-        process.execPath,
-        '--single-threaded',
-        '--expose-gc',
-        // Fixed seeds: the string hashes (so every Map's layout) and Math.random are the
-        // same in every run.
-        '--hash-seed=1',
-        '--random-seed=1',
-        // And a GC schedule that does not depend on time: without it V8 sizes the heap and
-        // starts major collections from allocation rates per millisecond, which valgrind
-        // and the machine's load change from run to run, and the same code measured
-        // anywhere within ±2 500 instructions per call (docs/benchmarks.md). With it,
-        // repeated runs give the same figure to the instruction.
-        '--predictable-gc-schedule',
-        fileURLToPath(import.meta.url),
-        '--child',
-        variant,
-        '--warmup',
-        String(warmup),
-        '--calls',
-        String(calls),
-      ],
-      { stdio: ['ignore', 'ignore', 'pipe'], maxBuffer: 64 * 1024 * 1024 },
-    );
+    execFileSync('valgrind', callgrindArgs(out, fileURLToPath(import.meta.url), variant, warmup, calls), {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      maxBuffer: 64 * 1024 * 1024,
+    });
     const m = /^totals:\s+(\d+)/m.exec(readFileSync(out, 'utf8'));
     if (!m) throw new Error(`no totals in the callgrind output of ${variant}`);
     return Number(m[1]);

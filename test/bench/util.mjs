@@ -9,6 +9,47 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /**
+ * node's flags for a child measured under callgrind (consume.callgrind.mjs and
+ * consume.profile.mjs run the same child with them).
+ */
+export const CALLGRIND_NODE_FLAGS = [
+  // One thread: no background compiler or GC thread adds work that varies.
+  '--single-threaded',
+  '--expose-gc',
+  // Fixed seeds: the string hashes (so every Map's layout) and Math.random are the
+  // same in every run.
+  '--hash-seed=1',
+  '--random-seed=1',
+  // And a GC schedule that does not depend on time: without it V8 sizes the heap and
+  // starts major collections from allocation rates per millisecond, which valgrind
+  // and the machine's load change from run to run, and the same code measured
+  // anywhere within ±2 500 instructions per call (docs/benchmarks.md). With it,
+  // repeated runs give the same figure to the instruction.
+  '--predictable-gc-schedule',
+];
+
+/**
+ * valgrind's arguments for one run of consume.callgrind.mjs's child (`variant` after
+ * `warmup` calls, then `calls` more) into `out`; `nodeFlags` go before the harness's own.
+ */
+export function callgrindArgs(out, harness, variant, warmup, calls, nodeFlags = []) {
+  return [
+    '--tool=callgrind',
+    `--callgrind-out-file=${out}`,
+    process.execPath,
+    ...nodeFlags,
+    ...CALLGRIND_NODE_FLAGS,
+    harness,
+    '--child',
+    variant,
+    '--warmup',
+    String(warmup),
+    '--calls',
+    String(calls),
+  ];
+}
+
+/**
  * Runs the bench module at `url` again as a child (with --expose-gc) with `args`, and
  * resolves with the JSON of the last line it prints: one measurement per fresh process.
  */

@@ -501,15 +501,19 @@ function cachedKey<R>(cell: Cell<R>, raw: string): string {
 function opOf<R>(cell: Cell<R>, k: unknown, req: R, override: number | undefined): StoreOp | Promise<StoreOp> {
   const rule = cell.c;
   const raw = keyOf(k, rule.spec.name);
-  const key = cachedKey(cell, raw);
+  return opFor(rule, cachedKey(cell, raw), raw, req, override);
+}
+
+const noop = () => {};
+
+/** A rule's op from its sanitised key and its cost (a promise when the cost or a value is async). */
+function opFor<R>(rule: CompiledRule<R>, key: string, raw: string, req: R, override: number | undefined): StoreOp | Promise<StoreOp> {
   if (rule.dynamic !== undefined) return dynamicOp(rule, rule.dynamic, key, raw, req, override);
   const spec = rule.spec;
   const c = override ?? rule.cost ?? (rule.costFn as (req: R) => unknown)(req);
   if (isThenable(c)) return Promise.resolve(c).then((v) => ({ rule: spec, key, raw, cost: costOf(spec, v) }), rethrowAsApp);
   return { rule: spec, key, raw, cost: costOf(spec, c) };
 }
-
-const noop = () => {};
 
 /** The op of a rule whose limit or burst is a function: its values, then the spec derived from them. */
 function dynamicOp<R>(
@@ -648,24 +652,47 @@ function build<R>(
   // shape as a limiter without tiers or values per request had; tiers use opsOf).
   const n = cells.length;
   const keyFns = cells.map((c) => c.key);
+  // Each rule's last key string and its sanitised form; and, once that key has come twice
+  // in a row, the op made for it when the rule's cost is a plain number (no per-call
+  // override, no function-valued limit). Ops are never changed once made, so the next
+  // request with the same key and rule gets the same object: a rule with a constant key
+  // ('global', a route) or a client's run of requests allocates no op. A key that changes
+  // every time (many clients) costs what it did: a new key only clears the op, with no new
+  // object stored into these long-lived arrays (which V8 pays a write barrier for).
   const lastRaw: (string | undefined)[] = new Array(n).fill(undefined);
   const lastKey: string[] = new Array(n).fill('');
-  function cachedBaseKey(i: number, raw: string): string {
-    if (raw === lastRaw[i]) return lastKey[i] as string;
-    const key = sanitizeKey(raw);
-    lastRaw[i] = raw;
-    lastKey[i] = key;
-    return key;
-  }
+  const lastOp: (StoreOp | undefined)[] = new Array(n).fill(undefined);
+  /** The rule `lastOp` was made for (an update makes a new rule, so a new op). */
+  const lastRule: (CompiledRule<R> | undefined)[] = new Array(n).fill(undefined);
 
   function baseOpOf(i: number, k: unknown, req: R, override: number | undefined): StoreOp | Promise<StoreOp> {
     const rule = (cells[i] as Cell<R>).c;
     const raw = keyOf(k, rule.spec.name);
-    const key = cachedBaseKey(i, raw);
+    if (raw === lastRaw[i]) {
+      const last = lastOp[i];
+      if (last !== undefined && override === undefined && lastRule[i] === rule) return last;
+      return repeatedOp(i, rule, raw, req, override);
+    }
+    const key = sanitizeKey(raw);
+    lastRaw[i] = raw;
+    lastKey[i] = key;
+    lastOp[i] = undefined;
+    // opFor, written out: this is every request's path when the key changes each time.
     if (rule.dynamic !== undefined) return dynamicOp(rule, rule.dynamic, key, raw, req, override);
+    const spec = rule.spec;
     const c = override ?? rule.cost ?? (rule.costFn as (req: R) => unknown)(req);
-    if (isThenable(c)) return Promise.resolve(c).then((v) => ({ rule: rule.spec, key, raw, cost: costOf(rule.spec, v) }), rethrowAsApp);
-    return { rule: rule.spec, key, raw, cost: costOf(rule.spec, c) };
+    if (isThenable(c)) return Promise.resolve(c).then((v) => ({ rule: spec, key, raw, cost: costOf(spec, v) }), rethrowAsApp);
+    return { rule: spec, key, raw, cost: costOf(spec, c) };
+  }
+
+  /** The op of a key seen last time too, kept for the next time when its cost is a plain number. */
+  function repeatedOp(i: number, rule: CompiledRule<R>, raw: string, req: R, override: number | undefined): StoreOp | Promise<StoreOp> {
+    const op = opFor(rule, lastKey[i] as string, raw, req, override);
+    if (override === undefined && rule.cost !== undefined && rule.dynamic === undefined) {
+      lastOp[i] = op as StoreOp;
+      lastRule[i] = rule;
+    }
+    return op;
   }
 
   function baseOp(i: number, req: R, cost: number | undefined): StoreOp | undefined | Promise<StoreOp | undefined> {
@@ -685,13 +712,19 @@ function build<R>(
       if (op instanceof Promise) return op.then((o) => (o === undefined ? [] : [o]));
       return [op];
     }
-    const ops: StoreOp[] = [];
+    // Sized once (a growing array reallocated its store on the way), trimmed if a rule's key was absent.
+    const ops: StoreOp[] = new Array(n);
+    let j = 0;
     for (let i = 0; i < n; i++) {
       const op = baseOp(i, req, cost);
-      // From the first promise on, the rest keep every rejection handled (see restOf).
-      if (op instanceof Promise) return restOf(cells, i, ops, op, req, cost);
-      if (op !== undefined) ops.push(op);
+      if (op instanceof Promise) {
+        // From the first promise on, the rest keep every rejection handled (see restOf).
+        ops.length = j;
+        return restOf(cells, i, ops, op, req, cost);
+      }
+      if (op !== undefined) ops[j++] = op;
     }
+    if (j !== n) ops.length = j;
     return ops;
   }
 

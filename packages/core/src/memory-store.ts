@@ -84,6 +84,12 @@ export class MemoryStore implements Store {
   #recentTables: Table[] = [];
   /** The tables of the decision being made (one array per store, not per call). */
   readonly #scratch: Table[] = [];
+  /**
+   * The rules of the last decision by position, and their tables: a limiter hands over the
+   * same rules in the same order every time, so the i-th rule's table costs one comparison.
+   */
+  #atRules: (RuleSpec | undefined)[] = [];
+  #atTables: Table[] = [];
   /** The verdicts of the decision being made, and the decision that holds them (see DECIDE). */
   readonly #verdicts: Verdict[] = [];
   readonly #decision: StoreDecision = { allowed: false, now: 0, outcomes: this.#verdicts };
@@ -189,6 +195,14 @@ export class MemoryStore implements Store {
       this.#tables.set(id, other);
     }
     return other;
+  }
+
+  /** The table of the rule at position `i` of a stack, remembered for the next decision. */
+  #tableAt(r: RuleSpec, i: number): Table {
+    const t = this.#table(r);
+    this.#atRules[i] = r;
+    this.#atTables[i] = t;
+    return t;
   }
 
   #get(r: RuleSpec, key: string, now: number): Entry | undefined {
@@ -311,7 +325,7 @@ export class MemoryStore implements Store {
       const op = ops[i] as StoreOp;
       const r = op.rule;
       if (op.cost > r.maxCost) return this.#decideStack(ops, t);
-      const table = this.#table(r);
+      const table = this.#atRules[i] === r ? (this.#atTables[i] as Table) : this.#tableAt(r, i);
       const v = verdicts[i] as Verdict;
       const kernel = table.kernel;
       if (kernel !== undefined) {
@@ -463,6 +477,8 @@ export class MemoryStore implements Store {
     this.#tables.clear();
     this.#recentRules = [];
     this.#recentTables = [];
+    this.#atRules = [];
+    this.#atTables = [];
     this.#closed = true;
     return Promise.resolve();
   }

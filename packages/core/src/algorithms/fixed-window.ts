@@ -64,7 +64,8 @@ export const fixedWindowKernel: Kernel = (s, o, has, now, r, cost, v) => {
     } else start = now;
     end = start + W;
   } else {
-    const month = r.calendar === 'month';
+    // `undefined` first: a comparison of an unknown value with a string is a builtin call.
+    const month = r.calendar !== undefined && r.calendar === 'month';
     start = month ? monthStart(now) : alignedStart(now, W);
     // A stored window later than now means time went backwards: stay in it.
     if (has && (s[o] as number) >= start) {

@@ -1,0 +1,137 @@
+/**
+ * A rule's op is reused while its key, cost and rule are unchanged, and a MemoryStore finds
+ * a stack's tables by the rules' positions (the engine's per-rule savings). Neither may let
+ * one decision's receipt, key or rule leak into another's.
+ */
+import { describe, expect, it } from 'vitest';
+import { createLimiter, ManualClock, MemoryStore, type Rule } from '../src/index.js';
+import { decisionOps } from '../src/limiter.js';
+
+type Req = { k: string; cost?: number };
+
+function setup(limit = 10) {
+  const clock = new ManualClock(1_000_000);
+  const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+  const limiter = createLimiter<Req>({
+    store,
+    clock,
+    rules: [
+      { name: 'client', key: (r) => r.k, limit, window: '1m', algorithm: 'fixed-window', cost: (r) => r.cost ?? 1 },
+      { name: 'route', key: () => 'GET /users', limit: 100, window: '1m', algorithm: 'fixed-window' },
+    ],
+  });
+  return { clock, store, limiter };
+}
+
+/** Limiters of one rule each, on one MemoryStore and one manual clock. */
+function onOneStore(...rules: Rule<Req>[]) {
+  const clock = new ManualClock(1_000_000);
+  const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+  return { store, limiters: rules.map((rule) => createLimiter<Req>({ store, clock, rules: [rule] })) };
+}
+
+describe('reused ops', () => {
+  it('a cost that changes for the same key makes a new op, and refunding the older decision gives back its own cost', async () => {
+    const { limiter } = setup();
+    const a = await limiter.consume({ k: 'alice', cost: 1 });
+    const b = await limiter.consume({ k: 'alice', cost: 3 });
+    const c = await limiter.consume({ k: 'alice', cost: 1 });
+    expect(decisionOps(a)?.map((op) => op.cost)).toEqual([1, 1]);
+    expect(decisionOps(b)?.map((op) => op.cost)).toEqual([3, 1]);
+    expect(decisionOps(c)?.map((op) => op.cost)).toEqual([1, 1]);
+    expect(c.rules[0]?.remaining).toBe(10 - 5);
+    await limiter.refund({ k: 'alice' }, b);
+    const d = await limiter.consume({ k: 'alice', cost: 1 });
+    // Client: 5 used, b's 3 given back, 1 more: 3 used. Route: 3 used, b's 1 back, 1 more.
+    expect(d.rules[0]?.remaining).toBe(10 - 3);
+    expect(d.rules[1]?.remaining).toBe(100 - 3);
+  });
+
+  it('a key that changes and comes back is decided on its own state each time (the hashed route key too)', async () => {
+    const { limiter } = setup(3);
+    const seen: Array<[string, number | undefined]> = [];
+    for (const k of ['a', 'b', 'a', 'a', 'b', 'a c', 'a c']) {
+      const d = await limiter.consume({ k });
+      const ops = decisionOps(d);
+      expect(ops?.[0]?.raw).toBe(k);
+      seen.push([ops?.[0]?.key as string, d.rules[0]?.remaining]);
+    }
+    expect(seen.slice(0, 5)).toEqual([
+      ['a', 2],
+      ['b', 2],
+      ['a', 1],
+      ['a', 0],
+      ['b', 1],
+    ]);
+    // 'a c' has a space: hashed, the same hash for the same raw key, never 'a' or 'a c'.
+    expect(seen[5]?.[0]).toMatch(/^#/);
+    expect(seen[6]).toEqual([seen[5]?.[0], 1]);
+    const refused = await limiter.consume({ k: 'a' });
+    expect(refused.allowed).toBe(false);
+    expect(refused.rejectedBy).toEqual(['client']);
+  });
+
+  it('after update, the next op carries the new rule (its limit decides), the state is kept', async () => {
+    const { limiter } = setup(3);
+    const before = await limiter.consume({ k: 'x' });
+    limiter.update('client', { limit: 5 });
+    const after = await limiter.consume({ k: 'x' });
+    expect(decisionOps(before)?.[0]?.rule.limit).toBe(3);
+    expect(decisionOps(after)?.[0]?.rule.limit).toBe(5);
+    expect(after.rules[0]).toMatchObject({ limit: 5, remaining: 3 });
+  });
+
+  it('a kept op is handed out only for its own key and rule: a key that changes, then repeats, gets ops of its own; an update makes a new one', async () => {
+    const {
+      limiters: [limiter],
+    } = onOneStore({ name: 'plain', key: (r) => r.k, limit: 10, window: '1m', algorithm: 'fixed-window' });
+    if (limiter === undefined) throw new Error('no limiter');
+    const ops = [];
+    for (const k of ['a', 'a', 'a', 'b', 'b', 'b', 'a']) {
+      const d = await limiter.consume({ k });
+      ops.push(decisionOps(d)?.[0]);
+      expect(d.rules[0]?.remaining).toBe(10 - ops.filter((op) => op?.raw === k).length);
+    }
+    expect(ops.map((op) => op?.key)).toEqual(['a', 'a', 'a', 'b', 'b', 'b', 'a']);
+    // Kept once a key came twice in a row: the third 'a' and the third 'b' reuse the second's op.
+    expect(ops[2]).toBe(ops[1]);
+    expect(ops[5]).toBe(ops[4]);
+    expect(ops[3]).not.toBe(ops[2]);
+    expect(ops[6]).not.toBe(ops[2]);
+    limiter.update('plain', { limit: 20 });
+    const after = await limiter.consume({ k: 'a' });
+    expect(decisionOps(after)?.[0]?.rule.limit).toBe(20);
+    expect(after.rules[0]).toMatchObject({ limit: 20, remaining: 20 - 5 });
+    // A per-call cost is never served from the kept op.
+    const costly = await limiter.consume({ k: 'a' }, { cost: 4 });
+    expect(decisionOps(costly)?.[0]?.cost).toBe(4);
+    expect(costly.rules[0]?.remaining).toBe(20 - 9);
+  });
+
+  it('one store serving two stacks in turn finds each rule its own table (tables by position are per rule, not per place)', async () => {
+    const {
+      store,
+      limiters: [fw, tb],
+    } = onOneStore(
+      { name: 'a', key: (r) => r.k, limit: 2, window: '1m', algorithm: 'fixed-window' },
+      { name: 'b', key: (r) => r.k, limit: 5, window: '1m', algorithm: 'token-bucket' },
+    );
+    if (fw === undefined || tb === undefined) throw new Error('no limiters');
+    const out: Array<[boolean, number | undefined]> = [];
+    for (let i = 0; i < 3; i++) {
+      const x = await fw.consume({ k: 'k' });
+      const y = await tb.consume({ k: 'k' });
+      out.push([x.allowed, x.rules[0]?.remaining], [y.allowed, y.rules[0]?.remaining]);
+    }
+    expect(out).toEqual([
+      [true, 1],
+      [true, 4],
+      [true, 0],
+      [true, 3],
+      [false, 0],
+      [true, 2],
+    ]);
+    await store.close();
+    await expect(fw.consume({ k: 'k' })).rejects.toMatchObject({ code: 'TG_STORE_CLOSED' });
+  });
+});
