@@ -22,10 +22,11 @@ import { COMMON_LUA } from './common.js';
 import { FIXED_WINDOW_LUA } from './fixed-window.js';
 import { KEYOPS_LUA } from './keyops.js';
 import { LEAKY_BUCKET_LUA } from './leaky-bucket.js';
+import { ONE_LUA } from './one.js';
 import { SLIDING_LOG_LUA } from './sliding-log.js';
 import { SLIDING_WINDOW_LUA } from './sliding-window.js';
 import { SLOT_SCRIPT } from './slots.js';
-import { PARSE_LUA, STACK_LUA } from './stack.js';
+import { ENTRY_LUA, PARSE_LUA, STACK_LUA } from './stack.js';
 import { TOKEN_BUCKET_LUA } from './token-bucket.js';
 
 /**
@@ -42,7 +43,8 @@ function section(code: string, lua: string): string {
 /**
  * `init(NEED, NEED_MONTH, LIBRARY)`: builds every definition (the algorithms in NEED,
  * calendar months when NEED_MONTH; LIBRARY when the definitions are kept from call to
- * call) and returns the entry `store(KEYS, ARGV)`.
+ * call) and returns the entry `store(KEYS, ARGV)` and the table of the common call's
+ * closures by plan (one.ts).
  */
 const INIT = [
   'local function init(NEED, NEED_MONTH, LIBRARY)',
@@ -55,6 +57,8 @@ const INIT = [
   section('t', TOKEN_BUCKET_LUA),
   section('k', LEAKY_BUCKET_LUA),
   STACK_LUA,
+  ONE_LUA,
+  ENTRY_LUA,
   'end',
 ].join('\n');
 
@@ -74,7 +78,7 @@ for line in string.gmatch(ARGV[1], '[^\\n]+') do
   else break end
 end`;
 
-export const STORE_SCRIPT = [INIT, NEED_OF_ARGV, 'return init(NEED, NEED_MONTH, false)(KEYS, ARGV)'].join('\n');
+export const STORE_SCRIPT = [INIT, NEED_OF_ARGV, 'return (init(NEED, NEED_MONTH, false))(KEYS, ARGV)'].join('\n');
 
 /**
  * `init_keys(NEED, NEED_MONTH)`: the operations by key (keyops.ts) over the prelude and the
@@ -110,9 +114,12 @@ function libraryBody(storeFn: string, slotsFn: string, keysFn: string): string {
     INIT,
     KEYS_INIT,
     'local ALL = { f = true, s = true, w = true, t = true, k = true }',
-    'local store = nil',
+    // The common call's closure (one.ts) is looked up here, one Lua call fewer.
+    'local store, FAST = nil, nil',
     `redis.register_function('${storeFn}', function(keys, args)`,
-    '  if store == nil then store = init(ALL, true, true) end',
+    '  if store == nil then store, FAST = init(ALL, true, true) end',
+    '  local f = FAST[args[1]]',
+    '  if f then return f(keys[1]) end',
     '  return store(keys, args)',
     'end)',
     `redis.register_function('${slotsFn}', function(KEYS, ARGV)`,

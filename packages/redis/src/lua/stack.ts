@@ -473,19 +473,11 @@ end
 -- The read of a call with one key (decide_one): VALS as read() takes it, reused.
 local ONE_VAL = {}
 
--- A call deciding one stack of one op (run: the plan's only run), the common call: no
--- loop, and GET rather than MGET (it costs Redis less); a key of another type (a hash, a
--- list), which GET refuses, reads as absent as with MGET.
-local function decide_one(run)
-  local now, drop
-  if run.timed then now, drop = stack_now(ARGV[2])
-  else
-    -- stack_now on Redis time, inlined.
-    MIN_TTL, REDIS_TIME, drop = 0, true, false
-    now = time_now()
-  end
-  local key = KEYS[1]
-  local v = redis.pcall('GET', key)
+-- A call deciding one stack of one op (run: the plan's only run), the common call, at now
+-- with the value v that GET replied for key: no loop, and GET rather than MGET (it costs
+-- Redis less); a key of another type (a hash, a list), which GET refuses, reads as absent
+-- as with MGET.
+local function decide_one(run, key, now, v, drop)
   if type(v) ~= 'string' then v = false end
   ONE_VAL[1] = v
   VALS = ONE_VAL
@@ -493,13 +485,27 @@ local function decide_one(run)
   ONE_VAL[1] = nil
   return pack('<dddddd', a, now, c, rem, reset, last)
 end
+`;
 
+/**
+ * The entry point, \`store(KEYS, ARGV)\`, which the assembly returns (see index.ts). Runs
+ * after STACK_LUA and ONE_LUA (one.ts).
+ */
+export const ENTRY_LUA = `
 -- One call: the state of the previous one is dropped first (a function library keeps
 -- these definitions loaded from call to call).
 local function store(keys, argv)
+  -- The common call, straight through (one.ts) when its plan fits.
+  local text = argv[1]
+  local f = FAST[text]
+  if f then return f(keys[1]) end
   KEYS, ARGV = keys, argv
-  local plan = PLANS[argv[1]]
-  if plan == nil then plan = plan_of(argv[1]) end
+  local plan = PLANS[text]
+  if plan == nil then plan = plan_of(text) end
+  if f == nil then
+    f = fast_of(text, plan)
+    if f then return f(keys[1]) end
+  end
   MIN_TTL_SUPPLIED = plan.minTtl
   redis_now = nil
   -- Hot keys (and so CACHE entries) only where the previous call had some.
@@ -523,7 +529,17 @@ local function store(keys, argv)
     end
     return out(now)
   end
-  if plan.one ~= nil then return decide_one(plan.one) end
+  local run = plan.one
+  if run ~= nil then
+    local now, drop
+    if run.timed then now, drop = stack_now(ARGV[2])
+    else
+      -- stack_now on Redis time, inlined.
+      MIN_TTL, REDIS_TIME, drop = 0, true, false
+      now = time_now()
+    end
+    return decide_one(run, KEYS[1], now, redis.pcall('GET', KEYS[1]), drop)
+  end
 
   -- Every shape first: a key that a later stack names again is hot (kept in CACHE) from its
   -- first read on. So each key of the call is read from Redis once, before anything is
@@ -660,5 +676,5 @@ local function store(keys, argv)
   return table.concat(parts)
 end
 
-return store
+return store, FAST
 `;
