@@ -272,10 +272,24 @@ const REASON_OF: readonly (RejectReason | undefined)[] = [undefined, undefined, 
 
 /**
  * Parses a decide reply: little-endian doubles, per stack allowed (1/0) and now, then
- * OUT_FIELDS per op (see lua/index.ts). `sizes[j]` is stack j's op count.
+ * OUT_FIELDS per op (see lua/index.ts); or, for one stack of one op admitted by the common
+ * call's closure (lua/one.ts), three: now, remaining, resetMs. `sizes[j]` is stack j's op
+ * count.
  */
 export function parseDecisions(reply: unknown, sizes: readonly number[]): StoreDecision[] {
   if (!Buffer.isBuffer(reply)) throw new TypeError(`The store script replied ${typeof reply}, not its packed decisions`);
+  // The common call admitted (lua/one.ts): now, remaining, resetMs.
+  if (reply.length === 24 && sizes.length === 1 && sizes[0] === 1) {
+    const outcome: Outcome = {
+      allowed: true,
+      remaining: reply.readDoubleLE(8),
+      resetMs: reply.readDoubleLE(16),
+      retryAfterMs: 0,
+      delayMs: 0,
+      reason: undefined,
+    };
+    return [{ allowed: true, now: reply.readDoubleLE(0), outcomes: [outcome] }];
+  }
   const out: StoreDecision[] = new Array(sizes.length);
   let p = 0;
   for (let j = 0; j < sizes.length; j++) {

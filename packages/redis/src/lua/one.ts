@@ -12,6 +12,10 @@
  * anything else — a refusal, a block, a value that is not a plain entry of the rule (read
  * as absent or as a block alone by `read`) — goes to the general path (`one_rest`) with
  * the time and the value already read, which decides it exactly as before.
+ *
+ * An admission here replies three doubles, now, remaining and resetMs (parseDecisions in
+ * args.ts reads them as the stack admitted with its one op admitted, no delay): half the
+ * packing of the general reply's six.
  */
 /**
  * Redis' TIME in ms into the local \`now\`, as time_now (stack.ts) reads it: inlined in
@@ -105,7 +109,7 @@ FAST_MAKERS['w'] = function(plan, r, consume)
       if after > 0 then xn = start + W2 end
       local v = pack('<ddddd', 0, xn, start, prev, after)${WRITE('v', 'xn', 'now', 'xn')}
     end
-    return pack('<dddddd', 1, now, 1, max(0, L - floor(scaled / W) - 1), reset, 0)
+    return pack('<ddd', now, max(0, L - floor(scaled / W) - 1), reset)
   end
 end
 
@@ -133,7 +137,7 @@ FAST_MAKERS['f'] = function(plan, r, consume)
     if consume then
       local v = pack('<dddd', 0, e, start, used)${WRITE('v', 'e', 'now', 'e')}
     end
-    return pack('<dddddd', 1, now, 1, L - used, reset, 0)
+    return pack('<ddd', now, L - used, reset)
   end
 end
 
@@ -169,7 +173,7 @@ FAST_MAKERS['t'] = function(plan, r, consume)
       if 0 > x then x = 0 end
       local v = pack('<dddd', 0, x, now, left)${WRITE('v', 'x', 'at', 'nil')}
     end
-    return pack('<dddddd', 1, at, 1, floor(left / W), reset, 0)
+    return pack('<ddd', at, floor(left / W), reset)
   end
 end
 
