@@ -10,6 +10,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLIENTS, type Connected } from '../../../test/setup/clients.js';
 import { type RedisServer, startRedis } from '../../../test/setup/redis.js';
+import { parseDecisions } from '../src/args.js';
 
 let server: RedisServer;
 let admin: Redis;
@@ -104,12 +105,12 @@ describe('function library', () => {
     expect(await admitted(l, 1)).toBe(1);
     expect(await admin.call('FUNCTION', 'LIST', 'LIBRARYNAME', 'tollgate_*')).toHaveLength(2);
     // One consume of a fixed window of 3 under key fn:v, through either version's function
-    // (the wire format of lua/stack.ts): the reply's first double is 1 when admitted.
+    // (the wire format of lua/stack.ts), its reply read as the store reads it.
     const consume = async (lib: string) => {
       const args = ['d 1000 1\nfcm-00 3 60000 3 0 0 3\n1 c1:1'];
       const fcall = (admin as unknown as { fcallBuffer(...a: (string | number)[]): Promise<Buffer> }).fcallBuffer.bind(admin);
       const reply = await fcall(`${lib}_store`, 1, 'fn:v', ...args);
-      return reply.readDoubleLE(0) === 1;
+      return parseDecisions(reply, [1])[0]?.allowed === true;
     };
     const taken = [await consume(OTHER), await consume(STORE_LIBRARY_NAME), await consume(OTHER), await consume(STORE_LIBRARY_NAME)];
     expect(taken).toEqual([true, true, true, false]);

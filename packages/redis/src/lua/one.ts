@@ -1,3 +1,5 @@
+import { timeMs } from './stack.js';
+
 /**
  * The common call decided straight through: one op of cost 1 on Redis time, a request
  * alone in its tick under one rule, for the three algorithms most rules use (a
@@ -17,25 +19,6 @@
  * args.ts reads them as the stack admitted with its one op admitted, no delay): half the
  * packing of the general reply's six.
  */
-/**
- * Redis' TIME in ms into the local \`now\`, as time_now (stack.ts) reads it: inlined in
- * each closure (a Lua call costs about a dozen arithmetic operations).
- */
-const TIME_MS = `
-    local t = call('TIME')
-    local ts, us = t[1], t[2]
-    if ts ~= last_s then last_s, last_ms = ts, tonumber(ts) * 1000 end
-    local ms, n = 0, #us
-    if n > 3 then
-      local d1, d2, d3 = byte(us, 1, n - 3)
-      ms = d1 - 48
-      if d2 ~= nil then
-        ms = ms * 10 + d2 - 48
-        if d3 ~= nil then ms = ms * 10 + d3 - 48 end
-      end
-    end
-    local now = last_ms + ms`;
-
 /**
  * Writes the admitted entry v (on Redis time, block 0) under key, whose TTL was set for
  * x0, with the expiry x, as write() (stack.ts) does; at: x is a window's end, set as the
@@ -75,7 +58,7 @@ FAST_MAKERS['w'] = function(plan, r, consume)
   local L, W = r.L, r.W
   local room = (L - 1 + 1) * W
   local W2 = 2 * W
-  return function(key)${TIME_MS}
+  return function(key)${timeMs('call')}
     local v = pcall_('GET', key)
     local start = now - fmod(now, W)
     local t = now
@@ -116,7 +99,7 @@ end
 -- Fixed window on the clock (not first-request, not calendar): ALG.f.check with cost 1.
 FAST_MAKERS['f'] = function(plan, r, consume)
   local L, W = r.L, r.W
-  return function(key)${TIME_MS}
+  return function(key)${timeMs('call')}
     local v = pcall_('GET', key)
     local start = now - fmod(now, W)
     local count, x0 = 0, nil
@@ -146,7 +129,7 @@ FAST_MAKERS['t'] = function(plan, r, consume)
   local L, W = r.L, r.W
   local cap = r.B * W
   local need = 1 * W
-  return function(key)${TIME_MS}
+  return function(key)${timeMs('call')}
     local at = now
     local v = pcall_('GET', key)
     local scaled, x0 = cap, nil

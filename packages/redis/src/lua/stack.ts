@@ -34,6 +34,30 @@
  * `MemoryStore` does (see read in STACK_LUA).
  */
 /**
+ * Redis' TIME in ms into a new local \`now\` (\`callFn\`: the Lua expression of
+ * redis.call): the seconds' text changes once a second, so its number is kept (last_s,
+ * last_ms) rather than parsed again; the microseconds' digits but the last three are read
+ * with byte() (strtod, tonumber's, costs more). Inlined where it is read (a Lua call costs
+ * about a dozen arithmetic operations).
+ */
+export function timeMs(callFn: string): string {
+  return `
+    local t = ${callFn}('TIME')
+    local ts, us = t[1], t[2]
+    if ts ~= last_s then last_s, last_ms = ts, tonumber(ts) * 1000 end
+    local ms, n = 0, #us
+    if n > 3 then
+      local d1, d2, d3 = byte(us, 1, n - 3)
+      ms = d1 - 48
+      if d2 ~= nil then
+        ms = ms * 10 + d2 - 48
+        if d3 ~= nil then ms = ms * 10 + d3 - 48 end
+      end
+    end
+    local now = last_ms + ms`;
+}
+
+/**
  * The call's state and the parsing helpers: defined once (per library load, or per EVAL),
  * their state reset by each call (see `store` in STACK_LUA).
  */
@@ -54,25 +78,11 @@ local REDIS_TIME = true
 local redis_now = nil
 local last_s, last_ms = nil, 0
 local function time_now()
-  if redis_now == nil then
-    local t = redis.call('TIME')
-    local s, us = t[1], t[2]
-    if s ~= last_s then last_s, last_ms = s, tonumber(s) * 1000 end
-    -- The digits of the microseconds but the last three (strtod, tonumber's, costs more).
-    local ms, n = 0, #us
-    if n > 3 then
-      local a, b, c = byte(us, 1, n - 3)
-      ms = a - 48
-      if b ~= nil then
-        ms = ms * 10 + b - 48
-        if c ~= nil then ms = ms * 10 + c - 48 end
-      end
-    end
-    redis_now = last_ms + ms
+  if redis_now == nil then${timeMs('redis.call')}
+    redis_now = now
   end
   return redis_now
 end
-
 
 -- Plans, rules and shapes parsed, by their text: a function library keeps them from call
 -- to call (a cache of what the text says, emptied when it holds CACHED_MAX of one kind), a
