@@ -272,24 +272,13 @@ const REASON_OF: readonly (RejectReason | undefined)[] = [undefined, undefined, 
 
 /**
  * Parses a decide reply: little-endian doubles, per stack allowed (1/0) and now, then
- * OUT_FIELDS per op (see lua/index.ts); or, for one stack of one op admitted by the common
- * call's closure (lua/one.ts), three: now, remaining, resetMs. `sizes[j]` is stack j's op
- * count.
+ * OUT_FIELDS per op (see lua/index.ts); or, when every stack was admitted straight through
+ * (lua/one.ts), now and then per op remaining and resetMs (a length the general reply
+ * never has: 8 more than a multiple of 16). `sizes[j]` is stack j's op count.
  */
 export function parseDecisions(reply: unknown, sizes: readonly number[]): StoreDecision[] {
   if (!Buffer.isBuffer(reply)) throw new TypeError(`The store script replied ${typeof reply}, not its packed decisions`);
-  // The common call admitted (lua/one.ts): now, remaining, resetMs.
-  if (reply.length === 24 && sizes.length === 1 && sizes[0] === 1) {
-    const outcome: Outcome = {
-      allowed: true,
-      remaining: reply.readDoubleLE(8),
-      resetMs: reply.readDoubleLE(16),
-      retryAfterMs: 0,
-      delayMs: 0,
-      reason: undefined,
-    };
-    return [{ allowed: true, now: reply.readDoubleLE(0), outcomes: [outcome] }];
-  }
+  if (reply.length % 16 === 8) return parseAdmitted(reply, sizes);
   const out: StoreDecision[] = new Array(sizes.length);
   let p = 0;
   for (let j = 0; j < sizes.length; j++) {
@@ -322,6 +311,31 @@ export function parseDecisions(reply: unknown, sizes: readonly number[]): StoreD
       p += OUT_FIELDS * 8;
     }
     out[j] = { allowed, now, outcomes };
+  }
+  if (p !== reply.length) throw new TypeError(`The store script replied ${reply.length} bytes for ${p} expected`);
+  return out;
+}
+
+/** A reply of stacks all admitted straight through (see parseDecisions). */
+function parseAdmitted(reply: Buffer, sizes: readonly number[]): StoreDecision[] {
+  const now = reply.readDoubleLE(0);
+  const out: StoreDecision[] = new Array(sizes.length);
+  let p = 8;
+  for (let j = 0; j < sizes.length; j++) {
+    const n = sizes[j] as number;
+    const outcomes: Outcome[] = new Array(n);
+    for (let i = 0; i < n; i++) {
+      outcomes[i] = {
+        allowed: true,
+        remaining: reply.readDoubleLE(p),
+        resetMs: reply.readDoubleLE(p + 8),
+        retryAfterMs: 0,
+        delayMs: 0,
+        reason: undefined,
+      };
+      p += 16;
+    }
+    out[j] = { allowed: true, now, outcomes };
   }
   if (p !== reply.length) throw new TypeError(`The store script replied ${reply.length} bytes for ${p} expected`);
   return out;

@@ -119,7 +119,7 @@ function libraryBody(storeFn: string, slotsFn: string, keysFn: string): string {
     `redis.register_function('${storeFn}', function(keys, args)`,
     '  if store == nil then store, FAST = init(ALL, true, true) end',
     '  local f = FAST[args[1]]',
-    '  if f then return f(keys[1]) end',
+    '  if f then return f(keys, args) end',
     '  return store(keys, args)',
     'end)',
     `redis.register_function('${slotsFn}', function(KEYS, ARGV)`,

@@ -1,38 +1,157 @@
 import { timeMs } from './stack.js';
 
 /**
- * The common call decided straight through: one op of cost 1 on Redis time, a request
- * alone in its tick under one rule, for the three algorithms most rules use (a
- * sliding-window counter, a fixed window on the clock, a token bucket). Runs after
- * STACK_LUA, whose helpers it shares.
+ * The common calls decided straight through, for ops of cost 1 on Redis time under the
+ * three algorithms most rules use (a sliding-window counter, a fixed window on the clock,
+ * a token bucket). Runs after STACK_LUA, whose helpers it shares.
  *
- * `fast_of(plan)` builds, once per plan, a closure `f(key)` with the rule's numbers as
- * upvalues (no table lookup, no dispatch, no state table): it reads `TIME` and the key,
- * decides, writes and replies. Every number is worked out with the operations of the
- * algorithm's check (its section) in the same order, so the results are the same doubles.
- * Only the case that ends in an admission of a well-formed entry (or none) is decided here;
- * anything else — a refusal, a block, a value that is not a plain entry of the rule (read
- * as absent or as a block alone by `read`) — goes to the general path (`one_rest`) with
- * the time and the value already read, which decides it exactly as before.
+ * - A request alone in its tick under one rule: `fast_of(text, plan)` builds, once per
+ *   plan, a closure with the rule's numbers as upvalues (no table lookup, no dispatch, no
+ *   state table): it reads `TIME` and the key (`GET`), decides, writes and replies.
+ * - A stack of several such ops, or a batch of such stacks (no key named twice): one
+ *   closure per plan reads `TIME` once and every key with one `MGET`, checks each op with
+ *   its rule's op closure (`op_of`, the same arithmetic), and only when every op of every
+ *   stack is admitted writes them all (each stack all-or-nothing; with no key shared, the
+ *   stacks of a batch do not see each other's writes, so deciding them all first is
+ *   deciding them one after the other).
  *
- * An admission here replies three doubles, now, remaining and resetMs (parseDecisions in
- * args.ts reads them as the stack admitted with its one op admitted, no delay): half the
- * packing of the general reply's six.
+ * Every number is worked out with the operations of the algorithm's check (its section) in
+ * the same order, so the results are the same doubles. Only admissions of well-formed
+ * entries (or none) are decided here; anything else — a refusal, a block, a value that is
+ * not a plain entry of the rule (read as absent or as a block alone by `read`) — goes, before
+ * anything is written, to the general path with the time and the values already read, which
+ * decides it exactly as before.
+ *
+ * An admission here replies now, then per op remaining and resetMs, as doubles
+ * (parseDecisions in args.ts reads a reply of that length as every stack admitted, no
+ * delay): fewer than half the doubles of the general reply.
  */
+
 /**
- * Writes the admitted entry v (on Redis time, block 0) under key, whose TTL was set for
- * x0, with the expiry x, as write() (stack.ts) does; at: x is a window's end, set as the
- * instant. The common case, an unchanged expiry, inline.
+ * An algorithm's check of cost 1 (v: the key's value as GET or MGET replied, now: the
+ * call's time), in Lua: sets rem, reset, nv (the entry to write, nil when peeking; its
+ * TTL expiry xn) and x0 (the expiry the key's TTL was set for), or runs `bail`.
  */
-const WRITE = (v: string, x: string, now: string, at: string): string => `
-      if ${x} == x0 and ${x} > ${now} then call('SET', key, ${v}, 'KEEPTTL')
-      else one_write(key, ${v}, ${x}, ${now}, ${at}) end`;
+const CHECK: Record<'w' | 'f' | 't', (bail: string) => string> = {
+  // ALG.w.check with cost 1 and sw_retry_at's last case (after >= 1).
+  w: (bail) => `
+    local start = now - fmod(now, W)
+    local t = now
+    local prev, cur, x0 = 0, 0, nil
+    if v == false then
+    elseif type(v) == 'string' and #v == 40 then
+      local b, x, s0, p, c = unpack_bin('<ddddd', v)
+      -- read()'s checks (SANE2, no negative count), and no block in force.
+      if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then ${bail} end
+      x0 = x
+      if s0 >= start then
+        start = s0
+        t = max(now, s0)
+        prev = p
+        cur = c
+      elseif s0 == start - W then prev = c end
+    else ${bail} end
+    local e = t - start
+    local scaled = prev * (W - e) + cur * W
+    if not (scaled < room) then ${bail} end
+    local after = cur + 1
+    local reset = 0
+    if prev * (W - e) + after * W >= W then reset = start + W + floor((W * (after - 1)) / after) + 1 - now end
+    local rem = max(0, L - floor(scaled / W) - 1)
+    local nv, xn = nil, nil
+    if consume then
+      xn = start + W
+      if after > 0 then xn = start + W2 end
+      nv = pack('<ddddd', 0, xn, start, prev, after)
+    end`,
+  // ALG.f.check with cost 1 (not first-request, not calendar).
+  f: (bail) => `
+    local start = now - fmod(now, W)
+    local count, x0 = 0, nil
+    if v == false then
+    elseif type(v) == 'string' and #v == 32 then
+      local b, x, s0, c = unpack_bin('<dddd', v)
+      if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then ${bail} end
+      x0 = x
+      if s0 >= start then start = s0; count = c end
+    else ${bail} end
+    local xn = start + W
+    local used = count + 1
+    if not (used <= L) then ${bail} end
+    local reset = 0
+    if used > 0 then reset = xn - now end
+    local rem = L - used
+    local nv = nil
+    if consume then nv = pack('<dddd', 0, xn, start, used) end`,
+  // ALG.t.check with cost 1, its expiry as ALG.t.expires; tn: the bucket's time.
+  t: (bail) => `
+    local tn, scaled, x0 = now, cap, nil
+    if v == false then
+    elseif type(v) == 'string' and #v == 32 then
+      local b, x, last, s2 = unpack_bin('<dddd', v)
+      if not (b * b + last * last + s2 * s2 <= SANE2) or b > now then ${bail} end
+      x0 = x
+      if now <= last then tn, scaled = last, min(s2, cap)
+      else
+        local gained = L * (now - last)
+        scaled = s2
+        if gained >= cap - scaled then scaled = cap else scaled = scaled + gained end
+      end
+    else ${bail} end
+    if not (scaled >= need) then ${bail} end
+    local left = scaled - need
+    local reset = 0
+    if left < cap then reset = ceil((cap - left) / L) + (tn - now) end
+    local rem = floor(left / W)
+    local nv, xn = nil, nil
+    if consume then
+      xn = tn + ceil((cap - left) / L)
+      if 0 > xn then xn = 0 end
+      nv = pack('<dddd', 0, xn, tn, left)
+    end`,
+};
+
+/** The rule's numbers as a check reads them (r: the rule's table). */
+const UPVALUES = `
+  local L, W = r.L, r.W
+  local room, W2 = (L - 1 + 1) * W, 2 * W
+  local cap = r.B * W
+  local need = 1 * W`;
+
+/** Whether an algorithm's expiry is a window's end (SET ... PXAT), else a TTL (PX). */
+const AT: Record<'w' | 'f' | 't', string> = { w: 'xn', f: 'xn', t: 'nil' };
+
+function makers(kind: 'lone' | 'op'): string {
+  return (['w', 'f', 't'] as const)
+    .map((a) =>
+      kind === 'lone'
+        ? `
+LONE_MAKERS['${a}'] = function(plan, r, consume)${UPVALUES}
+  return function(keys)
+    local key = keys[1]${timeMs('call')}
+    local v = pcall_('GET', key)${CHECK[a]('return one_rest(plan, key, now, v)')}
+    if nv then
+      if xn == x0 and xn > now then call('SET', key, nv, 'KEEPTTL')
+      else one_write(key, nv, xn, now, ${AT[a]}) end
+    end
+    return pack('<ddd', now, rem, reset)
+  end
+end`
+        : `
+OP_MAKERS['${a}'] = function(r, consume)${UPVALUES}
+  return function(v, now)${CHECK[a]('return false')}
+    return true, rem, reset, nv, xn, x0, ${AT[a]}
+  end
+end`,
+    )
+    .join('\n');
+}
 
 export const ONE_LUA = `
 local pcall_, type = redis.pcall, type
 
--- The general path for the call the closure could not decide: the plan's one stack at now,
--- with the key's value v as GET replied (decide_one, past its reads).
+-- The general path for the lone call the closure could not decide: the plan's one stack at
+-- now, with the key's value v as GET replied (decide_one, past its reads).
 local function one_rest(plan, key, now, v)
   MIN_TTL_SUPPLIED = plan.minTtl
   if HAD_HOT then
@@ -51,126 +170,93 @@ local function one_write(key, v, x, now, at)
   set_expiring(key, v, x, now, 0, at)
 end
 
-local FAST_MAKERS = {}
+local LONE_MAKERS, OP_MAKERS = {}, {}
+${makers('lone')}
+${makers('op')}
 
--- Sliding-window counter: ALG.w.check with cost 1, then write.
-FAST_MAKERS['w'] = function(plan, r, consume)
-  local L, W = r.L, r.W
-  local room = (L - 1 + 1) * W
-  local W2 = 2 * W
-  return function(key)${timeMs('call')}
-    local v = pcall_('GET', key)
-    local start = now - fmod(now, W)
-    local t = now
-    local prev, cur, x0 = 0, 0, nil
-    if v == false then
-    elseif type(v) == 'string' and #v == 40 then
-      local b, x, s0, p, c = unpack_bin('<ddddd', v)
-      -- read()'s checks (SANE2, no negative count), and no block in force.
-      if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then
-        return one_rest(plan, key, now, v)
+-- A rule's op closure for cost 1 on Redis time (consume or peek), kept with the rule; false
+-- when its algorithm or options have none.
+local function op_of(r, consume)
+  local k = 'opp'
+  if consume then k = 'opc' end
+  local d = r[k]
+  if d == nil then
+    d = false
+    local make = OP_MAKERS[r.algo]
+    if make ~= nil and r.maxCost >= 1 and not r.first and not r.month then d = make(r, consume) end
+    r[k] = d
+  end
+  return d
+end
+
+-- Per op of a stack or batch decided straight through (reused by every call): the entry to
+-- write, its expiry, the expiry its key's TTL was set for, and whether it is a window's end.
+local NV, NX, N0, NA = {}, {}, {}, {}
+-- The reply: now, then remaining and resetMs per op.
+local OUT = {}
+
+-- The closure of a plan whose runs are all on Redis time, ops of cost 1 with op closures,
+-- and no key named twice; false for other plans.
+local function multi_of(plan)
+  if #plan.hot > 0 then return false end
+  local runs = plan.runs
+  local nrun = #runs
+  local DS, NS, CS = {}, {}, {}
+  for ri = 1, nrun do
+    local run = runs[ri]
+    if run.timed then return false end
+    local sh = run.sh
+    local ds = {}
+    for i = 1, sh.n do
+      if sh.costs[i] ~= 1 then return false end
+      local d = op_of(run.rules[i], run.consume)
+      if not d then return false end
+      ds[i] = d
+    end
+    DS[ri], NS[ri], CS[ri] = ds, sh.n, run.count
+  end
+  return function(keys, argv)${timeMs('call')}
+    local vals = call('MGET', unpack(keys))
+    local k = 0
+    OUT[1] = now
+    for ri = 1, nrun do
+      local ds, n = DS[ri], NS[ri]
+      for _ = 1, CS[ri] do
+        for i = 1, n do
+          k = k + 1
+          local ok, rem, reset, nv, xn, x0, at = ds[i](vals[k], now)
+          if not ok then return store_rest(plan, keys, argv, now, vals) end
+          OUT[2 * k], OUT[2 * k + 1], NV[k], NX[k], N0[k], NA[k] = rem, reset, nv, xn, x0, at
+        end
       end
-      x0 = x
-      if s0 >= start then
-        start = s0
-        t = max(now, s0)
-        prev = p
-        cur = c
-      elseif s0 == start - W then prev = c end
-    else return one_rest(plan, key, now, v) end
-    local e = t - start
-    local scaled = prev * (W - e) + cur * W
-    if not (scaled < room) then return one_rest(plan, key, now, v) end
-    local after = cur + 1
-    local reset = 0
-    if prev * (W - e) + after * W >= W then
-      -- sw_retry_at(start, prev, after, W, 1): after >= 1, so its last case.
-      reset = start + W + floor((W * (after - 1)) / after) + 1 - now
     end
-    if consume then
-      local xn = start + W
-      if after > 0 then xn = start + W2 end
-      local v = pack('<ddddd', 0, xn, start, prev, after)${WRITE('v', 'xn', 'now', 'xn')}
+    for j = 1, k do
+      local nv = NV[j]
+      if nv then
+        local xn = NX[j]
+        if xn == N0[j] and xn > now then call('SET', keys[j], nv, 'KEEPTTL')
+        else one_write(keys[j], nv, xn, now, NA[j]) end
+        NV[j] = nil
+      end
     end
-    return pack('<ddd', now, max(0, L - floor(scaled / W) - 1), reset)
+    return pack_list(OUT, 2 * k + 1)
   end
 end
 
--- Fixed window on the clock (not first-request, not calendar): ALG.f.check with cost 1.
-FAST_MAKERS['f'] = function(plan, r, consume)
-  local L, W = r.L, r.W
-  return function(key)${timeMs('call')}
-    local v = pcall_('GET', key)
-    local start = now - fmod(now, W)
-    local count, x0 = 0, nil
-    if v == false then
-    elseif type(v) == 'string' and #v == 32 then
-      local b, x, s0, c = unpack_bin('<dddd', v)
-      if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then
-        return one_rest(plan, key, now, v)
-      end
-      x0 = x
-      if s0 >= start then start = s0; count = c end
-    else return one_rest(plan, key, now, v) end
-    local e = start + W
-    local used = count + 1
-    if not (used <= L) then return one_rest(plan, key, now, v) end
-    local reset = 0
-    if used > 0 then reset = e - now end
-    if consume then
-      local v = pack('<dddd', 0, e, start, used)${WRITE('v', 'e', 'now', 'e')}
-    end
-    return pack('<ddd', now, L - used, reset)
-  end
-end
-
--- Token bucket: ALG.t.check with cost 1; its expiry as ALG.t.expires.
-FAST_MAKERS['t'] = function(plan, r, consume)
-  local L, W = r.L, r.W
-  local cap = r.B * W
-  local need = 1 * W
-  return function(key)${timeMs('call')}
-    local at = now
-    local v = pcall_('GET', key)
-    local scaled, x0 = cap, nil
-    if v == false then
-    elseif type(v) == 'string' and #v == 32 then
-      local b, x, last, s2 = unpack_bin('<dddd', v)
-      if not (b * b + last * last + s2 * s2 <= SANE2) or b > at then
-        return one_rest(plan, key, at, v)
-      end
-      x0 = x
-      if at <= last then now, scaled = last, min(s2, cap)
-      else
-        local gained = L * (at - last)
-        scaled = s2
-        if gained >= cap - scaled then scaled = cap else scaled = scaled + gained end
-      end
-    else return one_rest(plan, key, at, v) end
-    if not (scaled >= need) then return one_rest(plan, key, at, v) end
-    local left = scaled - need
-    local reset = 0
-    if left < cap then reset = ceil((cap - left) / L) + (now - at) end
-    if consume then
-      local x = now + ceil((r.B * r.W - left) / L)
-      if 0 > x then x = 0 end
-      local v = pack('<dddd', 0, x, now, left)${WRITE('v', 'x', 'at', 'nil')}
-    end
-    return pack('<ddd', at, floor(left / W), reset)
-  end
-end
-
--- Fast closures by plan text, for plans that fit (see the header); false for the others.
+-- Straight-through closures by plan text, for plans that fit (see the header); false for
+-- the others.
 local FAST, NFAST = {}, 0
 
 local function fast_of(text, plan)
   local f = false
   local run = plan.one
-  if run ~= nil and not run.timed and run.sh.costs[1] == 1 then
-    local r = run.rules[1]
-    local make = FAST_MAKERS[r.algo]
-    if make ~= nil and r.maxCost >= 1 and not r.first and not r.month then f = make(plan, r, run.consume) end
-  end
+  if run ~= nil then
+    if not run.timed and run.sh.costs[1] == 1 then
+      local r = run.rules[1]
+      local make = LONE_MAKERS[r.algo]
+      if make ~= nil and r.maxCost >= 1 and not r.first and not r.month then f = make(plan, r, run.consume) end
+    end
+  elseif plan.mode == 'd' then f = multi_of(plan) end
   -- Emptied in place: the library's entry holds this table (see index.ts).
   if NFAST >= CACHED_MAX then
     for k in pairs(FAST) do FAST[k] = nil end

@@ -496,6 +496,26 @@ local function decide_one(run, key, now, v, drop)
   ONE_VAL[1] = nil
   return pack('<dddddd', a, now, c, rem, reset, last)
 end
+
+-- The first k numbers of R as little-endian doubles, packed in chunks: unpack() puts
+-- every value on the Lua stack.
+local function pack_list(R, k)
+  if k <= 128 then
+    local f = FMT[k]
+    if f == nil then f = fmt_of(k) end
+    return pack(f, unpack(R, 1, k))
+  end
+  local parts = {}
+  for i = 1, k, 128 do
+    local j = min(k, i + 127)
+    parts[#parts + 1] = pack(fmt_of(j - i + 1), unpack(R, i, j))
+  end
+  return table.concat(parts)
+end
+
+-- The general path of a decide or refund call (defined in the entry below); the
+-- straight-through closures (one.ts) hand it a call with its time and values already read.
+local store_rest
 `;
 
 /**
@@ -506,19 +526,25 @@ export const ENTRY_LUA = `
 -- One call: the state of the previous one is dropped first (a function library keeps
 -- these definitions loaded from call to call).
 local function store(keys, argv)
-  -- The common call, straight through (one.ts) when its plan fits.
+  -- The common calls, straight through (one.ts) when their plan fits.
   local text = argv[1]
   local f = FAST[text]
-  if f then return f(keys[1]) end
-  KEYS, ARGV = keys, argv
+  if f then return f(keys, argv) end
   local plan = PLANS[text]
   if plan == nil then plan = plan_of(text) end
   if f == nil then
     f = fast_of(text, plan)
-    if f then return f(keys[1]) end
+    if f then return f(keys, argv) end
   end
+  return store_rest(plan, keys, argv, nil, nil)
+end
+
+-- The call (plan: its plan parsed) on the general path; now0 and vals0, when given, are
+-- Redis' TIME and the MGET of every key of the call, already read.
+store_rest = function(plan, keys, argv, now0, vals0)
+  KEYS, ARGV = keys, argv
   MIN_TTL_SUPPLIED = plan.minTtl
-  redis_now = nil
+  redis_now = now0
   -- Hot keys (and so CACHE entries) only where the previous call had some.
   if HAD_HOT then
     HOT, CACHE = {}, {}
@@ -562,7 +588,7 @@ local function store(keys, argv)
     hot = true
     HAD_HOT = true
   end
-  VALS = call('MGET', unpack(KEYS))
+  VALS = vals0 or call('MGET', unpack(KEYS))
   -- The reply's fields so far; the last new key used.
   local k = 0
   local nextKey = 0
@@ -678,13 +704,7 @@ local function store(keys, argv)
   if hot then flush() end
   -- Packed in chunks: unpack() puts every value on the Lua stack.
   if k == 6 then return pack('<dddddd', R[1], R[2], R[3], R[4], R[5], R[6]) end
-  if k <= 128 then return pack(fmt_of(k), unpack(R, 1, k)) end
-  local parts = {}
-  for i = 1, k, 128 do
-    local j = min(k, i + 127)
-    parts[#parts + 1] = pack(fmt_of(j - i + 1), unpack(R, i, j))
-  end
-  return table.concat(parts)
+  return pack_list(R, k)
 end
 
 return store, FAST
