@@ -139,3 +139,145 @@ describe.each(runs)('the common call through %s', (_, run) => {
     });
   }
 });
+
+/**
+ * Stacks of several ops and batches of stacks, all of cost 1 on Redis time with no key
+ * named twice, are decided straight through too (one MGET, every op checked, then the
+ * writes). Each case puts crafted values under the keys of a call and under a copy of them,
+ * decides the first call on Redis time and the copy on the general path at the time the
+ * first replied, and compares the decisions and every value written.
+ */
+describe.each(runs)('stacks and batches straight through, through %s', (_, run) => {
+  const specs = rules.map((rule) => compileRule(rule, 'p').spec);
+  // The general rules of the stack path too: a sliding log (not decided straight through)
+  // makes its whole call go the general way.
+  const log = compileRule({ name: 'log', algorithm: 'sliding-log', limit: 3, window: '1m' }, 'p').spec;
+  const callOf = (keys: readonly string[], args: readonly string[]): Promise<Buffer> =>
+    run === runs[0]?.[1]
+      ? (admin.callBuffer('FCALL', STORE_FUNCTION, String(keys.length), ...keys, ...args) as Promise<Buffer>)
+      : (admin.callBuffer('EVAL', STORE_SCRIPT, String(keys.length), ...keys, ...args) as Promise<Buffer>);
+
+  for (const [name, maxStacks] of [
+    ['one stack of several ops', 1],
+    ['a batch of stacks', 5],
+  ] as const) {
+    it(`${name}: decides and writes as the general path at the same time`, async () => {
+      const r = rng(maxStacks * 104729 + 17);
+      let admitted = 0;
+      let refused = 0;
+      let straight = 0;
+      for (let i = 0; i < 120; i++) {
+        const [sec, us] = (await admin.call('TIME')) as [string, string];
+        const now = Number(sec) * 1000 + Math.floor(Number(us) / 1000);
+        const nStacks = 1 + Math.floor(r() * maxStacks);
+        const cmd = r() < 0.85 ? 'c' : 'p';
+        const stacks: { ops: StoreOp[] }[] = [];
+        // Each key's stack and op.
+        const at_: [number, number][] = [];
+        const keysA: string[] = [];
+        const keysB: string[] = [];
+        for (let j = 0; j < nStacks; j++) {
+          // 2 or 3 ops in a lone stack, 1 to 3 in a batch; distinct rules.
+          const n = maxStacks === 1 ? 2 + Math.floor(r() * 2) : 1 + Math.floor(r() * 3);
+          const pool = r() < 0.05 ? [...specs, log] : [...specs];
+          const ops: StoreOp[] = [];
+          for (let k = 0; k < n; k++) {
+            const spec = pool.splice(Math.floor(r() * pool.length), 1)[0] as RuleSpec;
+            const a = `stack:${j}:${k}:a`;
+            const b = `stack:${j}:${k}:b`;
+            await admin.del(a, b);
+            // Mostly values that admit, so that whole calls go straight through.
+            const v = r() < 0.6 ? (r() < 0.5 ? undefined : valueFor(spec, now, r)) : valueFor(spec, now, r);
+            if (v === 'foreign' && r() < 0.5) {
+              await admin.hset(a, 'f', '1');
+              await admin.hset(b, 'f', '1');
+            } else if (v !== undefined) {
+              await admin.set(a, v, 'PX', 600_000);
+              await admin.set(b, v, 'PX', 600_000);
+            }
+            ops.push({ rule: spec, key: a, cost: 1 });
+            keysA.push(a);
+            keysB.push(b);
+            at_.push([j, k]);
+          }
+          stacks.push({ ops });
+        }
+        const sizes = stacks.map((s) => s.ops.length);
+        const fast = decideArgs(
+          stacks.map((s) => ({ cmd, ops: s.ops, now: undefined })),
+          keysA,
+          '0',
+        );
+        const replyA = await callOf(fast.keys, fast.args);
+        // Decided straight through: the compact reply (see parseDecisions).
+        if (replyA.length % 16 === 8) straight++;
+        const d1 = parseDecisions(replyA, sizes);
+        const at = d1[0]?.now as number;
+        const general = decideArgs(
+          stacks.map((s) => ({ cmd, ops: s.ops, now: at })),
+          keysB,
+          '0',
+        );
+        const d2 = parseDecisions(await callOf(general.keys, general.args), sizes);
+        expect(d2, `case ${i}`).toEqual(d1);
+        for (const d of d1) {
+          if (d.allowed) admitted++;
+          else refused++;
+        }
+        for (let k = 0; k < keysA.length; k++) {
+          const [va, vb] = [
+            await admin.getBuffer(keysA[k] as string).catch(() => null),
+            await admin.getBuffer(keysB[k] as string).catch(() => null),
+          ];
+          // (On supplied time the general path also deletes an entry whose own expiry has
+          // passed, which Redis' TTL removes on Redis time: both are read as absent.)
+          const [j, o] = at_[k] as [number, number];
+          if (cmd === 'c' && d1[j]?.allowed && d1[j]?.outcomes[o]?.allowed && !(stacks[j]?.ops[o]?.rule.dryRun ?? true)) {
+            expect(va, `case ${i}, key ${k}`).not.toBeNull();
+            expect(vb, `case ${i}, key ${k}`).not.toBeNull();
+          }
+          if (va !== null && vb !== null && va.length % 8 === 0 && va.length > 16) {
+            expect(va.length).toBe(vb.length);
+            for (let f = 0; f < va.length / 8; f++)
+              if (f !== 1) expect(va.readDoubleLE(8 * f), `case ${i}, key ${k}, field ${f}`).toBe(vb.readDoubleLE(8 * f));
+          }
+          if (va !== null) expect(await admin.pttl(keysA[k] as string)).toBeGreaterThan(0);
+        }
+      }
+      expect(admitted).toBeGreaterThan(20);
+      expect(refused).toBeGreaterThan(5);
+      // Both paths are taken.
+      expect(straight).toBeGreaterThan(10);
+      expect(straight).toBeLessThan(110);
+    });
+  }
+
+  it('replies the admitted stacks compactly, and a refusal in any stack the general way', async () => {
+    const w = specs[0] as RuleSpec;
+    const f = specs[4] as RuleSpec;
+    const keys = ['c:1', 'c:2', 'c:3'];
+    await admin.del(...keys);
+    const stacks = [
+      { cmd: 'c' as const, ops: [{ rule: w, key: 'c:1', cost: 1 }], now: undefined },
+      { cmd: 'c' as const, ops: [{ rule: f, key: 'c:2', cost: 1 }, { rule: w, key: 'c:3', cost: 1 }], now: undefined },
+    ];
+    const call = decideArgs(stacks, keys, '0');
+    const reply = await callOf(call.keys, call.args);
+    // now, then remaining and resetMs for each of the three ops.
+    expect(reply.length).toBe(8 * 7);
+    const [d1, d2] = parseDecisions(reply, [1, 2]);
+    expect(d1?.outcomes[0]?.remaining).toBe(3);
+    expect(d2?.outcomes.map((o) => o.remaining)).toEqual([2, 3]);
+    // The fixed window (limit 3) refuses on the fourth call: that call goes the general way
+    // and writes nothing of its admitted ops in the refused stack.
+    await callOf(call.keys, call.args);
+    await callOf(call.keys, call.args);
+    const before = await admin.getBuffer('c:3');
+    const last = await callOf(call.keys, call.args);
+    expect(last.length).toBe(16 * 2 + 32 * 3);
+    const [e1, e2] = parseDecisions(last, [1, 2]);
+    expect(e1?.allowed).toBe(true);
+    expect(e2?.allowed).toBe(false);
+    expect(await admin.getBuffer('c:3')).toEqual(before);
+  });
+});
