@@ -706,6 +706,4 @@ store_rest = function(plan, keys, argv, now0, vals0)
   if k == 6 then return pack('<dddddd', R[1], R[2], R[3], R[4], R[5], R[6]) end
   return pack_list(R, k)
 end
-
-return store, FAST
 `;
