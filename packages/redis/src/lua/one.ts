@@ -22,6 +22,12 @@ import { timeMs } from './stack.js';
  * anything is written, to the general path with the time and the values already read, which
  * decides it exactly as before.
  *
+ * An admitted entry whose expiry is unchanged is written over the one read with `SETRANGE
+ * key 0`: the same bytes as `SET ... KEEPTTL` (the value read has the new one's length, and
+ * its key, read in this script, is still there: Redis expires keys inside a script on the
+ * script's start time), the TTL kept, and an integer reply where SET's status reply costs
+ * Lua a table.
+ *
  * An admission here replies now, then per op remaining and resetMs, as doubles
  * (parseDecisions in args.ts reads a reply of that length as every stack admitted, no
  * delay): fewer than half the doubles of the general reply.
@@ -131,7 +137,7 @@ LONE_MAKERS['${a}'] = function(plan, r, consume)${UPVALUES}
     local key = keys[1]${timeMs('call')}
     local v = pcall_('GET', key)${CHECK[a]('return one_rest(plan, key, now, v)')}
     if nv then
-      if xn == x0 and xn > now then call('SET', key, nv, 'KEEPTTL')
+      if xn == x0 and xn > now then call('SETRANGE', key, '0', nv)
       else one_write(key, nv, xn, now, ${AT[a]}) end
     end
     return pack('<ddd', now, rem, reset)
@@ -234,7 +240,7 @@ local function multi_of(plan)
       local nv = NV[j]
       if nv then
         local xn = NX[j]
-        if xn == N0[j] and xn > now then call('SET', keys[j], nv, 'KEEPTTL')
+        if xn == N0[j] and xn > now then call('SETRANGE', keys[j], '0', nv)
         else one_write(keys[j], nv, xn, now, NA[j]) end
         NV[j] = nil
       end
