@@ -41,18 +41,19 @@ import { timeMs } from './stack.js';
 const CHECK: Record<'w' | 'f' | 't', (bail: string) => string> = {
   // ALG.w.check with cost 1 and sw_retry_at's last case (after >= 1).
   w: (bail) => `
-    local start = now - fmod(now, W)
+    local start
+    if WI then start = now - now % W else start = now - fmod(now, W) end
     local t = now
     local prev, cur, x0 = 0, 0, nil
     if v == false then
-    elseif type(v) == 'string' and #v == 40 then
+    elseif #v == 40 then
       local b, x, s0, p, c = unpack_bin('<ddddd', v)
       -- read()'s checks (SANE2, no negative count), and no block in force.
       if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then ${bail} end
       x0 = x
       if s0 >= start then
         start = s0
-        t = max(now, s0)
+        if s0 > now then t = s0 end
         prev = p
         cur = c
       elseif s0 == start - W then prev = c end
@@ -62,8 +63,13 @@ const CHECK: Record<'w' | 'f' | 't', (bail: string) => string> = {
     if not (scaled < room) then ${bail} end
     local after = cur + 1
     local reset = 0
-    if prev * (W - e) + after * W >= W then reset = start + W + floor((W * (after - 1)) / after) + 1 - now end
-    local rem = max(0, L - floor(scaled / W) - 1)
+    if prev * (W - e) + after * W >= W then
+      local q = (W * (after - 1)) / after
+      reset = start + W + (q - q % 1) + 1 - now
+    end
+    local q = scaled / W
+    local rem = L - (q - q % 1) - 1
+    if rem < 0 then rem = 0 end
     local nv, xn = nil, nil
     if consume then
       xn = start + W
@@ -72,10 +78,11 @@ const CHECK: Record<'w' | 'f' | 't', (bail: string) => string> = {
     end`,
   // ALG.f.check with cost 1 (not first-request, not calendar).
   f: (bail) => `
-    local start = now - fmod(now, W)
+    local start
+    if WI then start = now - now % W else start = now - fmod(now, W) end
     local count, x0 = 0, nil
     if v == false then
-    elseif type(v) == 'string' and #v == 32 then
+    elseif #v == 32 then
       local b, x, s0, c = unpack_bin('<dddd', v)
       if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then ${bail} end
       x0 = x
@@ -93,11 +100,13 @@ const CHECK: Record<'w' | 'f' | 't', (bail: string) => string> = {
   t: (bail) => `
     local tn, scaled, x0 = now, cap, nil
     if v == false then
-    elseif type(v) == 'string' and #v == 32 then
+    elseif #v == 32 then
       local b, x, last, s2 = unpack_bin('<dddd', v)
       if not (b * b + last * last + s2 * s2 <= SANE2) or b > now then ${bail} end
       x0 = x
-      if now <= last then tn, scaled = last, min(s2, cap)
+      if now <= last then
+        tn, scaled = last, s2
+        if cap < s2 then scaled = cap end
       else
         local gained = L * (now - last)
         scaled = s2
@@ -106,12 +115,17 @@ const CHECK: Record<'w' | 'f' | 't', (bail: string) => string> = {
     else ${bail} end
     if not (scaled >= need) then ${bail} end
     local left = scaled - need
+    -- ceil((cap - left) / L) as -floor(-q), and floor(q) as q - q % 1 (exact for a finite
+    -- q; no C call).
+    local q = -((cap - left) / L)
+    local up = -(q - q % 1)
     local reset = 0
-    if left < cap then reset = ceil((cap - left) / L) + (tn - now) end
-    local rem = floor(left / W)
+    if left < cap then reset = up + (tn - now) end
+    q = left / W
+    local rem = q - q % 1
     local nv, xn = nil, nil
     if consume then
-      xn = tn + ceil((cap - left) / L)
+      xn = tn + up
       if 0 > xn then xn = 0 end
       nv = pack('<dddd', 0, xn, tn, left)
     end`,
@@ -122,7 +136,10 @@ const UPVALUES = `
   local L, W = r.L, r.W
   local room, W2 = (L - 1 + 1) * W, 2 * W
   local cap = r.B * W
-  local need = 1 * W`;
+  local need = 1 * W
+  -- A whole window: on Redis time now is a whole number of ms below 2^53, so now % W (a
+  -- VM operation, no C call) is exactly fmod(now, W).
+  local WI = W > 0 and W % 1 == 0`;
 
 /** Whether an algorithm's expiry is a window's end (SET ... PXAT), else a TTL (PX). */
 const AT: Record<'w' | 'f' | 't', string> = { w: 'xn', f: 'xn', t: 'nil' };
