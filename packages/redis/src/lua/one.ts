@@ -144,6 +144,21 @@ const UPVALUES = `
 /** Whether an algorithm's expiry is a window's end (SET ... PXAT), else a TTL (PX). */
 const AT: Record<'w' | 'f' | 't', string> = { w: 'xn', f: 'xn', t: 'nil' };
 
+/**
+ * Writes nv under key with a new expiry xn (as one_write does): a window's end as the
+ * instant (PXAT); a bucket's as a TTL (PX, ceil(xn - now) as -floor(now - xn)), inline.
+ */
+const NEW_EXPIRY: Record<'w' | 'f' | 't', (key: string) => string> = {
+  w: (key) => ` one_write(${key}, nv, xn, now, xn)`,
+  f: (key) => ` one_write(${key}, nv, xn, now, xn)`,
+  t: (key) => ` if xn <= now then one_write(${key}, nv, xn, now, nil)
+      else
+        local d = now - xn
+        local ms = -(d - d % 1)
+        call('SET', ${key}, nv, 'PX', TTL_TEXT[ms] or ttl_text(ms))
+      end`,
+};
+
 function makers(kind: 'lone' | 'op'): string {
   return (['w', 'f', 't'] as const)
     .map((a) =>
@@ -155,7 +170,7 @@ LONE_MAKERS['${a}'] = function(plan, r, consume)${UPVALUES}
     local v = pcall_('GET', key)${CHECK[a]('return one_rest(plan, key, now, v)')}
     if nv then
       if xn == x0 and xn > now then call('SETRANGE', key, '0', nv)
-      else one_write(key, nv, xn, now, ${AT[a]}) end
+      else${NEW_EXPIRY[a]('key')} end
     end
     return pack('<ddd', now, rem, reset)
   end
@@ -225,6 +240,8 @@ local function multi_of(plan)
   local runs = plan.runs
   local nrun = #runs
   local DS, NS, CS = {}, {}, {}
+  -- The reply's length in doubles.
+  local K = 1
   for ri = 1, nrun do
     local run = runs[ri]
     if run.timed then return false end
@@ -237,7 +254,11 @@ local function multi_of(plan)
       ds[i] = d
     end
     DS[ri], NS[ri], CS[ri] = ds, sh.n, run.count
+    K = K + 2 * sh.n * run.count
   end
+  -- The reply's format when one pack takes it (see pack_list).
+  local RF = false
+  if K <= 128 then RF = fmt_of(K) end
   return function(keys, argv)${timeMs('call')}
     local vals = call('MGET', unpack(keys))
     local k = 0
@@ -258,11 +279,18 @@ local function multi_of(plan)
       if nv then
         local xn = NX[j]
         if xn == N0[j] and xn > now then call('SETRANGE', keys[j], '0', nv)
-        else one_write(keys[j], nv, xn, now, NA[j]) end
+        elseif NA[j] or xn <= now then one_write(keys[j], nv, xn, now, NA[j])
+        else
+          -- A bucket's new expiry, as NEW_EXPIRY.t.
+          local d = now - xn
+          local ms = -(d - d % 1)
+          call('SET', keys[j], nv, 'PX', TTL_TEXT[ms] or ttl_text(ms))
+        end
         NV[j] = nil
       end
     end
-    return pack_list(OUT, 2 * k + 1)
+    if RF then return pack(RF, unpack(OUT, 1, K)) end
+    return pack_list(OUT, K)
   end
 end
 
