@@ -259,7 +259,14 @@ describe.each(runs)('stacks and batches straight through, through %s', (_, run) 
     await admin.del(...keys);
     const stacks = [
       { cmd: 'c' as const, ops: [{ rule: w, key: 'c:1', cost: 1 }], now: undefined },
-      { cmd: 'c' as const, ops: [{ rule: f, key: 'c:2', cost: 1 }, { rule: w, key: 'c:3', cost: 1 }], now: undefined },
+      {
+        cmd: 'c' as const,
+        ops: [
+          { rule: f, key: 'c:2', cost: 1 },
+          { rule: w, key: 'c:3', cost: 1 },
+        ],
+        now: undefined,
+      },
     ];
     const call = decideArgs(stacks, keys, '0');
     const reply = await callOf(call.keys, call.args);
