@@ -82,6 +82,17 @@ function valueFor(spec: RuleSpec, now: number, r: () => number): Buffer | string
   return doubles([b, x0, start, count(), count()]);
 }
 
+/** Puts `v` under keys a and b (a foreign value: half the time as a hash instead). */
+async function putBoth(a: string, b: string, v: Buffer | string | undefined, r: () => number): Promise<void> {
+  if (v === 'foreign' && r() < 0.5) {
+    await admin.hset(a, 'f', '1');
+    await admin.hset(b, 'f', '1');
+  } else if (v !== undefined) {
+    await admin.set(a, v, 'PX', 600_000);
+    await admin.set(b, v, 'PX', 600_000);
+  }
+}
+
 type Run = (key: string, args: readonly string[]) => Promise<Buffer>;
 
 const runs: [string, Run][] = [
@@ -104,13 +115,7 @@ describe.each(runs)('the common call through %s', (_, run) => {
         const [sec, us] = (await admin.call('TIME')) as [string, string];
         const now = Number(sec) * 1000 + Math.floor(Number(us) / 1000);
         const v = valueFor(spec, now, r);
-        if (v === 'foreign' && r() < 0.5) {
-          await admin.hset(a, 'f', '1');
-          await admin.hset(b, 'f', '1');
-        } else if (v !== undefined) {
-          await admin.set(a, v, 'PX', 600_000);
-          await admin.set(b, v, 'PX', 600_000);
-        }
+        await putBoth(a, b, v, r);
         const cmd = r() < 0.85 ? 'c' : 'p';
         const fast = decideArgs([{ cmd, ops: [op], now: undefined }], [a], '0');
         const [d1] = parseDecisions(await run(a, fast.args), [1]);
@@ -188,13 +193,7 @@ describe.each(runs)('stacks and batches straight through, through %s', (_, run) 
             await admin.del(a, b);
             // Mostly values that admit, so that whole calls go straight through.
             const v = r() < 0.6 ? (r() < 0.5 ? undefined : valueFor(spec, now, r)) : valueFor(spec, now, r);
-            if (v === 'foreign' && r() < 0.5) {
-              await admin.hset(a, 'f', '1');
-              await admin.hset(b, 'f', '1');
-            } else if (v !== undefined) {
-              await admin.set(a, v, 'PX', 600_000);
-              await admin.set(b, v, 'PX', 600_000);
-            }
+            await putBoth(a, b, v, r);
             ops.push({ rule: spec, key: a, cost: 1 });
             keysA.push(a);
             keysB.push(b);

@@ -18,9 +18,9 @@
  *   keys (see read in STACK_LUA). Stacks are decided one after the other, each
  *   all-or-nothing, as if they had arrived in that order; `TIME` is read once. The reply is
  *   one string of little-endian doubles: per stack allowed (1/0) and now, then OUT_FIELDS
- *   per op (see `OUT_FIELDS` in index.ts); a call of one op that the common call's closure
- *   admits (one.ts) replies three: now, remaining, resetMs. Doubles are exact and cost
- *   Redis and Node less than an array of integer and text replies.
+ *   per op (see `OUT_FIELDS` in index.ts); a call that a straight-through closure
+ *   (one.ts) admits whole replies now, then remaining and resetMs per op. Doubles are
+ *   exact and cost Redis and Node less than an array of integer and text replies.
  * - `r` (refund): one line, the ops' shape (`r1:1,2:1`); ARGV[2] is `now` (empty: Redis
  *   `TIME`) and ARGV[3] `at`; the reply is now.
  *
