@@ -155,6 +155,35 @@ describe.each(CLIENTS)('function library lost, on $name', (kind) => {
   });
 });
 
+describe('an ACL user without SETRANGE', () => {
+  it('decides the same: an unchanged expiry is written with SET ... KEEPTTL instead', async () => {
+    await admin.call('ACL', 'SETUSER', 'nosetrange', 'on', '>pw', '~*', '&*', '+@all', '-setrange');
+    const c = connect('nosetrange');
+    const { l, errors } = limiter(c);
+    const store = new RedisStore({ client: c, prefix: 'fnsr:', timeoutMs: 5000, denyCache: false });
+    store.on('error', (e) => errors.push(e));
+    const stack = createLimiter({
+      rules: [
+        { name: 'a', key: () => 'k', limit: 3, window: '1m' },
+        { name: 'b', key: () => 'k', algorithm: 'fixed-window', limit: 3, window: '1m' },
+      ],
+      store,
+      prefix: `fn${n++}`,
+    });
+    const before = await stats();
+    // A lone op and a two-op stack, each admitted three times then refused.
+    expect(await admitted(l, 5)).toBe(3);
+    expect(await admitted(stack, 5)).toBe(3);
+    const after = await stats();
+    expect(delta(before, after, 'setrange')).toBe(0);
+    // Per admission one write per key: the first a SET ... PXAT, the later ones KEEPTTL.
+    expect(delta(before, after, 'set')).toBe(3 + 2 * 3);
+    expect(errors).toEqual([]);
+    for (const key of await admin.keys('fn*')) expect(await admin.pttl(key)).toBeGreaterThan(0);
+    c.disconnect();
+  });
+});
+
 describe('script fallback', () => {
   beforeAll(async () => {
     // FUNCTION refused (a managed service's ACL); FCALL refused though FUNCTION is allowed.

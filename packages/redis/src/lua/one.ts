@@ -26,7 +26,7 @@ import { timeMs } from './stack.js';
  * key 0`: the same bytes as `SET ... KEEPTTL` (the value read has the new one's length, and
  * its key, read in this script, is still there: Redis expires keys inside a script on the
  * script's start time), the TTL kept, and an integer reply where SET's status reply costs
- * Lua a table.
+ * Lua a table. Where an ACL refuses SETRANGE, `SET ... KEEPTTL` writes it instead.
  *
  * An admission here replies now, then per op remaining and resetMs, as doubles
  * (parseDecisions in args.ts reads a reply of that length as every stack admitted, no
@@ -169,7 +169,8 @@ LONE_MAKERS['${a}'] = function(plan, r, consume)${UPVALUES}
     local key = keys[1]${timeMs('call')}
     local v = pcall_('GET', key)${CHECK[a]('return one_rest(plan, key, now, v)')}
     if nv then
-      if xn == x0 and xn > now then call('SETRANGE', key, '0', nv)
+      if xn == x0 and xn > now then
+        if pcall_('SETRANGE', key, '0', nv) ~= #nv then call('SET', key, nv, 'KEEPTTL') end
       else${NEW_EXPIRY[a]('key')} end
     end
     return pack('<ddd', now, rem, reset)
@@ -278,7 +279,8 @@ local function multi_of(plan)
       local nv = NV[j]
       if nv then
         local xn = NX[j]
-        if xn == N0[j] and xn > now then call('SETRANGE', keys[j], '0', nv)
+        if xn == N0[j] and xn > now then
+          if pcall_('SETRANGE', keys[j], '0', nv) ~= #nv then call('SET', keys[j], nv, 'KEEPTTL') end
         elseif NA[j] or xn <= now then one_write(keys[j], nv, xn, now, NA[j])
         else
           -- A bucket's new expiry, as NEW_EXPIRY.t.
