@@ -321,10 +321,13 @@ const REASON_OF: readonly (RejectReason | undefined)[] = [undefined, undefined, 
 
 /**
  * Parses a decide reply: little-endian doubles, per stack allowed (1/0) and now, then
- * OUT_FIELDS per op (see lua/index.ts). `sizes[j]` is stack j's op count.
+ * OUT_FIELDS per op (see lua/index.ts); or, when every stack was admitted straight through
+ * (lua/one.ts), now and then per op remaining and resetMs (a length the general reply
+ * never has: 8 more than a multiple of 16). `sizes[j]` is stack j's op count.
  */
 export function parseDecisions(reply: unknown, sizes: readonly number[]): StoreDecision[] {
   if (!Buffer.isBuffer(reply)) throw new TypeError(`The store script replied ${typeof reply}, not its packed decisions`);
+  if (reply.length % 16 === 8) return parseAdmitted(reply, sizes);
   const out: StoreDecision[] = new Array(sizes.length);
   let p = 0;
   for (let j = 0; j < sizes.length; j++) {
@@ -357,6 +360,31 @@ export function parseDecisions(reply: unknown, sizes: readonly number[]): StoreD
       p += OUT_FIELDS * 8;
     }
     out[j] = { allowed, now, outcomes };
+  }
+  if (p !== reply.length) throw new TypeError(`The store script replied ${reply.length} bytes for ${p} expected`);
+  return out;
+}
+
+/** A reply of stacks all admitted straight through (see parseDecisions). */
+function parseAdmitted(reply: Buffer, sizes: readonly number[]): StoreDecision[] {
+  const now = reply.readDoubleLE(0);
+  const out: StoreDecision[] = new Array(sizes.length);
+  let p = 8;
+  for (let j = 0; j < sizes.length; j++) {
+    const n = sizes[j] as number;
+    const outcomes: Outcome[] = new Array(n);
+    for (let i = 0; i < n; i++) {
+      outcomes[i] = {
+        allowed: true,
+        remaining: reply.readDoubleLE(p),
+        resetMs: reply.readDoubleLE(p + 8),
+        retryAfterMs: 0,
+        delayMs: 0,
+        reason: undefined,
+      };
+      p += 16;
+    }
+    out[j] = { allowed: true, now, outcomes };
   }
   if (p !== reply.length) throw new TypeError(`The store script replied ${reply.length} bytes for ${p} expected`);
   return out;

@@ -10,6 +10,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLIENTS, type Connected } from '../../../test/setup/clients.js';
 import { type RedisServer, startRedis } from '../../../test/setup/redis.js';
+import { parseDecisions } from '../src/args.js';
 
 let server: RedisServer;
 let admin: Redis;
@@ -104,12 +105,12 @@ describe('function library', () => {
     expect(await admitted(l, 1)).toBe(1);
     expect(await admin.call('FUNCTION', 'LIST', 'LIBRARYNAME', 'tollgate_*')).toHaveLength(2);
     // One consume of a fixed window of 3 under key fn:v, through either version's function
-    // (the wire format of lua/stack.ts): the reply's first double is 1 when admitted.
+    // (the wire format of lua/stack.ts), its reply read as the store reads it.
     const consume = async (lib: string) => {
       const args = ['d 1000 1\nfcm-00 3 60000 3 0 0 3\n1 c1:1'];
       const fcall = (admin as unknown as { fcallBuffer(...a: (string | number)[]): Promise<Buffer> }).fcallBuffer.bind(admin);
       const reply = await fcall(`${lib}_store`, 1, 'fn:v', ...args);
-      return reply.readDoubleLE(0) === 1;
+      return parseDecisions(reply, [1])[0]?.allowed === true;
     };
     const taken = [await consume(OTHER), await consume(STORE_LIBRARY_NAME), await consume(OTHER), await consume(STORE_LIBRARY_NAME)];
     expect(taken).toEqual([true, true, true, false]);
@@ -151,6 +152,35 @@ describe.each(CLIENTS)('function library lost, on $name', (kind) => {
     const s = await stats();
     expect(s.evalsha ?? 0).toBe(0);
     expect(await admin.call('FUNCTION', 'LIST', 'LIBRARYNAME', STORE_LIBRARY_NAME)).toHaveLength(1);
+  });
+});
+
+describe('an ACL user without SETRANGE', () => {
+  it('decides the same: an unchanged expiry is written with SET ... KEEPTTL instead', async () => {
+    await admin.call('ACL', 'SETUSER', 'nosetrange', 'on', '>pw', '~*', '&*', '+@all', '-setrange');
+    const c = connect('nosetrange');
+    const { l, errors } = limiter(c);
+    const store = new RedisStore({ client: c, prefix: 'fnsr:', timeoutMs: 5000, denyCache: false });
+    store.on('error', (e) => errors.push(e));
+    const stack = createLimiter({
+      rules: [
+        { name: 'a', key: () => 'k', limit: 3, window: '1m' },
+        { name: 'b', key: () => 'k', algorithm: 'fixed-window', limit: 3, window: '1m' },
+      ],
+      store,
+      prefix: `fn${n++}`,
+    });
+    const before = await stats();
+    // A lone op and a two-op stack, each admitted three times then refused.
+    expect(await admitted(l, 5)).toBe(3);
+    expect(await admitted(stack, 5)).toBe(3);
+    const after = await stats();
+    expect(delta(before, after, 'setrange')).toBe(0);
+    // Per admission one write per key: the first a SET ... PXAT, the later ones KEEPTTL.
+    expect(delta(before, after, 'set')).toBe(3 + 2 * 3);
+    expect(errors).toEqual([]);
+    for (const key of await admin.keys('fn*')) expect(await admin.pttl(key)).toBeGreaterThan(0);
+    c.disconnect();
   });
 });
 

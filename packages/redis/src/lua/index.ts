@@ -22,10 +22,11 @@ import { COMMON_LUA } from './common.js';
 import { FIXED_WINDOW_LUA } from './fixed-window.js';
 import { KEYOPS_LUA } from './keyops.js';
 import { LEAKY_BUCKET_LUA } from './leaky-bucket.js';
+import { ONE_LUA } from './one.js';
 import { SLIDING_LOG_LUA } from './sliding-log.js';
 import { SLIDING_WINDOW_LUA } from './sliding-window.js';
 import { SLOT_SCRIPT } from './slots.js';
-import { PARSE_LUA, STACK_LUA } from './stack.js';
+import { ENTRY_LUA, PARSE_LUA, STACK_LUA } from './stack.js';
 import { TOKEN_BUCKET_LUA } from './token-bucket.js';
 
 /**
@@ -40,23 +41,33 @@ function section(code: string, lua: string): string {
 }
 
 /**
- * `init(NEED, NEED_MONTH, LIBRARY)`: builds every definition (the algorithms in NEED,
- * calendar months when NEED_MONTH; LIBRARY when the definitions are kept from call to
- * call) and returns the entry `store(KEYS, ARGV)`.
+ * `init(NEED, NEED_MONTH)`: builds every definition (the algorithms in NEED, calendar
+ * months when NEED_MONTH) and returns the entry `store(KEYS, ARGV)` and the table of the
+ * common calls' closures by plan (one.ts); `tail` ends it. The library's also builds the
+ * operations by key over the same definitions (one copy of the algorithms in its heap,
+ * which each of Redis' garbage collection steps traverses) and returns their entry too.
  */
-const INIT = [
-  'local function init(NEED, NEED_MONTH, LIBRARY)',
-  'local ALG = {}',
-  COMMON_LUA,
-  PARSE_LUA,
-  section('f', FIXED_WINDOW_LUA),
-  section('s', SLIDING_LOG_LUA),
-  section('w', SLIDING_WINDOW_LUA),
-  section('t', TOKEN_BUCKET_LUA),
-  section('k', LEAKY_BUCKET_LUA),
-  STACK_LUA,
-  'end',
-].join('\n');
+function initOf(name: string, tail: readonly string[]): string {
+  return [
+    `local function ${name}(NEED, NEED_MONTH)`,
+    'local ALG = {}',
+    COMMON_LUA,
+    PARSE_LUA,
+    section('f', FIXED_WINDOW_LUA),
+    section('s', SLIDING_LOG_LUA),
+    section('w', SLIDING_WINDOW_LUA),
+    section('t', TOKEN_BUCKET_LUA),
+    section('k', LEAKY_BUCKET_LUA),
+    STACK_LUA,
+    ONE_LUA,
+    ENTRY_LUA,
+    ...tail,
+    'end',
+  ].join('\n');
+}
+
+const INIT = initOf('init', ['return store, FAST']);
+const LIBRARY_INIT = initOf('init', [KEYOPS_LUA, 'return store, FAST, keyop']);
 
 /**
  * Which algorithms a script call's rules use (the first flag of each rule line of its
@@ -74,7 +85,7 @@ for line in string.gmatch(ARGV[1], '[^\\n]+') do
   else break end
 end`;
 
-export const STORE_SCRIPT = [INIT, NEED_OF_ARGV, 'return init(NEED, NEED_MONTH, false)(KEYS, ARGV)'].join('\n');
+export const STORE_SCRIPT = [INIT, NEED_OF_ARGV, 'return (init(NEED, NEED_MONTH))(KEYS, ARGV)'].join('\n');
 
 /**
  * `init_keys(NEED, NEED_MONTH)`: the operations by key (keyops.ts) over the prelude and the
@@ -90,6 +101,7 @@ const KEYS_INIT = [
   section('t', TOKEN_BUCKET_LUA),
   section('k', LEAKY_BUCKET_LUA),
   KEYOPS_LUA,
+  'return keyop',
   'end',
 ].join('\n');
 
@@ -107,20 +119,21 @@ export const STORE_SCRIPT_SHA = createHash('sha1').update(STORE_SCRIPT).digest('
 /** The library's body, before its name is known (the name is a hash of it). */
 function libraryBody(storeFn: string, slotsFn: string, keysFn: string): string {
   return [
-    INIT,
-    KEYS_INIT,
+    LIBRARY_INIT,
     'local ALL = { f = true, s = true, w = true, t = true, k = true }',
-    'local store = nil',
+    // The common calls' closures (one.ts) are looked up here, one Lua call fewer.
+    'local store, FAST, keyop = nil, nil, nil',
     `redis.register_function('${storeFn}', function(keys, args)`,
-    '  if store == nil then store = init(ALL, true, true) end',
+    '  if store == nil then store, FAST, keyop = init(ALL, true) end',
+    '  local f = FAST[args[1]]',
+    '  if f then return f(keys, args) end',
     '  return store(keys, args)',
     'end)',
     `redis.register_function('${slotsFn}', function(KEYS, ARGV)`,
     SLOT_SCRIPT,
     'end)',
-    'local keyop = nil',
     `redis.register_function('${keysFn}', function(keys, args)`,
-    '  if keyop == nil then keyop = init_keys(ALL, true) end',
+    '  if keyop == nil then store, FAST, keyop = init(ALL, true) end',
     '  return keyop(keys, args)',
     'end)',
   ].join('\n');

@@ -198,6 +198,4 @@ local function keyop(KEYS, ARGV)
   end
   return pack('<dddddd', now, exists, remaining, reset, retry, blocked)
 end
-
-return keyop
 `;

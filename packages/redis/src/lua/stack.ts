@@ -18,8 +18,9 @@
  *   keys (see read in STACK_LUA). Stacks are decided one after the other, each
  *   all-or-nothing, as if they had arrived in that order; `TIME` is read once. The reply is
  *   one string of little-endian doubles: per stack allowed (1/0) and now, then OUT_FIELDS
- *   per op (see `OUT_FIELDS` in index.ts). Doubles are exact and cost Redis and Node less
- *   than an array of integer and text replies.
+ *   per op (see `OUT_FIELDS` in index.ts); a call that a straight-through closure
+ *   (one.ts) admits whole replies now, then remaining and resetMs per op. Doubles are
+ *   exact and cost Redis and Node less than an array of integer and text replies.
  * - `r` (refund): one line, the ops' shape (`r1:1,2:1`); ARGV[2] is `now` (empty: Redis
  *   `TIME`) and ARGV[3] `at`; the reply is now.
  *
@@ -32,6 +33,30 @@
  * left without expiry. An entry whose expiry has passed is read as absent, exactly as
  * `MemoryStore` does (see read in STACK_LUA).
  */
+/**
+ * Redis' TIME in ms into a new local \`now\` (\`callFn\`: the Lua expression of
+ * redis.call): the seconds' text changes once a second, so its number is kept (last_s,
+ * last_ms) rather than parsed again; the microseconds' digits but the last three are read
+ * with byte() (strtod, tonumber's, costs more). Inlined where it is read (a Lua call costs
+ * about a dozen arithmetic operations).
+ */
+export function timeMs(callFn: string): string {
+  return `
+    local t = ${callFn}('TIME')
+    local ts, us = t[1], t[2]
+    if ts ~= last_s then last_s, last_ms = ts, tonumber(ts) * 1000 end
+    local ms, n = 0, #us
+    if n > 3 then
+      local d1, d2, d3 = byte(us, 1, n - 3)
+      ms = d1 - 48
+      if d2 ~= nil then
+        ms = ms * 10 + d2 - 48
+        if d3 ~= nil then ms = ms * 10 + d3 - 48 end
+      end
+    end
+    local now = last_ms + ms`;
+}
+
 /**
  * The call's state and the parsing helpers: defined once (per library load, or per EVAL),
  * their state reset by each call (see `store` in STACK_LUA).
@@ -53,25 +78,11 @@ local REDIS_TIME = true
 local redis_now = nil
 local last_s, last_ms = nil, 0
 local function time_now()
-  if redis_now == nil then
-    local t = redis.call('TIME')
-    local s, us = t[1], t[2]
-    if s ~= last_s then last_s, last_ms = s, tonumber(s) * 1000 end
-    -- The digits of the microseconds but the last three (strtod, tonumber's, costs more).
-    local ms, n = 0, #us
-    if n > 3 then
-      local a, b, c = byte(us, 1, n - 3)
-      ms = a - 48
-      if b ~= nil then
-        ms = ms * 10 + b - 48
-        if c ~= nil then ms = ms * 10 + c - 48 end
-      end
-    end
-    redis_now = last_ms + ms
+  if redis_now == nil then${timeMs('redis.call')}
+    redis_now = now
   end
   return redis_now
 end
-
 
 -- Plans, rules and shapes parsed, by their text: a function library keeps them from call
 -- to call (a cache of what the text says, emptied when it holds CACHED_MAX of one kind), a
@@ -473,19 +484,11 @@ end
 -- The read of a call with one key (decide_one): VALS as read() takes it, reused.
 local ONE_VAL = {}
 
--- A call deciding one stack of one op (run: the plan's only run), the common call: no
--- loop, and GET rather than MGET (it costs Redis less); a key of another type (a hash, a
--- list), which GET refuses, reads as absent as with MGET.
-local function decide_one(run)
-  local now, drop
-  if run.timed then now, drop = stack_now(ARGV[2])
-  else
-    -- stack_now on Redis time, inlined.
-    MIN_TTL, REDIS_TIME, drop = 0, true, false
-    now = time_now()
-  end
-  local key = KEYS[1]
-  local v = redis.pcall('GET', key)
+-- A call deciding one stack of one op (run: the plan's only run), the common call, at now
+-- with the value v that GET replied for key: no loop, and GET rather than MGET (it costs
+-- Redis less); a key of another type (a hash, a list), which GET refuses, reads as absent
+-- as with MGET.
+local function decide_one(run, key, now, v, drop)
   if type(v) ~= 'string' then v = false end
   ONE_VAL[1] = v
   VALS = ONE_VAL
@@ -494,14 +497,54 @@ local function decide_one(run)
   return pack('<dddddd', a, now, c, rem, reset, last)
 end
 
+-- The first k numbers of R as little-endian doubles, packed in chunks: unpack() puts
+-- every value on the Lua stack.
+local function pack_list(R, k)
+  if k <= 128 then
+    local f = FMT[k]
+    if f == nil then f = fmt_of(k) end
+    return pack(f, unpack(R, 1, k))
+  end
+  local parts = {}
+  for i = 1, k, 128 do
+    local j = min(k, i + 127)
+    parts[#parts + 1] = pack(fmt_of(j - i + 1), unpack(R, i, j))
+  end
+  return table.concat(parts)
+end
+
+-- The general path of a decide or refund call (defined in the entry below); the
+-- straight-through closures (one.ts) hand it a call with its time and values already read.
+local store_rest
+`;
+
+/**
+ * The entry point, \`store(KEYS, ARGV)\`, which the assembly returns (see index.ts). Runs
+ * after STACK_LUA and ONE_LUA (one.ts).
+ */
+export const ENTRY_LUA = `
 -- One call: the state of the previous one is dropped first (a function library keeps
 -- these definitions loaded from call to call).
 local function store(keys, argv)
+  -- The common calls, straight through (one.ts) when their plan fits.
+  local text = argv[1]
+  local f = FAST[text]
+  if f then return f(keys, argv) end
+  local plan = PLANS[text]
+  if plan == nil then plan = plan_of(text) end
+  if f == nil then
+    f = fast_of(text, plan)
+    if f then return f(keys, argv) end
+  end
+  return store_rest(plan, keys, argv, nil, nil)
+end
+
+-- The call (plan: its plan parsed) on the general path; now0 and vals0, when given, are
+-- Redis' TIME and the MGET of every key of the call, already read.
+store_rest = function(plan, keys, argv, now0, vals0)
   KEYS, ARGV = keys, argv
-  local plan = PLANS[argv[1]]
-  if plan == nil then plan = plan_of(argv[1]) end
   MIN_TTL_SUPPLIED = plan.minTtl
-  redis_now = nil
+  redis_now = now0
   -- Hot keys (and so CACHE entries) only where the previous call had some.
   if HAD_HOT then
     HOT, CACHE = {}, {}
@@ -523,7 +566,17 @@ local function store(keys, argv)
     end
     return out(now)
   end
-  if plan.one ~= nil then return decide_one(plan.one) end
+  local run = plan.one
+  if run ~= nil then
+    local now, drop
+    if run.timed then now, drop = stack_now(ARGV[2])
+    else
+      -- stack_now on Redis time, inlined.
+      MIN_TTL, REDIS_TIME, drop = 0, true, false
+      now = time_now()
+    end
+    return decide_one(run, KEYS[1], now, redis.pcall('GET', KEYS[1]), drop)
+  end
 
   -- Every shape first: a key that a later stack names again is hot (kept in CACHE) from its
   -- first read on. So each key of the call is read from Redis once, before anything is
@@ -535,7 +588,7 @@ local function store(keys, argv)
     hot = true
     HAD_HOT = true
   end
-  VALS = call('MGET', unpack(KEYS))
+  VALS = vals0 or call('MGET', unpack(KEYS))
   -- The reply's fields so far; the last new key used.
   local k = 0
   local nextKey = 0
@@ -651,14 +704,6 @@ local function store(keys, argv)
   if hot then flush() end
   -- Packed in chunks: unpack() puts every value on the Lua stack.
   if k == 6 then return pack('<dddddd', R[1], R[2], R[3], R[4], R[5], R[6]) end
-  if k <= 128 then return pack(fmt_of(k), unpack(R, 1, k)) end
-  local parts = {}
-  for i = 1, k, 128 do
-    local j = min(k, i + 127)
-    parts[#parts + 1] = pack(fmt_of(j - i + 1), unpack(R, i, j))
-  end
-  return table.concat(parts)
+  return pack_list(R, k)
 end
-
-return store
 `;
