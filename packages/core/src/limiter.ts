@@ -704,7 +704,13 @@ function build<R>(
     return baseOpOf(i, k, req, cost);
   }
 
-  function baseOps(req: R, cost: number | undefined): StoreOp[] | Promise<StoreOp[]> {
+  /**
+   * The base rules' ops. `kept`: an array of ops this call may return again as it is when
+   * every rule's op is the same object as there (a stack whose ops are all kept ones, see
+   * lastOp), instead of a new array; the array is then shared by every such decision, so
+   * only for callers that neither change nor hand it out (see sharedOps).
+   */
+  function baseOps(req: R, cost: number | undefined, kept?: readonly StoreOp[]): StoreOp[] | Promise<StoreOp[]> {
     if (n === 1) {
       // One rule, the common case: an array of exactly one op, not a growable empty one.
       const op = baseOp(0, req, cost);
@@ -712,11 +718,17 @@ function build<R>(
       if (op instanceof Promise) return op.then((o) => (o === undefined ? [] : [o]));
       return [op];
     }
-    // Sized once (a growing array reallocated its store on the way), trimmed if a rule's key was absent.
-    const ops: StoreOp[] = new Array(n);
+    // Sized once (a growing array reallocated its store on the way), trimmed if a rule's key
+    // was absent; made only at the first op that is not `kept`'s.
+    let ops: StoreOp[] | undefined;
     let j = 0;
     for (let i = 0; i < n; i++) {
       const op = baseOp(i, req, cost);
+      if (ops === undefined) {
+        if (kept !== undefined && op === kept[i]) continue;
+        ops = new Array(n);
+        for (j = 0; j < i; j++) ops[j] = (kept as readonly StoreOp[])[j] as StoreOp;
+      }
       if (op instanceof Promise) {
         // From the first promise on, the rest keep every rejection handled (see restOf).
         ops.length = j;
@@ -724,7 +736,22 @@ function build<R>(
       }
       if (op !== undefined) ops[j++] = op;
     }
+    if (ops === undefined) return kept as StoreOp[];
     if (j !== n) ops.length = j;
+    return ops;
+  }
+
+  // The ops array of the last decision whose rules all had their kept op, given again to the
+  // next such decision: a client's run of requests on a stack with constant keys makes no
+  // array. Only for a MemoryStore's own decisions (decideOps below), which neither keep nor
+  // change the array; the decision's receipt is read-only. `resolve`, peeks and other
+  // stores get arrays of their own, as before.
+  let keptOps: StoreOp[] | undefined;
+  function sharedOps(req: R, cost: number | undefined): StoreOp[] | Promise<StoreOp[]> {
+    const ops = baseOps(req, cost, keptOps);
+    if (ops instanceof Promise || ops === keptOps || ops.length !== n || n === 1) return ops;
+    for (let i = 0; i < n; i++) if (ops[i] !== lastOp[i]) return ops;
+    keptOps = ops;
     return ops;
   }
 
@@ -750,8 +777,8 @@ function build<R>(
   const now = clock ? () => clock.now() : () => undefined;
   // A MemoryStore (one whose consumeSync is its own) decides into objects it reuses, which
   // finish reads at once.
-  const consumeSync =
-    store instanceof MemoryStore && store.consumeSync === MemoryStore.prototype.consumeSync ? store[DECIDE] : store.consumeSync;
+  const inPlace = store instanceof MemoryStore && store.consumeSync === MemoryStore.prototype.consumeSync;
+  const consumeSync = inPlace ? store[DECIDE] : store.consumeSync;
   // In-process stores decide synchronously: no promise per decision.
   const decideOps =
     consumeSync !== undefined
@@ -784,9 +811,12 @@ function build<R>(
     ruleNames: () => [...cells, ...[...(tiering?.stacks.values() ?? [])].flat()].map((c) => c.c.spec.name),
   });
 
+  // A MemoryStore deciding in place may be given the shared ops array (see sharedOps).
+  const shared = inPlace && tiering === undefined;
   function decide(req: R, o: { cost?: number } | undefined): Decision | Promise<Decision> {
     const t0 = started();
-    const ops = resolveAsync(req, o?.cost);
+    const cost = o?.cost;
+    const ops = shared ? sharedOps(req, cost) : resolveAsync(req, cost);
     if (ops instanceof Promise) return ops.then((x) => decideOps(x, t0));
     return decideOps(ops, t0);
   }
