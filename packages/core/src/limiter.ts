@@ -736,7 +736,8 @@ function build<R>(
       }
       if (op !== undefined) ops[j++] = op;
     }
-    if (ops === undefined) return kept as StoreOp[];
+    // Every op was kept's (or there are no base rules: a stack of tiers only).
+    if (ops === undefined) return kept === undefined ? [] : (kept as StoreOp[]);
     if (j !== n) ops.length = j;
     return ops;
   }
