@@ -750,7 +750,7 @@ function build<R>(
   let keptOps: StoreOp[] | undefined;
   function sharedOps(req: R, cost: number | undefined): StoreOp[] | Promise<StoreOp[]> {
     const ops = baseOps(req, cost, keptOps);
-    if (ops instanceof Promise || ops === keptOps || ops.length !== n || n === 1) return ops;
+    if (ops instanceof Promise || ops === keptOps || ops.length !== n) return ops;
     for (let i = 0; i < n; i++) if (ops[i] !== lastOp[i]) return ops;
     keptOps = ops;
     return ops;
@@ -812,8 +812,9 @@ function build<R>(
     ruleNames: () => [...cells, ...[...(tiering?.stacks.values() ?? [])].flat()].map((c) => c.c.spec.name),
   });
 
-  // A MemoryStore deciding in place may be given the shared ops array (see sharedOps).
-  const shared = inPlace && tiering === undefined;
+  // A MemoryStore deciding in place may be given the shared ops array (see sharedOps); one
+  // rule keeps its own path (an array of one op costs less than the checks).
+  const shared = inPlace && tiering === undefined && n > 1;
   function decide(req: R, o: { cost?: number } | undefined): Decision | Promise<Decision> {
     const t0 = started();
     const cost = o?.cost;
