@@ -9,14 +9,15 @@ import { decisionOps } from '../src/limiter.js';
 
 type Req = { k: string; cost?: number };
 
-function setup(limit = 10) {
+/** `plainCost`: the client rule costs a plain 1 (its op can be kept), not a cost function. */
+function setup(limit = 10, plainCost = false) {
   const clock = new ManualClock(1_000_000);
   const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
   const limiter = createLimiter<Req>({
     store,
     clock,
     rules: [
-      { name: 'client', key: (r) => r.k, limit, window: '1m', algorithm: 'fixed-window', cost: (r) => r.cost ?? 1 },
+      { name: 'client', key: (r) => r.k, limit, window: '1m', algorithm: 'fixed-window', cost: plainCost ? 1 : (r) => r.cost ?? 1 },
       { name: 'route', key: () => 'GET /users', limit: 100, window: '1m', algorithm: 'fixed-window' },
     ],
   });
@@ -136,16 +137,7 @@ describe('reused ops', () => {
   });
 
   it('a stack of kept ops shares one ops array between decisions, never with resolve(), and each decision still refunds only its own units', async () => {
-    const clock = new ManualClock(1_000_000);
-    const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
-    const limiter = createLimiter<Req>({
-      store,
-      clock,
-      rules: [
-        { name: 'client', key: (r) => r.k, limit: 10, window: '1m', algorithm: 'fixed-window' },
-        { name: 'route', key: () => 'GET /users', limit: 100, window: '1m', algorithm: 'token-bucket' },
-      ],
-    });
+    const { limiter } = setup(10, true);
     const d = [];
     for (let i = 0; i < 4; i++) d.push(await limiter.consume({ k: 'alice' }));
     // The second decision's ops are the kept ones (each key came twice): its array is reused.
