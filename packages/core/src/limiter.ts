@@ -705,12 +705,10 @@ function build<R>(
   }
 
   /**
-   * The base rules' ops. `kept`: an array of ops this call may return again as it is when
-   * every rule's op is the same object as there (a stack whose ops are all kept ones, see
-   * lastOp), instead of a new array; the array is then shared by every such decision, so
-   * only for callers that neither change nor hand it out (see sharedOps).
+   * The base rules' ops. `from` and `head`: the ops of the rules before `from` are known
+   * already (`head`, absent keys left out), so those rules' key functions are not called again.
    */
-  function baseOps(req: R, cost: number | undefined, kept?: readonly StoreOp[]): StoreOp[] | Promise<StoreOp[]> {
+  function baseOps(req: R, cost: number | undefined, from = 0, head?: readonly StoreOp[]): StoreOp[] | Promise<StoreOp[]> {
     if (n === 1) {
       // One rule, the common case: an array of exactly one op, not a growable empty one.
       const op = baseOp(0, req, cost);
@@ -718,17 +716,12 @@ function build<R>(
       if (op instanceof Promise) return op.then((o) => (o === undefined ? [] : [o]));
       return [op];
     }
-    // Sized once (a growing array reallocated its store on the way), trimmed if a rule's key
-    // was absent; made only at the first op that is not `kept`'s.
-    let ops: StoreOp[] | undefined;
+    // Sized once (a growing array reallocated its store on the way), trimmed if a rule's key was absent.
+    const ops: StoreOp[] = new Array(n);
     let j = 0;
-    for (let i = 0; i < n; i++) {
+    if (head !== undefined) for (; j < head.length; j++) ops[j] = head[j] as StoreOp;
+    for (let i = from; i < n; i++) {
       const op = baseOp(i, req, cost);
-      if (ops === undefined) {
-        if (kept !== undefined && op === kept[i]) continue;
-        ops = new Array(n);
-        for (j = 0; j < i; j++) ops[j] = (kept as readonly StoreOp[])[j] as StoreOp;
-      }
       if (op instanceof Promise) {
         // From the first promise on, the rest keep every rejection handled (see restOf).
         ops.length = j;
@@ -736,24 +729,54 @@ function build<R>(
       }
       if (op !== undefined) ops[j++] = op;
     }
-    // Every op was kept's (or there are no base rules: a stack of tiers only).
-    if (ops === undefined) return kept === undefined ? [] : (kept as StoreOp[]);
     if (j !== n) ops.length = j;
     return ops;
   }
 
   // The ops array of the last decision whose rules all had their kept op, given again to the
-  // next such decision: a client's run of requests on a stack with constant keys makes no
-  // array. Only for a MemoryStore's own decisions (decideOps below), which neither keep nor
-  // change the array; the decision's receipt is read-only. `resolve`, peeks and other
-  // stores get arrays of their own, as before.
+  // next decision whose rules all have them: a client's run of requests on a stack with
+  // constant keys makes no array. Only for a MemoryStore's own decisions (decideOps below),
+  // which neither keep nor change the array; the decision's receipt is read-only.
+  // `resolve`, peeks and other stores get arrays of their own, as before.
   let keptOps: StoreOp[] | undefined;
   function sharedOps(req: R, cost: number | undefined): StoreOp[] | Promise<StoreOp[]> {
-    const ops = baseOps(req, cost, keptOps);
-    if (ops instanceof Promise || ops === keptOps || ops.length !== n) return ops;
-    for (let i = 0; i < n; i++) if (ops[i] !== lastOp[i]) return ops;
-    keptOps = ops;
-    return ops;
+    const kept = keptOps;
+    if (kept === undefined) {
+      const ops = baseOps(req, cost);
+      // The first rule's op, checked first: with a new client every time it is not kept.
+      if (!(ops instanceof Promise) && ops[0] === lastOp[0] && allKept(ops)) keptOps = ops;
+      return ops;
+    }
+    for (let i = 0; i < n; i++) {
+      const op = baseOp(i, req, cost);
+      if (op !== kept[i]) return leaveKept(kept, i, op, req, cost);
+    }
+    return kept;
+  }
+
+  /** Whether `ops` are every base rule's kept op. */
+  function allKept(ops: readonly StoreOp[]): boolean {
+    if (ops.length !== n) return false;
+    for (let i = 0; i < n; i++) if (ops[i] !== lastOp[i]) return false;
+    return true;
+  }
+
+  /**
+   * Another key (or rule) at `i` than in the shared array: the rest as usual, and the plain
+   * path until the ops are all kept ones again (many clients in turn pay no comparisons).
+   */
+  function leaveKept(
+    kept: readonly StoreOp[],
+    i: number,
+    op: StoreOp | undefined | Promise<StoreOp | undefined>,
+    req: R,
+    cost: number | undefined,
+  ): StoreOp[] | Promise<StoreOp[]> {
+    keptOps = undefined;
+    const head = kept.slice(0, i);
+    if (op instanceof Promise) return restOf(cells, i, head, op, req, cost);
+    if (op !== undefined) head.push(op);
+    return baseOps(req, cost, i + 1, head);
   }
 
   function resolveAsync(req: R, cost?: number): StoreOp[] | Promise<StoreOp[]> {

@@ -195,4 +195,25 @@ describe('reused ops', () => {
       [10, 10 - 9],
     ]);
   });
+
+  it('a key that turns into a promise after the ops were shared is awaited, the rules before it keep their kept ops', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+    const limiter = createLimiter<{ k: string; later?: boolean }>({
+      store,
+      clock,
+      rules: [
+        { name: 'route', key: () => 'GET /', limit: 100, window: '1m', algorithm: 'fixed-window' },
+        { name: 'client', key: (r) => (r.later ? Promise.resolve(r.k) : r.k), limit: 10, window: '1m', algorithm: 'fixed-window' },
+      ],
+    });
+    for (let i = 0; i < 3; i++) await limiter.consume({ k: 'a' });
+    const shared = decisionOps(await limiter.consume({ k: 'a' }));
+    const later = await limiter.consume({ k: 'a', later: true });
+    expect(decisionOps(later)).not.toBe(shared);
+    expect(decisionOps(later)?.[0]).toBe(shared?.[0]);
+    expect(later.rules.map((r) => r.remaining)).toEqual([100 - 5, 10 - 5]);
+    const again = await limiter.consume({ k: 'a' });
+    expect(again.rules.map((r) => r.remaining)).toEqual([100 - 6, 10 - 6]);
+  });
 });
