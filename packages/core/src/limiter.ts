@@ -704,7 +704,11 @@ function build<R>(
     return baseOpOf(i, k, req, cost);
   }
 
-  function baseOps(req: R, cost: number | undefined): StoreOp[] | Promise<StoreOp[]> {
+  /**
+   * The base rules' ops. `from` and `head`: the ops of the rules before `from` are known
+   * already (`head`, absent keys left out), so those rules' key functions are not called again.
+   */
+  function baseOps(req: R, cost: number | undefined, from = 0, head?: readonly StoreOp[]): StoreOp[] | Promise<StoreOp[]> {
     if (n === 1) {
       // One rule, the common case: an array of exactly one op, not a growable empty one.
       const op = baseOp(0, req, cost);
@@ -715,7 +719,8 @@ function build<R>(
     // Sized once (a growing array reallocated its store on the way), trimmed if a rule's key was absent.
     const ops: StoreOp[] = new Array(n);
     let j = 0;
-    for (let i = 0; i < n; i++) {
+    if (head !== undefined) for (; j < head.length; j++) ops[j] = head[j] as StoreOp;
+    for (let i = from; i < n; i++) {
       const op = baseOp(i, req, cost);
       if (op instanceof Promise) {
         // From the first promise on, the rest keep every rejection handled (see restOf).
@@ -726,6 +731,52 @@ function build<R>(
     }
     if (j !== n) ops.length = j;
     return ops;
+  }
+
+  // The ops array of the last decision whose rules all had their kept op, given again to the
+  // next decision whose rules all have them: a client's run of requests on a stack with
+  // constant keys makes no array. Only for a MemoryStore's own decisions (decideOps below),
+  // which neither keep nor change the array; the decision's receipt is read-only.
+  // `resolve`, peeks and other stores get arrays of their own, as before.
+  let keptOps: StoreOp[] | undefined;
+  function sharedOps(req: R, cost: number | undefined): StoreOp[] | Promise<StoreOp[]> {
+    const kept = keptOps;
+    if (kept === undefined) {
+      const ops = baseOps(req, cost);
+      // The first rule's op, checked first: with a new client every time it is not kept.
+      if (!(ops instanceof Promise) && ops[0] === lastOp[0] && allKept(ops)) keptOps = ops;
+      return ops;
+    }
+    for (let i = 0; i < n; i++) {
+      const op = baseOp(i, req, cost);
+      if (op !== kept[i]) return leaveKept(kept, i, op, req, cost);
+    }
+    return kept;
+  }
+
+  /** Whether `ops` are every base rule's kept op. */
+  function allKept(ops: readonly StoreOp[]): boolean {
+    if (ops.length !== n) return false;
+    for (let i = 0; i < n; i++) if (ops[i] !== lastOp[i]) return false;
+    return true;
+  }
+
+  /**
+   * Another key (or rule) at `i` than in the shared array: the rest as usual, and the plain
+   * path until the ops are all kept ones again (many clients in turn pay no comparisons).
+   */
+  function leaveKept(
+    kept: readonly StoreOp[],
+    i: number,
+    op: StoreOp | undefined | Promise<StoreOp | undefined>,
+    req: R,
+    cost: number | undefined,
+  ): StoreOp[] | Promise<StoreOp[]> {
+    keptOps = undefined;
+    const head = kept.slice(0, i);
+    if (op instanceof Promise) return restOf(cells, i, head, op, req, cost);
+    if (op !== undefined) head.push(op);
+    return baseOps(req, cost, i + 1, head);
   }
 
   function resolveAsync(req: R, cost?: number): StoreOp[] | Promise<StoreOp[]> {
@@ -750,8 +801,8 @@ function build<R>(
   const now = clock ? () => clock.now() : () => undefined;
   // A MemoryStore (one whose consumeSync is its own) decides into objects it reuses, which
   // finish reads at once.
-  const consumeSync =
-    store instanceof MemoryStore && store.consumeSync === MemoryStore.prototype.consumeSync ? store[DECIDE] : store.consumeSync;
+  const inPlace = store instanceof MemoryStore && store.consumeSync === MemoryStore.prototype.consumeSync;
+  const consumeSync = inPlace ? store[DECIDE] : store.consumeSync;
   // In-process stores decide synchronously: no promise per decision.
   const decideOps =
     consumeSync !== undefined
@@ -784,9 +835,13 @@ function build<R>(
     ruleNames: () => [...cells, ...[...(tiering?.stacks.values() ?? [])].flat()].map((c) => c.c.spec.name),
   });
 
+  // A MemoryStore deciding in place may be given the shared ops array (see sharedOps); one
+  // rule keeps its own path (an array of one op costs less than the checks).
+  const shared = inPlace && tiering === undefined && n > 1;
   function decide(req: R, o: { cost?: number } | undefined): Decision | Promise<Decision> {
     const t0 = started();
-    const ops = resolveAsync(req, o?.cost);
+    const cost = o?.cost;
+    const ops = shared ? sharedOps(req, cost) : resolveAsync(req, cost);
     if (ops instanceof Promise) return ops.then((x) => decideOps(x, t0));
     return decideOps(ops, t0);
   }

@@ -82,11 +82,10 @@ export class MemoryStore implements Store {
   /** The tables of the rules last asked for, by rule identity (a stack asks for the same few). */
   #recentRules: RuleSpec[] = [];
   #recentTables: Table[] = [];
-  /** The tables of the decision being made (one array per store, not per call). */
-  readonly #scratch: Table[] = [];
   /**
    * The rules of the last decision by position, and their tables: a limiter hands over the
    * same rules in the same order every time, so the i-th rule's table costs one comparison.
+   * A decision reads its tables back from `#atTables` when it writes (no array of its own).
    */
   #atRules: (RuleSpec | undefined)[] = [];
   #atTables: Table[] = [];
@@ -317,7 +316,7 @@ export class MemoryStore implements Store {
     const n = ops.length;
     const verdicts = this.#verdicts;
     while (verdicts.length < n) verdicts.push(new Verdict());
-    const tables = this.#scratch;
+    const atRules = this.#atRules;
     let allowed = true;
     // Every state is read and decided before any is written, as in decideStack (two rules of
     // one group may name the same key).
@@ -325,7 +324,7 @@ export class MemoryStore implements Store {
       const op = ops[i] as StoreOp;
       const r = op.rule;
       if (op.cost > r.maxCost) return this.#decideStack(ops, t);
-      const table = this.#atRules[i] === r ? (this.#atTables[i] as Table) : this.#tableAt(r, i);
+      const table = atRules[i] === r ? (this.#atTables[i] as Table) : this.#tableAt(r, i);
       const v = verdicts[i] as Verdict;
       const kernel = table.kernel;
       if (kernel !== undefined) {
@@ -345,13 +344,14 @@ export class MemoryStore implements Store {
         v.held = table.held;
         v.block = table.block;
       }
-      tables[i] = table;
       if (!v.allowed) {
         // A refusal that writes (counted, or a block) needs the general verdict.
         if (v.write || r.blockForMs > 0) return this.#decideStack(ops, t);
         if (!r.dryRun) allowed = false;
       }
     }
+    // Taken now: close() from an eviction's subscriber replaces the arrays.
+    const tables = this.#atTables;
     this.#writing = true;
     try {
       // Rows found above stay valid until a key leaves a table (a delete, an eviction).

@@ -9,14 +9,15 @@ import { decisionOps } from '../src/limiter.js';
 
 type Req = { k: string; cost?: number };
 
-function setup(limit = 10) {
+/** `plainCost`: the client rule costs a plain 1 (its op can be kept), not a cost function. */
+function setup(limit = 10, plainCost = false) {
   const clock = new ManualClock(1_000_000);
   const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
   const limiter = createLimiter<Req>({
     store,
     clock,
     rules: [
-      { name: 'client', key: (r) => r.k, limit, window: '1m', algorithm: 'fixed-window', cost: (r) => r.cost ?? 1 },
+      { name: 'client', key: (r) => r.k, limit, window: '1m', algorithm: 'fixed-window', cost: plainCost ? 1 : (r) => r.cost ?? 1 },
       { name: 'route', key: () => 'GET /users', limit: 100, window: '1m', algorithm: 'fixed-window' },
     ],
   });
@@ -133,5 +134,86 @@ describe('reused ops', () => {
     ]);
     await store.close();
     await expect(fw.consume({ k: 'k' })).rejects.toMatchObject({ code: 'TG_STORE_CLOSED' });
+  });
+
+  it('a stack of kept ops shares one ops array between decisions, never with resolve(), and each decision still refunds only its own units', async () => {
+    const { limiter } = setup(10, true);
+    const d = [];
+    for (let i = 0; i < 4; i++) d.push(await limiter.consume({ k: 'alice' }));
+    // The second decision's ops are the kept ones (each key came twice): its array is reused.
+    expect(decisionOps(d[1] as never)).not.toBe(decisionOps(d[0] as never));
+    expect(decisionOps(d[2] as never)).toBe(decisionOps(d[1] as never));
+    expect(decisionOps(d[3] as never)).toBe(decisionOps(d[1] as never));
+    // resolve() hands out an array of its own: changing it changes no later decision.
+    const handed = limiter.resolve({ k: 'alice' });
+    expect(handed).not.toBe(decisionOps(d[3] as never));
+    handed.length = 0;
+    const fifth = await limiter.consume({ k: 'alice' });
+    expect(decisionOps(fifth)).toBe(decisionOps(d[3] as never));
+    expect(fifth.rules.map((r) => r.remaining)).toEqual([10 - 5, 100 - 5]);
+    // Two decisions on the shared array: each refund gives back one unit per rule, once.
+    await limiter.refund({ k: 'alice' }, d[2] as never);
+    await limiter.refund({ k: 'alice' }, d[2] as never);
+    await limiter.refund({ k: 'alice' }, d[3] as never);
+    // 5 consumed, 2 given back; a peek reports what one more would leave.
+    const after = await limiter.peek({ k: 'alice' });
+    expect(after.rules.map((r) => r.remaining)).toEqual([10 - 3 - 1, 100 - 3 - 1]);
+  });
+
+  it('the shared ops array is left at the first rule whose op is not the kept one: a new key, an absent key, an update', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+    const limiter = createLimiter<{ k: string; t?: string }>({
+      store,
+      clock,
+      rules: [
+        { name: 'route', key: () => 'GET /', limit: 100, window: '1m', algorithm: 'fixed-window' },
+        { name: 'tenant', key: (r) => r.t, limit: 50, window: '1m', algorithm: 'fixed-window' },
+        { name: 'client', key: (r) => r.k, limit: 10, window: '1m', algorithm: 'fixed-window' },
+      ],
+    });
+    for (let i = 0; i < 3; i++) await limiter.consume({ k: 'a', t: 'x' });
+    const shared = decisionOps(await limiter.consume({ k: 'a', t: 'x' }));
+    // Another client: the array is new, with the kept route and tenant ops and b's own.
+    const b = await limiter.consume({ k: 'b', t: 'x' });
+    expect(decisionOps(b)).not.toBe(shared);
+    expect(decisionOps(b)?.map((op) => op.raw)).toEqual(['GET /', 'x', 'b']);
+    expect(decisionOps(b)?.slice(0, 2)).toEqual(shared?.slice(0, 2));
+    expect(b.rules.map((r) => r.remaining)).toEqual([100 - 5, 50 - 5, 10 - 1]);
+    // No tenant: two ops, the tenant rule skipped.
+    const none = await limiter.consume({ k: 'a' });
+    expect(decisionOps(none)?.map((op) => op.rule.name)).toEqual(['route', 'client']);
+    expect(none.rules.map((r) => r.remaining)).toEqual([100 - 6, 10 - 5]);
+    // Back to the kept stack, then an update: the new rule decides at once.
+    for (let i = 0; i < 3; i++) await limiter.consume({ k: 'a', t: 'x' });
+    limiter.update('tenant', { limit: 60 });
+    const updated = await limiter.consume({ k: 'a', t: 'x' });
+    expect(decisionOps(updated)?.[1]?.rule.limit).toBe(60);
+    expect(updated.rules.map((r) => [r.limit, r.remaining])).toEqual([
+      [100, 100 - 10],
+      [60, 60 - 9],
+      [10, 10 - 9],
+    ]);
+  });
+
+  it('a key that turns into a promise after the ops were shared is awaited, the rules before it keep their kept ops', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+    const limiter = createLimiter<{ k: string; later?: boolean }>({
+      store,
+      clock,
+      rules: [
+        { name: 'route', key: () => 'GET /', limit: 100, window: '1m', algorithm: 'fixed-window' },
+        { name: 'client', key: (r) => (r.later ? Promise.resolve(r.k) : r.k), limit: 10, window: '1m', algorithm: 'fixed-window' },
+      ],
+    });
+    for (let i = 0; i < 3; i++) await limiter.consume({ k: 'a' });
+    const shared = decisionOps(await limiter.consume({ k: 'a' }));
+    const later = await limiter.consume({ k: 'a', later: true });
+    expect(decisionOps(later)).not.toBe(shared);
+    expect(decisionOps(later)?.[0]).toBe(shared?.[0]);
+    expect(later.rules.map((r) => r.remaining)).toEqual([100 - 5, 10 - 5]);
+    const again = await limiter.consume({ k: 'a' });
+    expect(again.rules.map((r) => r.remaining)).toEqual([100 - 6, 10 - 6]);
   });
 });
