@@ -236,25 +236,25 @@ function directCalls(c: IoredisLike): Pick<RedisPort, 'evalsha' | 'eval' | 'fcal
 
 function ioredisPort(c: IoredisLike): RedisPort {
   const cluster = c.isCluster === true;
-  const direct = directCalls(c);
-  if (direct !== undefined) {
-    const port: RedisPort = {
-      family: 'ioredis',
-      cluster,
-      // Where ioredis knows FCALL (its command table is what places a `keyPrefix`).
-      functions: isFn(c.fcallBuffer),
-      ...direct,
-      command: (args) => c.call(args[0] as string, ...args.slice(1)),
-      masters: () => Promise.resolve([port]),
-    };
-    return port;
-  }
-  return {
+  const port: RedisPort = {
     family: 'ioredis',
     cluster,
     // Without fcallBuffer, FCALL would go through callBuffer, whose command name ioredis 5
-    // and 6 drop under enableAutoPipelining: scripts only.
+    // and 6 drop under enableAutoPipelining: scripts only. (It is also where ioredis' command
+    // table knows FCALL, which is what places a `keyPrefix` on a direct call.)
     functions: isFn(c.fcallBuffer),
+    ...(directCalls(c) ?? methodCalls(c)),
+    // ioredis routes `call` on a Cluster by the command's first key (FUNCTION LOAD has none:
+    // any node).
+    command: (args) => c.call(args[0] as string, ...args.slice(1)),
+    masters: () => Promise.resolve(cluster && isFn(c.nodes) ? c.nodes('master').map(ioredisPort) : [port]),
+  };
+  return port;
+}
+
+/** The script calls through the client's own methods (a Cluster, or where `directCalls` cannot be had). */
+function methodCalls(c: IoredisLike): Pick<RedisPort, 'evalsha' | 'eval' | 'fcall'> {
+  return {
     // Spread into one argument list: ioredis writes an all-string command as one string.
     evalsha: (sha, keys, args) => c.evalshaBuffer(sha, keys.length, ...keys, ...args),
     eval: (script, keys, args) => c.evalBuffer(script, keys.length, ...keys, ...args),
@@ -263,10 +263,6 @@ function ioredisPort(c: IoredisLike): RedisPort {
     fcall: isFn(c.fcallBuffer)
       ? (fn, keys, args) => (c.fcallBuffer as Fn & IoredisLike['evalBuffer'])(fn, keys.length, ...keys, ...args)
       : (fn, keys, args) => c.callBuffer('FCALL', fn, String(keys.length), ...keys, ...args),
-    // ioredis routes `call` on a Cluster by the command's first key (FUNCTION LOAD has none:
-    // any node).
-    command: (args) => c.call(args[0] as string, ...args.slice(1)),
-    masters: () => Promise.resolve(cluster && isFn(c.nodes) ? c.nodes('master').map(ioredisPort) : [ioredisPort(c)]),
   };
 }
 
