@@ -1,7 +1,8 @@
 // Instructions per `await limiter.consume(req)` in process (docs/benchmarks.md, "In-process
 // instructions"), counted by valgrind's callgrind: MemoryStore, one key, for one rule of
-// each window algorithm, the four-rule stack of core.bench.mjs (client, tenant, global,
-// endpoint) and rate-limiter-flexible's RateLimiterMemory.consume, on one client key and
+// each window algorithm, a rule with no key for the request (what every decision costs),
+// the four-rule stack of core.bench.mjs (client, tenant, global, endpoint), that stack for
+// an anonymous client, and rate-limiter-flexible's RateLimiterMemory.consume, on one client key and
 // going round 10 000 of them. Instruction counts do
 // not depend on what else runs on the machine, so this is the figure to compare when
 // throughput is noise.
@@ -39,9 +40,9 @@ const rlf = async () => {
   const rl = new RateLimiterMemory({ points: LIMIT, duration: 3600 });
   return (req) => rl.consume(req.k);
 };
-const stack = () =>
+const stack = (first = (req) => req.k) =>
   one(
-    { name: 'ip', key: (req) => req.k, ...FW },
+    { name: 'ip', key: first, ...FW },
     { name: 'tenant', key: () => 'tenant', ...FW },
     { name: 'global', key: () => 'all', ...FW },
     { name: 'endpoint', key: () => 'GET /', ...FW },
@@ -60,7 +61,11 @@ const VARIANTS = {
     async () => one({ name: 'ip', key: (req) => req.k, limit: LIMIT, window: WINDOW, algorithm: 'token-bucket' }),
     1,
   ],
+  // What every decision costs whatever its rules: the one rule's key is absent, so no op.
+  'one rule, key absent (no op)': [async () => one({ name: 'ip', key: () => undefined, ...FW }), 1],
   'fixed-window, 4-rule stack': [stack, 1],
+  // An anonymous client: the first rule's key (a user id) is absent, the other three apply.
+  'fixed-window, 4-rule stack, first key absent': [() => stack(() => undefined), 1],
   'rate-limiter-flexible RateLimiterMemory.consume': [rlf, 1],
   'fixed-window, one rule, 10k clients': [async () => one({ name: 'ip', key: (req) => req.k, ...FW }), 10_000],
   'fixed-window, 4-rule stack, 10k clients': [stack, 10_000],
