@@ -22,6 +22,24 @@ describe('alignedStart', () => {
     );
   });
 
+  it('equals t - (t % W) up to 2^53 and for any whole or fractional window length', () => {
+    const time = fc.oneof(
+      fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }),
+      fc.double({ min: 0, max: 2 ** 53, noNaN: true }),
+      // Just before and at a multiple of W: where a rounded quotient is off by one.
+      fc.tuple(fc.integer({ min: 1, max: 2 ** 40 }), fc.constantFrom(-1, 0, 1, -0.5)).map(([k, d]) => [k, d] as const),
+    );
+    const W = fc.oneof(fc.integer({ min: 1, max: 2 ** 31 }), fc.double({ min: 0.001, max: 1e9, noNaN: true }));
+    fc.assert(
+      fc.property(time, W, (t, w) => {
+        const at = Array.isArray(t) ? (t[0] as number) * w + (t[1] as number) : (t as number);
+        if (!(at >= 0 && at <= 2 ** 53)) return;
+        expect(alignedStart(at, w)).toBe(at - (at % w));
+      }),
+      { numRuns: 20_000 },
+    );
+  });
+
   it('answers the window after a boundary, not the remembered one', () => {
     expect(alignedStart(1_700_000_059_999, 60_000)).toBe(1_700_000_040_000);
     expect(alignedStart(1_700_000_100_000, 60_000)).toBe(1_700_000_100_000);
