@@ -6,14 +6,7 @@
  * @example await app.register(concurrency, { max: 3, global: 100 });
  */
 import type { ShedOptions } from '@tollgate/core';
-import {
-  type ConcurrencyFlowOptions,
-  concurrencyFlow,
-  type SlowDownFlowOptions,
-  type Stage,
-  shedFlow,
-  slowDownFlow,
-} from '@tollgate/core/http';
+import { type ConcurrencyFlowOptions, controlMakers, type SlowDownFlowOptions } from '@tollgate/core/http';
 import type {
   FastifyPluginCallback,
   FastifyPluginOptions,
@@ -32,32 +25,24 @@ export type ConcurrencyPluginOptions = ConcurrencyFlowOptions<FastifyRequest>;
 /** An `onRequest` hook with the control behind it; `close` releases its timers and store. */
 export type ControlHook = onRequestHookHandler & { close(): Promise<void> };
 
-type Flow<O> = (
-  port: typeof fastifyPort,
-  options: O,
-) => { stage: Stage<FastifyRequest, FastifyReply, HookHandlerDoneFunction>; close(): unknown };
-
-/** The hook maker of a control: its flow over the Fastify port, passing routes with `config[name]: false`. */
-function hookOf<O>(name: 'slowDown' | 'concurrency' | 'shed', flow: Flow<O>): (options: O) => ControlHook {
-  return (options) => {
-    const { stage, close } = flow(fastifyPort, options);
-    const hook = function tollgateControl(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-      if (request.routeOptions.config?.[name] === false) done();
-      else stage(request, reply, done);
-    } as ControlHook;
-    hook.close = async () => {
-      await close();
-    };
-    return hook;
+/** The controls' hooks over the Fastify port, passing routes with `config[name]: false`. */
+const hooks = controlMakers(fastifyPort, (name, stage, { close }) => {
+  const hook = function tollgateControl(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+    if (request.routeOptions.config?.[name] === false) done();
+    else stage(request, reply, done);
+  } as ControlHook;
+  hook.close = async () => {
+    await close();
   };
-}
+  return hook;
+});
 
 /** The slow-down throttle as an `onRequest` hook: `app.post('/login', { onRequest: slowDownHook({ ... }) }, login)`. */
-export const slowDownHook: (options: SlowDownOptions) => ControlHook = hookOf('slowDown', slowDownFlow);
+export const slowDownHook: (options: SlowDownOptions) => ControlHook = hooks.slowDown;
 /** The concurrency limit as an `onRequest` hook: `app.get('/export', { onRequest: concurrencyHook({ max: 1 }) }, exportCsv)`. */
-export const concurrencyHook: (options: ConcurrencyPluginOptions) => ControlHook = hookOf('concurrency', concurrencyFlow);
+export const concurrencyHook: (options: ConcurrencyPluginOptions) => ControlHook = hooks.concurrency;
 /** Load shedding as an `onRequest` hook (usually the `shed` plugin, registered first). */
-export const shedHook: (options: ShedOptions<FastifyRequest>) => ControlHook = hookOf('shed', shedFlow);
+export const shedHook: (options: ShedOptions<FastifyRequest>) => ControlHook = hooks.shed;
 
 // The plugins' types are written out: inferred, `shed`'s options expanded FastifyRequest's
 // defaults into 'fastify/types/type-provider', which fastify's exports map does not publish
