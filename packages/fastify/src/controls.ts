@@ -8,7 +8,7 @@
 import type { ShedOptions } from '@tollgate/core';
 import { type ConcurrencyFlowOptions, controlMakers, type SlowDownFlowOptions } from '@tollgate/core/http';
 import type {
-  FastifyPluginCallback,
+  FastifyPluginAsync,
   FastifyPluginOptions,
   FastifyReply,
   FastifyRequest,
@@ -47,22 +47,22 @@ export const shedHook: (options: ShedOptions<FastifyRequest>) => ControlHook = h
 // The plugins' types are written out: inferred, `shed`'s options expanded FastifyRequest's
 // defaults into 'fastify/types/type-provider', which fastify's exports map does not publish
 // (TS2307 for users on module node16/nodenext with skipLibCheck: false).
-/** A control's hook as a plugin on the scope it is registered in, closed with the app. */
-function asPlugin<O extends FastifyPluginOptions>(make: (options: O) => ControlHook, name: string): FastifyPluginCallback<O> {
-  const plugin: FastifyPluginCallback<O> = (app, options, done) => {
+/**
+ * A control's hook as a plugin on the scope it is registered in, closed with the app.
+ * Async, so that bad options (a throw) fail the registration: avvio does not catch a throw.
+ */
+function asPlugin<O extends FastifyPluginOptions>(make: (options: O) => ControlHook, name: string): FastifyPluginAsync<O> {
+  const plugin: FastifyPluginAsync<O> = async (app, options) => {
     const hook = make(options);
-    app.addHook('onClose', (_instance, next) => {
-      hook.close().then(() => next(), next);
-    });
+    app.addHook('onClose', () => hook.close());
     app.addHook('onRequest', hook);
-    done();
   };
   return fp(plugin, { name: `@tollgate/fastify/${name}`, fastify: '5.x' });
 }
 
 /** The slow-down throttle as a Fastify plugin. */
-export const slowDown: FastifyPluginCallback<SlowDownOptions> = asPlugin(slowDownHook, 'slow-down');
+export const slowDown: FastifyPluginAsync<SlowDownOptions> = asPlugin(slowDownHook, 'slow-down');
 /** The concurrency limit as a Fastify plugin: 429 per key, 503 global. */
-export const concurrency: FastifyPluginCallback<ConcurrencyPluginOptions> = asPlugin(concurrencyHook, 'concurrency');
+export const concurrency: FastifyPluginAsync<ConcurrencyPluginOptions> = asPlugin(concurrencyHook, 'concurrency');
 /** Load shedding as a Fastify plugin: 503 + Retry-After, decided first. */
-export const shed: FastifyPluginCallback<ShedOptions<FastifyRequest>> = asPlugin(shedHook, 'shed');
+export const shed: FastifyPluginAsync<ShedOptions<FastifyRequest>> = asPlugin(shedHook, 'shed');
