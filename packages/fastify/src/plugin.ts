@@ -77,8 +77,6 @@ const tollgatePlugin: FastifyPluginAsync<TollgateOptions> = async function tollg
   const o = normalise(options);
   const { handler } = o;
   const core = createRateLimit(fastifyPort, o, {
-    path: 'tollgate',
-    allowEmpty: true,
     // Each route gets its whole stack (core.stack), never a route stage (core.route).
     routeStages: false,
     ...(typeof handler === 'function' ? { handler: (req, res, _done, d) => handler(req, res, d) } : {}),

@@ -171,6 +171,8 @@ export function normalizeLimiterOptions<Req, O extends LimiterOptionsOf<Req, nev
   return {
     ...(Object.fromEntries(values) as Own),
     ...shared,
+    path: w.path,
+    allowEmpty: w.emptyRules !== undefined,
     rules: options.rules as Rule<Req>[],
     tiers: options.tiers,
     tier: options.tier,
