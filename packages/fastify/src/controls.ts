@@ -7,14 +7,7 @@
  */
 import type { ShedOptions } from '@tollgate/core';
 import { type ConcurrencyFlowOptions, controlMakers, type SlowDownFlowOptions } from '@tollgate/core/http';
-import type {
-  FastifyPluginAsync,
-  FastifyPluginOptions,
-  FastifyReply,
-  FastifyRequest,
-  HookHandlerDoneFunction,
-  onRequestHookHandler,
-} from 'fastify';
+import type { FastifyPluginAsync, FastifyPluginOptions, FastifyRequest, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { fastifyPort } from './plugin.js';
 
@@ -27,13 +20,12 @@ export type ControlHook = onRequestHookHandler & { close(): Promise<void> };
 
 /** The controls' hooks over the Fastify port, passing routes with `config[name]: false`. */
 const hooks = controlMakers(fastifyPort, (name, stage, { close }) => {
-  const hook = function tollgateControl(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  const hook = function tollgateControl(request, reply, done) {
     if (request.routeOptions.config?.[name] === false) done();
     else stage(request, reply, done);
   } as ControlHook;
-  hook.close = async () => {
-    await close();
-  };
+  // A promise for every control (shed's own close is synchronous).
+  hook.close = async () => close();
   return hook;
 });
 
