@@ -111,8 +111,6 @@ export interface HttpOptionsWording {
   onStoreError: string;
   /** What `message` accepts, e.g. `'a string, an object, or a function (req, decision) => string | object'`. */
   message: string;
-  /** The fix suggested for invalid `timers`. */
-  timersFix: string;
 }
 
 /** The shared options after validation; the function types are the adapter's own. */
@@ -134,10 +132,10 @@ export interface HttpOptions<Req, O extends HttpOptionsInput> {
   timers: Timers | undefined;
 }
 
-/** What an adapter suggests when its options are not an object, or name an unknown option. */
+/** What an adapter suggests when its options are not an object, or name an unknown option (left out or undefined: remove it or check its spelling). */
 export interface OptionNameFixes {
   notObject: string;
-  unknown: (name: string) => string;
+  unknown?: ((name: string) => string | undefined) | undefined;
 }
 
 /**
@@ -160,7 +158,7 @@ export function checkOptionNames(options: unknown, path: string, known: Readonly
         path: `${path}.${k}`,
         expected: `one of ${[...known].join(', ')}`,
         received: JSON.stringify(k),
-        fix: unknownOptionFix(k, known, fixes.unknown(k)),
+        fix: unknownOptionFix(k, known, fixes.unknown?.(k)),
       });
     }
   }
@@ -223,7 +221,7 @@ export function normalizeHttpOptions<Req, O extends HttpOptionsInput>(o: O, w: H
       path: `${w.path}.timers`,
       expected: 'an object with setTimeout(fn, ms) and clearTimeout(handle)',
       received: describe(t),
-      fix: w.timersFix,
+      fix: 'Leave it out (process timers), or pass new ManualTimers(clock) in tests.',
     });
   }
   if (o.onStoreError !== undefined && typeof o.onStoreError !== 'function' && !STORE_ERROR_POLICIES.includes(o.onStoreError)) {

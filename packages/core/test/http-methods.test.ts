@@ -23,9 +23,7 @@ import { describe, expect, it } from 'vitest';
 type Req = { headers: Record<string, string>; socket: { remoteAddress: string } };
 const from = (remoteAddress: string): Req => ({ headers: {}, socket: { remoteAddress } });
 const limiterOf = (rules: Rule<Req>[]) =>
-  createRateLimit(nodePort as never, normalizeLimiterOptions<Req, LimiterOptionsOf<Req, never, never>>({ rules }, RATE_LIMIT_WORDING), {
-    path: 'rateLimit',
-  });
+  createRateLimit(nodePort as never, normalizeLimiterOptions<Req, LimiterOptionsOf<Req, never, never>>({ rules }, RATE_LIMIT_WORDING));
 const ipLeft = (d: Decision | undefined) => d?.rules.find((r) => r.name === 'ip')?.remaining;
 
 describe('limiterMethods', () => {

@@ -5,7 +5,7 @@
  * (finished, closed, or abandoned with its connection, pipelined requests included).
  */
 import type { ConcurrencyLimit, Shedder, ShedOptions, ThrottleResult } from '@tollgate/core';
-import { type ConcurrencyFlowOptions, concurrencyFlow, type SlowDownFlowOptions, shedFlow, slowDownFlow } from '@tollgate/core/http';
+import { type ConcurrencyFlowOptions, controlMakers, type SlowDownFlowOptions } from '@tollgate/core/http';
 import type { Request, RequestHandler } from 'express';
 import { expressPort } from './rate-limit.js';
 
@@ -45,18 +45,19 @@ export type ShedMiddleware = RequestHandler & {
   close(): void;
 };
 
+/** A control's stage as Express middleware named after it, carrying its `close` and core object. */
+const controls = controlMakers(expressPort, (name, stage, carried): RequestHandler => {
+  const middleware: RequestHandler = (req, res, next) => stage(req, res, next);
+  Object.defineProperty(middleware, 'name', { value: name });
+  return Object.assign(middleware, carried);
+});
+
 /**
  * Delays requests from a key once it has sent more than `delayAfter` in `window`.
  * @example app.use(slowDown({ window: '10s', delayAfter: 5, delay: 500 }));
  */
 export function slowDown(options: SlowDownOptions): SlowDownMiddleware {
-  const { stage, throttle, close } = slowDownFlow(expressPort, options);
-  const middleware = function slowDown(req, res, next) {
-    stage(req, res, next);
-  } as SlowDownMiddleware;
-  middleware.reset = (req) => throttle.reset(req);
-  middleware.close = close;
-  return middleware;
+  return controls.slowDown(options) as SlowDownMiddleware;
 }
 
 /**
@@ -64,13 +65,7 @@ export function slowDown(options: SlowDownOptions): SlowDownMiddleware {
  * @example app.use('/reports', concurrency({ max: 2, global: 50, queue: 10, queueTimeout: '5s' }));
  */
 export function concurrency(options: ConcurrencyMiddlewareOptions): ConcurrencyMiddleware {
-  const { stage, limit, close } = concurrencyFlow(expressPort, options);
-  const middleware = function concurrency(req, res, next) {
-    stage(req, res, next);
-  } as ConcurrencyMiddleware;
-  Object.defineProperty(middleware, 'limit', { value: limit });
-  middleware.close = close;
-  return middleware;
+  return controls.concurrency(options) as ConcurrencyMiddleware;
 }
 
 /**
@@ -78,11 +73,5 @@ export function concurrency(options: ConcurrencyMiddlewareOptions): ConcurrencyM
  * @example app.use(shed({ maxInFlight: 500, maxEventLoopDelay: '200ms', tenant: (req) => req.get('x-tenant') }));
  */
 export function shed(options: ShedOptions<Request>): ShedMiddleware {
-  const { stage, shedder, close } = shedFlow(expressPort, options);
-  const middleware = function shed(req, res, next) {
-    stage(req, res, next);
-  } as ShedMiddleware;
-  Object.defineProperty(middleware, 'shedder', { value: shedder });
-  middleware.close = close;
-  return middleware;
+  return controls.shed(options) as ShedMiddleware;
 }

@@ -58,10 +58,7 @@ export function normalise(options: RateLimitOptions): RateLimitSource<Request, R
   }
   return normalizeLimiterOptions<Request, RateLimitOptions>(o, {
     ...RATE_LIMIT_WORDING,
-    fixes: {
-      ...RATE_LIMIT_WORDING.fixes,
-      unknown: () => 'Remove the option or check its spelling (docs/migrating.md maps express-rate-limit options).',
-    },
+    hint: () => 'Remove the option or check its spelling (docs/migrating.md maps express-rate-limit options).',
   });
 }
 

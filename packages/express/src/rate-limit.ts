@@ -36,7 +36,7 @@ export const expressPort: HttpPort<Request, Response, NextFunction> = {
  */
 export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
   const o = normalise(options);
-  const core = createRateLimit(expressPort, o, { path: 'rateLimit' });
+  const core = createRateLimit(expressPort, o);
   const handle = core.handle;
   const middleware = function rateLimit(req: Request, res: Response, next: NextFunction): void {
     handle(req, res, next);

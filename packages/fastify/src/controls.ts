@@ -6,22 +6,8 @@
  * @example await app.register(concurrency, { max: 3, global: 100 });
  */
 import type { ShedOptions } from '@tollgate/core';
-import {
-  type ConcurrencyFlowOptions,
-  concurrencyFlow,
-  type SlowDownFlowOptions,
-  type Stage,
-  shedFlow,
-  slowDownFlow,
-} from '@tollgate/core/http';
-import type {
-  FastifyPluginCallback,
-  FastifyPluginOptions,
-  FastifyReply,
-  FastifyRequest,
-  HookHandlerDoneFunction,
-  onRequestHookHandler,
-} from 'fastify';
+import { type ConcurrencyFlowOptions, controlMakers, type SlowDownFlowOptions } from '@tollgate/core/http';
+import type { FastifyPluginAsync, FastifyPluginOptions, FastifyRequest, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { fastifyPort } from './plugin.js';
 
@@ -32,52 +18,43 @@ export type ConcurrencyPluginOptions = ConcurrencyFlowOptions<FastifyRequest>;
 /** An `onRequest` hook with the control behind it; `close` releases its timers and store. */
 export type ControlHook = onRequestHookHandler & { close(): Promise<void> };
 
-type Flow<O> = (
-  port: typeof fastifyPort,
-  options: O,
-) => { stage: Stage<FastifyRequest, FastifyReply, HookHandlerDoneFunction>; close(): unknown };
-
-/** The hook maker of a control: its flow over the Fastify port, passing routes with `config[name]: false`. */
-function hookOf<O>(name: 'slowDown' | 'concurrency' | 'shed', flow: Flow<O>): (options: O) => ControlHook {
-  return (options) => {
-    const { stage, close } = flow(fastifyPort, options);
-    const hook = function tollgateControl(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-      if (request.routeOptions.config?.[name] === false) done();
-      else stage(request, reply, done);
-    } as ControlHook;
-    hook.close = async () => {
-      await close();
-    };
-    return hook;
-  };
-}
+/** The controls' hooks over the Fastify port, passing routes with `config[name]: false`. */
+const hooks = controlMakers(fastifyPort, (name, stage, { close }) => {
+  const hook = function tollgateControl(request, reply, done) {
+    if (request.routeOptions.config?.[name] === false) done();
+    else stage(request, reply, done);
+  } as ControlHook;
+  // A promise for every control (shed's own close is synchronous).
+  hook.close = async () => close();
+  return hook;
+});
 
 /** The slow-down throttle as an `onRequest` hook: `app.post('/login', { onRequest: slowDownHook({ ... }) }, login)`. */
-export const slowDownHook: (options: SlowDownOptions) => ControlHook = hookOf('slowDown', slowDownFlow);
+export const slowDownHook: (options: SlowDownOptions) => ControlHook = hooks.slowDown;
 /** The concurrency limit as an `onRequest` hook: `app.get('/export', { onRequest: concurrencyHook({ max: 1 }) }, exportCsv)`. */
-export const concurrencyHook: (options: ConcurrencyPluginOptions) => ControlHook = hookOf('concurrency', concurrencyFlow);
+export const concurrencyHook: (options: ConcurrencyPluginOptions) => ControlHook = hooks.concurrency;
 /** Load shedding as an `onRequest` hook (usually the `shed` plugin, registered first). */
-export const shedHook: (options: ShedOptions<FastifyRequest>) => ControlHook = hookOf('shed', shedFlow);
+export const shedHook: (options: ShedOptions<FastifyRequest>) => ControlHook = hooks.shed;
 
 // The plugins' types are written out: inferred, `shed`'s options expanded FastifyRequest's
 // defaults into 'fastify/types/type-provider', which fastify's exports map does not publish
 // (TS2307 for users on module node16/nodenext with skipLibCheck: false).
-/** A control's hook as a plugin on the scope it is registered in, closed with the app. */
-function asPlugin<O extends FastifyPluginOptions>(make: (options: O) => ControlHook, name: string): FastifyPluginCallback<O> {
-  const plugin: FastifyPluginCallback<O> = (app, options, done) => {
+/**
+ * A control's hook as a plugin on the scope it is registered in, closed with the app.
+ * Async, so that bad options (a throw) fail the registration: avvio does not catch a throw.
+ */
+function asPlugin<O extends FastifyPluginOptions>(make: (options: O) => ControlHook, name: string): FastifyPluginAsync<O> {
+  const plugin: FastifyPluginAsync<O> = async (app, options) => {
     const hook = make(options);
-    app.addHook('onClose', (_instance, next) => {
-      hook.close().then(() => next(), next);
-    });
+    app.addHook('onClose', () => hook.close());
     app.addHook('onRequest', hook);
-    done();
   };
   return fp(plugin, { name: `@tollgate/fastify/${name}`, fastify: '5.x' });
 }
 
 /** The slow-down throttle as a Fastify plugin. */
-export const slowDown: FastifyPluginCallback<SlowDownOptions> = asPlugin(slowDownHook, 'slow-down');
+export const slowDown: FastifyPluginAsync<SlowDownOptions> = asPlugin(slowDownHook, 'slow-down');
 /** The concurrency limit as a Fastify plugin: 429 per key, 503 global. */
-export const concurrency: FastifyPluginCallback<ConcurrencyPluginOptions> = asPlugin(concurrencyHook, 'concurrency');
+export const concurrency: FastifyPluginAsync<ConcurrencyPluginOptions> = asPlugin(concurrencyHook, 'concurrency');
 /** Load shedding as a Fastify plugin: 503 + Retry-After, decided first. */
-export const shed: FastifyPluginCallback<ShedOptions<FastifyRequest>> = asPlugin(shedHook, 'shed');
+export const shed: FastifyPluginAsync<ShedOptions<FastifyRequest>> = asPlugin(shedHook, 'shed');

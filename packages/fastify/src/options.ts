@@ -4,6 +4,7 @@
  */
 import type { Decision, Rule } from '@tollgate/core';
 import {
+  type AdapterWording,
   choiceOption,
   FASTIFY_RATE_LIMIT_OPTIONS,
   type LimiterOptionsOf,
@@ -54,23 +55,18 @@ const HOOKS: readonly TollgateHook[] = ['onRequest', 'preParsing', 'preValidatio
 const hookOption = (value: unknown, path: string) =>
   choiceOption(value, HOOKS, path, "Keep the default 'onRequest', or use 'preHandler' for keys that need the authenticated user.");
 const fromPeer = peerHint('@fastify/rate-limit', FASTIFY_RATE_LIMIT_OPTIONS);
+const WORDING: AdapterWording = {
+  path: 'tollgate',
+  names: ['request', 'reply', 'done'],
+  handler: '(request, reply, decision)',
+  notObject: "Register with app.register(tollgate, { rules: [{ name: 'ip', rate: '100/min' }] }).",
+  hint: fromPeer,
+  emptyRules: 'an array of rules (empty to limit only routes with config.rateLimit.rules)',
+};
 
 /** Validates the plugin options; rules themselves are validated by the core limiter. */
 export function normalise(options: TollgateOptions): RateLimitSource<FastifyRequest, TollgateOptions> & { hook: TollgateHook } {
-  const wording = {
-    path: 'tollgate',
-    req: 'request',
-    res: 'reply',
-    next: 'done',
-    handler: '(request, reply, decision)',
-    timersFix: 'Leave it out (process timers), or pass new ManualTimers(clock) in tests.',
-    emptyRules: 'an array of rules (empty to limit only routes with config.rateLimit.rules)',
-    fixes: {
-      notObject: "Register with app.register(tollgate, { rules: [{ name: 'ip', rate: '100/min' }] }).",
-      unknown: (name: string) => fromPeer(name) ?? 'Remove the option or check its spelling.',
-    },
-  };
-  return normalizeLimiterOptions<FastifyRequest, TollgateOptions, { hook: TollgateHook }>(options, wording, { hook: hookOption });
+  return normalizeLimiterOptions<FastifyRequest, TollgateOptions, { hook: TollgateHook }>(options, WORDING, { hook: hookOption });
 }
 
 /** Validates a route's `config.rateLimit` (anything but `false`); `where` is e.g. `POST /login`. */

@@ -11,7 +11,7 @@
  * decides those, so no route is left unlimited whatever the order.
  */
 import { createRateLimit, type Decide, groupOperations, type HttpPort, lowerHeaderName as lower } from '@tollgate/core/http';
-import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
 import { normalise, routeOption, type TollgateHook, type TollgateOptions } from './options.js';
 
@@ -72,12 +72,11 @@ function install(route: RouteOptions, hook: TollgateHook, decide: Hook): void {
   r[hook] = [...list.slice(0, at), asHook(decide, hook), ...list.slice(at)];
 }
 
-function register(fastify: FastifyInstance, options: TollgateOptions): void {
+// Async, so that bad options (a throw) fail the registration: avvio does not catch a throw.
+const tollgatePlugin: FastifyPluginAsync<TollgateOptions> = async function tollgate(fastify, options) {
   const o = normalise(options);
   const { handler } = o;
   const core = createRateLimit(fastifyPort, o, {
-    path: 'tollgate',
-    allowEmpty: true,
     // Each route gets its whole stack (core.stack), never a route stage (core.route).
     routeStages: false,
     ...(typeof handler === 'function' ? { handler: (req, res, _done, d) => handler(req, res, d) } : {}),
@@ -126,19 +125,7 @@ function register(fastify: FastifyInstance, options: TollgateOptions): void {
     scope.addHook(o.hook as 'onRequest', asHook(late, o.hook) as Hook);
   }
 
-  fastify.addHook('onClose', function closeTollgateStore(_instance, next) {
-    core.close().then(() => next(), next);
-  });
-}
-
-const tollgatePlugin: FastifyPluginCallback<TollgateOptions> = function tollgate(fastify, options, done) {
-  try {
-    register(fastify, options);
-  } catch (err) {
-    done(err as Error);
-    return;
-  }
-  done();
+  fastify.addHook('onClose', () => core.close());
 };
 
 /**

@@ -4,8 +4,8 @@
  * cross-adapter scenarios in test/controls.
  */
 
-import { ManualTimers } from '@tollgate/core';
-import { concurrency, concurrencyHook, ManualClock, shed, slowDownHook } from '@tollgate/fastify';
+import { ManualTimers, TollgateError } from '@tollgate/core';
+import { concurrency, concurrencyHook, ManualClock, shed, slowDown, slowDownHook } from '@tollgate/fastify';
 import Fastify from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { send, until } from '../../../test/controls/http.js';
@@ -69,6 +69,24 @@ describe('Fastify control bindings', () => {
     release();
     const r = await held.reply;
     expect(r.headers['ratelimit-policy']).toBe('"per-client";q=5;qu="concurrent-requests", "all-global";q=10;qu="concurrent-requests"');
+  });
+
+  it('a control plugin with bad options fails its registration with the coded error', async () => {
+    const bad = [
+      [slowDown, { window: '1m', delayAfter: 1, delay: 10, bogus: 1 }, 'TG_UNKNOWN_OPTION'],
+      [concurrency, { max: 0 }, 'TG_INVALID_LIMIT'],
+      [shed, { maxInFlight: -1 }, 'TG_INVALID_LIMIT'],
+    ] as const;
+    for (const [plugin, options, code] of bad) {
+      // A short plugin timeout: a throw that escaped registration would show as a timeout (and an uncaught error).
+      const app = Fastify({ pluginTimeout: 1000 });
+      const err = await app.register(plugin as never, options as never).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(TollgateError);
+      expect((err as TollgateError).code).toBe(code);
+    }
   });
 
   it('a slow-down hook delays its route and reports its figures', async () => {

@@ -134,7 +134,7 @@ export function rateLimit(options: RateLimitOptions): NodeLimiter &
   } {
   const { onError, ...rest } = options ?? ({} as RateLimitOptions);
   const o = normalizeLimiterOptions<Req, RateLimitOptions>(rest, RATE_LIMIT_WORDING);
-  const core = createRateLimit(nodePort, o, { path: 'rateLimit' });
+  const core = createRateLimit(nodePort, o);
   return forms(core.handle, onError, {
     ...limiterMethods(core),
     route(options: RouteOptionsOf<Req>) {

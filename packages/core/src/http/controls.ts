@@ -230,3 +230,42 @@ export function shedFlow<Req, Res, Next>(
   };
   return { stage, shedder, close: () => shedder.close() };
 }
+
+/** The controls by name, as a route's opt-out and a handler's name spell them. */
+export type ControlName = 'slowDown' | 'concurrency' | 'shed';
+
+/** What a control's handler carries beside itself: `close`, and the throttle's `reset`, the limit or the shedder. */
+export type ControlCarried<Req> =
+  | { reset(req: Req): Promise<void>; close(): Promise<void> }
+  | { readonly limit: ConcurrencyLimit<Req>; close(): Promise<void> }
+  | { readonly shedder: Shedder<Req>; close(): void };
+
+/**
+ * The three controls over one port: each maker runs its control's flow and hands `mount`
+ * the control's name, its stage and what the handler may carry; `mount` returns the
+ * adapter's handler (middleware, a hook).
+ * @example const controls = controlMakers(port, (name, stage, { close }) => Object.assign((req, res, next) => stage(req, res, next), { close }))
+ */
+export function controlMakers<Req, Res, Next, H>(
+  port: HttpPort<Req, Res, Next>,
+  mount: (name: ControlName, stage: Stage<Req, Res, Next>, carried: ControlCarried<Req>) => H,
+): {
+  slowDown(options: SlowDownFlowOptions<Req>): H;
+  concurrency(options: ConcurrencyFlowOptions<Req>): H;
+  shed(options: ShedOptions<Req>): H;
+} {
+  return {
+    slowDown(options) {
+      const { stage, throttle, close } = slowDownFlow(port, options);
+      return mount('slowDown', stage, { reset: (req) => throttle.reset(req), close });
+    },
+    concurrency(options) {
+      const { stage, limit, close } = concurrencyFlow(port, options);
+      return mount('concurrency', stage, { limit, close });
+    },
+    shed(options) {
+      const { stage, shedder, close } = shedFlow(port, options);
+      return mount('shed', stage, { shedder, close });
+    },
+  };
+}

@@ -31,7 +31,10 @@ export { type Access, type AccessList, compileAccess, deniedRefusal, type Verdic
 export { asMessage, asSkip, isThenable, settle } from './callbacks.js';
 export {
   type ConcurrencyFlowOptions,
+  type ControlCarried,
+  type ControlName,
   concurrencyFlow,
+  controlMakers,
   type SlowDownFlowOptions,
   type Stage,
   shedFlow,

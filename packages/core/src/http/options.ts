@@ -7,13 +7,7 @@
  */
 
 import { configError, describe } from '../errors.js';
-import {
-  checkOptionNames,
-  type HttpLimiterOptions,
-  type HttpOptionsWording,
-  normalizeHttpOptions,
-  type OptionNameFixes,
-} from '../http-options.js';
+import { checkOptionNames, type HttpLimiterOptions, type HttpOptionsWording, normalizeHttpOptions } from '../http-options.js';
 import type { Rule } from '../rules.js';
 import { unknownOptionFix } from '../suggest.js';
 import type { Decision } from '../types.js';
@@ -113,14 +107,14 @@ export const LIMITER_OPTION_NAMES: readonly string[] = [
 export interface AdapterWording {
   /** The error path's root: `'rateLimit'`, `'tollgate'`. */
   path: string;
-  /** The request, response and continuation as the adapter's docs name them. */
-  req: string;
-  res: string;
-  next: string;
-  /** The handler's signature, e.g. `'(req, res, next, decision)'`. */
-  handler: string;
-  fixes: OptionNameFixes;
-  timersFix: string;
+  /** The request, response and continuation as the adapter's docs name them: `['req', 'res', 'next']`. */
+  names: readonly [req: string, res: string, next: string];
+  /** The handler's arguments when they are not the three names and the decision (Fastify's has no continuation). */
+  handler?: string;
+  /** The fix when the options are not an object. */
+  notObject: string;
+  /** A fix for an unknown option name (a peer's option), when there is one. */
+  hint?: (name: string) => string | undefined;
   /** Set when the stack may be empty (Fastify: only routes with rules of their own are limited): what `rules` then is. */
   emptyRules?: string;
 }
@@ -131,15 +125,8 @@ export interface AdapterWording {
  */
 export const RATE_LIMIT_WORDING: AdapterWording = {
   path: 'rateLimit',
-  req: 'req',
-  res: 'res',
-  next: 'next',
-  handler: '(req, res, next, decision)',
-  timersFix: 'Pass new ManualTimers(clock) in tests, or leave it out.',
-  fixes: {
-    notObject: "Call rateLimit({ rules: [{ name: 'ip', rate: '100/min' }] }).",
-    unknown: () => 'Remove the option or check its spelling.',
-  },
+  names: ['req', 'res', 'next'],
+  notObject: "Call rateLimit({ rules: [{ name: 'ip', rate: '100/min' }] }).",
 };
 
 /** An adapter's own options, each with the check that reads it into its value. */
@@ -156,7 +143,8 @@ export function normalizeLimiterOptions<Req, O extends LimiterOptionsOf<Req, nev
   own?: OwnOptionChecks<Own>,
 ): RateLimitSource<Req, O> & Own {
   const checks: Record<string, (value: unknown, path: string) => unknown> = own ?? {};
-  checkOptionNames(options, w.path, new Set([...LIMITER_OPTION_NAMES, ...Object.keys(checks)]), w.fixes);
+  const known = new Set([...LIMITER_OPTION_NAMES, ...Object.keys(checks)]);
+  checkOptionNames(options, w.path, known, { notObject: w.notObject, unknown: w.hint });
   if (w.emptyRules !== undefined && !Array.isArray(options.rules)) {
     throw configError('TG_NO_RULES', {
       path: `${w.path}.rules`,
@@ -165,15 +153,14 @@ export function normalizeLimiterOptions<Req, O extends LimiterOptionsOf<Req, nev
       fix: "Pass rules: [{ name: 'ip', rate: '100/min' }].",
     });
   }
-  const { req, res, next } = w;
+  const [req, res, next] = w.names;
   const wording: HttpOptionsWording = {
     path: w.path,
-    handler: `a function ${w.handler}`,
+    handler: `a function ${w.handler ?? `(${req}, ${res}, ${next}, decision)`}`,
     skip: `a function (${req}, ${res}) => boolean`,
     onRejected: `a function (${req}, ${res}, decision)`,
     onStoreError: `'allow', 'deny', 'error' or a function (error, ${req}, ${res}, ${next})`,
     message: `a string, an object, or a function (${req}, decision) => string | object`,
-    timersFix: w.timersFix,
   };
   const shared = normalizeHttpOptions<Req, O>(options, wording);
   const access = compileAccess<Req>(options.allow, options.deny, { path: w.path, trustProxy: options.trustProxy });
@@ -184,6 +171,8 @@ export function normalizeLimiterOptions<Req, O extends LimiterOptionsOf<Req, nev
   return {
     ...(Object.fromEntries(values) as Own),
     ...shared,
+    path: w.path,
+    allowEmpty: w.emptyRules !== undefined,
     rules: options.rules as Rule<Req>[],
     tiers: options.tiers,
     tier: options.tier,

@@ -37,6 +37,10 @@ export type RouteMode = 'add' | 'replace';
 
 /** A limiter's options as the adapter normalised them (`normalizeHttpOptions` and its own). */
 export interface RateLimitSource<Req, O extends HttpOptionsInput = HttpOptionsInput> extends HttpOptions<Req, O> {
+  /** The adapter's root in error paths (`'rateLimit'`, `'tollgate'`). */
+  path: string;
+  /** Whether the app-level stack may be empty (Fastify: only routes with rules are limited). */
+  allowEmpty: boolean;
   rules: readonly Rule<Req>[];
   tiers: Readonly<Record<string, readonly Rule<Req>[]>> | undefined;
   tier: ((req: Req) => string | Promise<string>) | undefined;
@@ -49,10 +53,6 @@ export interface RateLimitSource<Req, O extends HttpOptionsInput = HttpOptionsIn
 
 /** How the adapter mounts the pipeline. */
 export interface RateLimitSetup<Req, Res, Next> {
-  /** The adapter's root in error paths (`'rateLimit'`, `'tollgate'`). */
-  path: string;
-  /** Allow an empty app-level stack (Fastify: only routes with rules are limited). */
-  allowEmpty?: boolean;
   /**
    * False when the adapter never calls `route()` (Fastify builds each route's whole stack
    * instead): the app-level decision and a skip are then not marked on the request for
@@ -137,12 +137,12 @@ function afterRefund(all: Decision, refunded: Decision): Decision {
 
 /**
  * Builds the limiter and its pipeline for one adapter instance.
- * @example const core = createRateLimit(expressPort, setup); app.use((req, res, next) => core.handle(req, res, next));
+ * @example const core = createRateLimit(expressPort, normalised); app.use((req, res, next) => core.handle(req, res, next));
  */
 export function createRateLimit<Req, Res, Next>(
   port: Port<Req, Res, Next>,
   o: RateLimitSource<Req>,
-  setup: RateLimitSetup<Req, Res, Next>,
+  setup: RateLimitSetup<Req, Res, Next> = {},
 ): RateLimitCore<Req, Res, Next> {
   const s = { ...setup, ...callbacks<Req, Res, Next>(o, setup) };
   const ownStore = o.store === undefined ? new MemoryStore(o.clock ? { clock: o.clock } : {}) : undefined;
@@ -162,7 +162,7 @@ export function createRateLimit<Req, Res, Next>(
     tiered ? { tiers: guardTiers<Req>(o.tiers), tier: typeof o.tier === 'function' ? guardAppFn(o.tier) : o.tier } : {}
   ) as Pick<LimiterOptions<Req>, 'tiers' | 'tier'>;
   const limiter =
-    Array.isArray(rules) && rules.length === 0 && s.allowEmpty && !tiered
+    Array.isArray(rules) && rules.length === 0 && o.allowEmpty && !tiered
       ? undefined
       : createLimiterIn<Req>({ rules, ...tiering, ...common }, family);
   const operationSource = ruleRegistry<Req>(store, o.clock);
@@ -170,7 +170,7 @@ export function createRateLimit<Req, Res, Next>(
   const slot = Symbol(`tollgate:${o.name}`);
   // Whether route stages may read `slot` (see RateLimitSetup.routeStages).
   const marking = s.routeStages !== false;
-  const checkSkip = asSkip(`${s.path}.skip`);
+  const checkSkip = asSkip(`${o.path}.skip`);
   const skip = s.skip;
 
   /** skip → `go`; a skipped request is marked on `slot` so route stages skip it too. */
@@ -260,7 +260,7 @@ export function createRateLimit<Req, Res, Next>(
     routeLimiter,
     route(routeRules, mode, path) {
       // An adapter bug, never a user's: its setup said it has no route stages.
-      if (!marking) throw new Error(`${s.path}: route stages are off for this adapter (routeStages: false)`);
+      if (!marking) throw new Error(`${o.path}: route stages are off for this adapter (routeStages: false)`);
       const guarded = guardRules(routeRules, path);
       // Validates the route rules against the app-level ones (no shared names) for 'add'.
       const whole = routeLimiter(guarded, mode, path);
@@ -374,7 +374,7 @@ function pipeline<Req, Res, Next>(
   const counted = countedRules(lim);
   const firstUnit = nextAdmission(lim);
   const deadline = storeDeadline(lim.store);
-  const checkMessage = asMessage(`${s.path}.message`);
+  const checkMessage = asMessage(`${o.path}.message`);
 
   function headers(req: Req, res: Res, d: Decision, all: Decision, nextMs: NextMs, fresh: boolean): void {
     const f = format as NonNullable<typeof format>;
