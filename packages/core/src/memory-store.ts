@@ -60,6 +60,21 @@ function verdictOf(c: Check, v: Verdict): void {
   v.next = c.next;
 }
 
+/**
+ * The row the op at one position of the last decision found, kept for the next decision
+ * given that same op (a constant key, or one client's run of requests): valid while its
+ * table's `epoch` is the one it was found at, and its expiry is still ahead.
+ */
+class Found {
+  op: StoreOp | undefined = undefined;
+  table: SlabTable | undefined = undefined;
+  epoch = -1;
+  row = -1;
+  held = false;
+  page: Float64Array = new Float64Array(0);
+  off = 0;
+}
+
 const EVICT_SCAN = 8;
 /** Rules whose tables are found by identity before the map is asked. */
 const RECENT_RULES = 8;
@@ -89,6 +104,8 @@ export class MemoryStore implements Store {
    */
   #atRules: (RuleSpec | undefined)[] = [];
   #atTables: Table[] = [];
+  /** The rows the last decision found, by position (see Found). */
+  #found: Found[] = [];
   /** The verdicts of the decision being made, and the decision that holds them (see DECIDE). */
   readonly #verdicts: Verdict[] = [];
   readonly #decision: StoreDecision = { allowed: false, now: 0, outcomes: this.#verdicts };
@@ -315,7 +332,9 @@ export class MemoryStore implements Store {
     if (this.#writing) return this.#decideStack(ops, t);
     const n = ops.length;
     const verdicts = this.#verdicts;
+    const found = this.#found;
     while (verdicts.length < n) verdicts.push(new Verdict());
+    while (found.length < n) found.push(new Found());
     const atRules = this.#atRules;
     let allowed = true;
     // Every state is read and decided before any is written, as in decideStack (two rules of
@@ -323,26 +342,52 @@ export class MemoryStore implements Store {
     for (let i = 0; i < n; i++) {
       const op = ops[i] as StoreOp;
       const r = op.rule;
-      if (op.cost > r.maxCost) return this.#decideStack(ops, t);
-      const table = atRules[i] === r ? (this.#atTables[i] as Table) : this.#tableAt(r, i);
       const v = verdicts[i] as Verdict;
-      const kernel = table.kernel;
-      if (kernel !== undefined) {
-        const slab = table as SlabTable;
-        const row = slab.find(op.key, t);
-        if (slab.block > t) return this.#decideStack(ops, t);
-        v.row = row;
-        v.held = slab.held;
-        v.block = slab.block;
-        const o = slab.off + 1;
-        kernel(slab.page, o, row >= 0 && !Number.isNaN(slab.page[o]), t, r, op.cost, v);
-      } else {
-        const s = table.read(op.key, t);
-        if (table.block > t) return this.#decideStack(ops, t);
-        verdictOf(algorithms[r.algorithm].check(s, t, r, op.cost), v);
-        v.row = -1;
-        v.held = table.held;
-        v.block = table.block;
+      const f = found[i] as Found;
+      // The op this position found its row for last time, in a table unchanged since (so
+      // at the same row, held and unblocked as then) and not expired: no lookup at all.
+      // That op passed the checks below when its row was found, and ops never change.
+      if (f.op === op && f.epoch === (f.table as SlabTable).epoch && (f.page[f.off] as number) > t) {
+        v.row = f.row;
+        v.held = f.held;
+        v.block = 0;
+        v.page = f.page;
+        v.off = f.off;
+        const o = f.off + 1;
+        (f.table as SlabTable).kernel(f.page, o, !Number.isNaN(f.page[o]), t, r, op.cost, v);
+      } else if (op.cost > r.maxCost) return this.#decideStack(ops, t);
+      else {
+        const table = atRules[i] === r ? (this.#atTables[i] as Table) : this.#tableAt(r, i);
+        const kernel = table.kernel;
+        if (kernel === undefined) {
+          f.op = undefined;
+          const s = table.read(op.key, t);
+          if (table.block > t) return this.#decideStack(ops, t);
+          verdictOf(algorithms[r.algorithm].check(s, t, r, op.cost), v);
+          v.row = -1;
+          v.held = table.held;
+          v.block = table.block;
+        } else {
+          const slab = table as SlabTable;
+          const row = slab.find(op.key, t);
+          if (slab.block > t) return this.#decideStack(ops, t);
+          v.row = row;
+          v.held = slab.held;
+          v.block = slab.block;
+          v.page = slab.page;
+          v.off = slab.off;
+          if (row >= 0 && slab.block === 0) {
+            f.op = op;
+            f.table = slab;
+            f.epoch = slab.epoch;
+            f.row = row;
+            f.held = slab.held;
+            f.page = slab.page;
+            f.off = slab.off;
+          } else f.op = undefined;
+          const o = slab.off + 1;
+          kernel(slab.page, o, row >= 0 && !Number.isNaN(slab.page[o]), t, r, op.cost, v);
+        }
       }
       if (!v.allowed) {
         // A refusal that writes (counted, or a block) needs the general verdict.
@@ -479,6 +524,7 @@ export class MemoryStore implements Store {
     this.#recentTables = [];
     this.#atRules = [];
     this.#atTables = [];
+    this.#found = [];
     this.#closed = true;
     return Promise.resolve();
   }

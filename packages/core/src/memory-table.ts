@@ -215,6 +215,14 @@ export class SlabTable implements Table {
    */
   page: Float64Array = NO_PAGE;
   off = 0;
+  /**
+   * Counts the changes that move a key's row or its standing: a key added, dropped or
+   * evicted, placed among the held keys or back, blocked or unblocked. A row found at one
+   * epoch is the same key's row, with the same held flag and block, at that epoch: the
+   * store keeps the rows of a limiter's last decision and reuses them while it is unchanged.
+   * An admission written into a live, unblocked row changes none of that.
+   */
+  epoch = 0;
 
   constructor(algorithm: AlgorithmName) {
     this.algorithm = algorithm;
@@ -273,6 +281,7 @@ export class SlabTable implements Table {
 
   /** The key's row, made when it has none (`#added` tells), the key placed live or held as `hold` says. */
   #rowFor(key: string, hold: boolean): number {
+    this.epoch++;
     const keys = this.#keys;
     let row = keys.get(key);
     this.#added = row === undefined;
@@ -300,19 +309,21 @@ export class SlabTable implements Table {
 
   /**
    * As `Table.admit`. When the verdict's `row` (from `find`, this decision) was neither held
-   * nor blocked, straight into that row: no Map lookup. The caller sets `v.row` to -1 when
+   * nor blocked, straight into that row at the verdict's `page` and `off`: no Map lookup, no
+   * page worked out again. The caller sets `v.row` to -1 when
    * rows may have moved since its `find` (an eviction or a delete in between).
    */
   admit(key: string, v: Verdict, x: number): boolean {
-    let row = v.row;
+    let page = v.page;
+    let o = v.off;
     let fresh = false;
-    if (row < 0 || v.held || v.block !== 0) {
-      row = this.#rowFor(key, false);
+    if (v.row < 0 || v.held || v.block !== 0) {
+      const row = this.#rowFor(key, false);
       fresh = this.#added;
       this.#blocks?.delete(key);
+      page = this.#pages[row >>> PAGE_BITS] as Float64Array;
+      o = (row & MASK) * this.#stride;
     }
-    const page = this.#pages[row >>> PAGE_BITS] as Float64Array;
-    const o = (row & MASK) * this.#stride;
     page[o] = x;
     page[o + 1] = v.n0;
     if (this.#w > 1) {
@@ -324,10 +335,14 @@ export class SlabTable implements Table {
 
   hold(key: string): void {
     const row = this.#keys.get(key);
-    if (row !== undefined) this.#keys.place(key, row, true);
+    if (row !== undefined) {
+      this.epoch++;
+      this.#keys.place(key, row, true);
+    }
   }
 
   #drop(key: string, row: number): void {
+    this.epoch++;
     this.#keys.delete(key);
     this.#blocks?.delete(key);
     this.#free.push(row);

@@ -216,4 +216,43 @@ describe('reused ops', () => {
     const again = await limiter.consume({ k: 'a' });
     expect(again.rules.map((r) => r.remaining)).toEqual([100 - 6, 10 - 6]);
   });
+
+  it('a peek for another key while the ops are shared leaves the next decision for that key its own op (kept ops are matched by their raw key)', async () => {
+    const { limiter } = setup(10, true);
+    for (let i = 0; i < 3; i++) await limiter.consume({ k: 'a' });
+    await limiter.peek({ k: 'b' });
+    const b = await limiter.consume({ k: 'b' });
+    expect(decisionOps(b)?.[0]?.raw).toBe('b');
+    expect(b.rules.map((r) => r.remaining)).toEqual([10 - 1, 100 - 4]);
+    const a = await limiter.consume({ k: 'a' });
+    expect(decisionOps(a)?.[0]?.raw).toBe('a');
+    expect(a.rules.map((r) => r.remaining)).toEqual([10 - 4, 100 - 5]);
+  });
+
+  it('a row the store dropped, or gave to another key since, is not read again for the key that had it', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+    const client: Rule<Req> = { name: 'client', key: (r) => r.k, limit: 10, window: '1m', algorithm: 'fixed-window' };
+    const route: Rule<Req> = { name: 'route', key: () => 'GET /', limit: 100, window: '1m', algorithm: 'fixed-window' };
+    // The same client rule, at the first position of one stack and the second of the other.
+    const first = createLimiter<Req>({ store, clock, rules: [client, route] });
+    const second = createLimiter<Req>({ store, clock, rules: [{ ...route, name: 'other' }, client] });
+    for (let i = 0; i < 3; i++) await first.consume({ k: 'a' });
+    // Dropped: the next decision finds no state for 'a'.
+    await first.reset('client', 'a');
+    expect((await first.consume({ k: 'a' })).rules.map((r) => r.remaining)).toEqual([10 - 1, 100 - 4]);
+    await first.consume({ k: 'a' });
+    // Dropped again, and its row given to 'c' (five decisions) by the other stack.
+    await first.reset('client', 'a');
+    for (let i = 0; i < 5; i++) await second.consume({ k: 'c' });
+    const a = await first.consume({ k: 'a' });
+    expect(a.rules.map((r) => r.remaining)).toEqual([10 - 1, 100 - 6]);
+    expect((await second.consume({ k: 'c' })).rules.map((r) => r.remaining)).toEqual([100 - 6, 10 - 6]);
+    // Blocked by an operator between two decisions of a kept stack: refused at once.
+    for (let i = 0; i < 3; i++) await first.consume({ k: 'a' });
+    await first.block('client', 'a', 60_000);
+    const blocked = await first.consume({ k: 'a' });
+    expect(blocked.allowed).toBe(false);
+    expect(blocked.rejectedBy).toEqual(['client']);
+  });
 });

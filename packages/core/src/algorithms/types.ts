@@ -37,10 +37,12 @@ export interface Algorithm {
   expiresAt(state: State, r: RuleSpec): number;
 }
 
+const NO_ROWS = new Float64Array(0);
+
 /**
  * A `Check` without its objects: the outcome's figures and the next state's numbers
  * (`n0`..`n2`, as many as the algorithm's state has), overwritten by every kernel call.
- * `row`, `held` and `block` are the deciding store's notes on where the state was read.
+ * `row`, `held`, `block`, `page` and `off` are the deciding store's notes on where the state was read.
  */
 export class Verdict implements Outcome {
   allowed = false;
@@ -60,6 +62,9 @@ export class Verdict implements Outcome {
   row = -1;
   held = false;
   block = 0;
+  /** Where that row lies (when `row >= 0`): its page of the store's slab and its offset there. */
+  page: Float64Array = NO_ROWS;
+  off = 0;
   /** The next state of an algorithm without a kernel (sliding-log), as `Check.next`. */
   next: State | undefined = undefined;
 }
