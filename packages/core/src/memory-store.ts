@@ -63,7 +63,9 @@ function verdictOf(c: Check, v: Verdict): void {
 /**
  * The row the op at one position of the last decision found, kept for the next decision
  * given that same op (a constant key, or one client's run of requests): valid while its
- * table's `epoch` is the one it was found at, and its expiry is still ahead.
+ * table's `epoch` is the one it was found at, and its expiry is still ahead. Kept only while
+ * that table is the position's table in `#atTables` (the one a decision writes through):
+ * any lookup at the position lets it go first.
  */
 class Found {
   op: StoreOp | undefined = undefined;
@@ -357,10 +359,13 @@ export class MemoryStore implements Store {
         (f.table as SlabTable).kernel(f.page, o, !Number.isNaN(f.page[o]), t, r, op.cost, v);
       } else if (op.cost > r.maxCost) return this.#decideStack(ops, t);
       else {
+        // Let go before the lookup: it may make another rule's table this position's
+        // (`#atTables`, which the writes below go through) and then return for a block,
+        // and a row kept for this position is read only where that table is its own.
+        f.op = undefined;
         const table = atRules[i] === r ? (this.#atTables[i] as Table) : this.#tableAt(r, i);
         const kernel = table.kernel;
         if (kernel === undefined) {
-          f.op = undefined;
           const s = table.read(op.key, t);
           if (table.block > t) return this.#decideStack(ops, t);
           verdictOf(algorithms[r.algorithm].check(s, t, r, op.cost), v);
@@ -384,7 +389,7 @@ export class MemoryStore implements Store {
             f.held = slab.held;
             f.page = slab.page;
             f.off = slab.off;
-          } else f.op = undefined;
+          }
           const o = slab.off + 1;
           kernel(slab.page, o, row >= 0 && !Number.isNaN(slab.page[o]), t, r, op.cost, v);
         }
