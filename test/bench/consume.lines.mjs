@@ -22,7 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { callgrindArgs } from './util.mjs';
+import { callgrindArgs, floorIndex } from './util.mjs';
 
 const HARNESS = fileURLToPath(new URL('./consume.callgrind.mjs', import.meta.url));
 
@@ -99,21 +99,6 @@ function positionsOf(printed, start) {
     positions.push(Number(m[2]));
   }
   return { pcs, positions };
-}
-
-/** The index of the last element of sorted `xs` that is <= `x` (-1 when none). */
-function floorIndex(xs, x) {
-  let lo = 0;
-  let hi = xs.length - 1;
-  let found = -1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >> 1;
-    if (xs[mid] <= x) {
-      found = mid;
-      lo = mid + 1;
-    } else hi = mid - 1;
-  }
-  return found;
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'tollgate-consume-lines-'));

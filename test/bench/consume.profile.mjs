@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { callgrindArgs } from './util.mjs';
+import { callgrindArgs, floorIndex } from './util.mjs';
 
 const HARNESS = fileURLToPath(new URL('./consume.callgrind.mjs', import.meta.url));
 
@@ -32,17 +32,9 @@ function perfMap(pid) {
     })
     .sort((a, b) => a[0] - b[0]);
   rmSync(file, { force: true });
+  const starts = rows.map((row) => row[0]);
   return (addr) => {
-    let lo = 0;
-    let hi = rows.length - 1;
-    let found;
-    while (lo <= hi) {
-      const mid = (lo + hi) >> 1;
-      if (rows[mid][0] <= addr) {
-        found = rows[mid];
-        lo = mid + 1;
-      } else hi = mid - 1;
-    }
+    const found = rows[floorIndex(starts, addr)];
     return found !== undefined && addr < found[0] + found[1] ? found[2] : `0x${addr.toString(16)}`;
   };
 }

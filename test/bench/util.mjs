@@ -146,3 +146,18 @@ export function machine() {
     load: loadavg().map((x) => x.toFixed(2)),
   };
 }
+
+/** The index of the last element of sorted `xs` that is <= `x` (-1 when none). */
+export function floorIndex(xs, x) {
+  let lo = 0;
+  let hi = xs.length - 1;
+  let found = -1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (xs[mid] <= x) {
+      found = mid;
+      lo = mid + 1;
+    } else hi = mid - 1;
+  }
+  return found;
+}
