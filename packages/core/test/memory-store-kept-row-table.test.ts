@@ -9,7 +9,7 @@
  * sliding window admitted without end), and a refused key was held in the wrong table (a
  * flood of new keys evicted it into a fresh budget).
  */
-import { createLimiter, ManualClock, MemoryStore } from '@tollgate/core';
+import { createLimiter, ManualClock, MemoryStore, type Rule } from '@tollgate/core';
 import { describe, expect, it } from 'vitest';
 
 type Req = { user?: string; ip?: string };
@@ -18,20 +18,21 @@ function outcomes(ds: { allowed: boolean; rules: { remaining: number }[] }[]): s
   return ds.map((d) => `${d.allowed ? 'admitted' : 'refused'} ${d.rules.map((r) => r.remaining).join('/')}`);
 }
 
+/** An `api` limiter with `api` as its one rule and a fixed-window `login` limiter, on one store. */
+function apiAndLogin(api: Rule<Req>, maxKeys?: number) {
+  const clock = new ManualClock(1_000_000);
+  const store = new MemoryStore({ clock, sweepIntervalMs: 0, ...(maxKeys === undefined ? {} : { maxKeys }) });
+  const login: Rule<Req> = { name: 'login', key: (r) => r.user, limit: 5, window: '1m', algorithm: 'fixed-window' };
+  return {
+    store,
+    api: createLimiter<Req>({ store, clock, rules: [api] }),
+    login: createLimiter<Req>({ store, clock, rules: [login] }),
+  };
+}
+
 describe('MemoryStore kept rows and the table a decision writes through', () => {
   it('a blocked request of another limiter on the store leaves a kept sliding window counting', async () => {
-    const clock = new ManualClock(1_000_000);
-    const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
-    const api = createLimiter<Req>({
-      store,
-      clock,
-      rules: [{ name: 'api', key: (r) => r.user, limit: 3, window: '1m', algorithm: 'sliding-window' }],
-    });
-    const login = createLimiter<Req>({
-      store,
-      clock,
-      rules: [{ name: 'login', key: (r) => r.user, limit: 5, window: '1m', algorithm: 'fixed-window' }],
-    });
+    const { api, login } = apiAndLogin({ name: 'api', key: (r) => r.user, limit: 3, window: '1m', algorithm: 'sliding-window' });
     const ds = [await api.consume({ user: 'mallory' }), await api.consume({ user: 'mallory' })];
     await login.block('login', 'mallory', '1m');
     expect((await login.consume({ user: 'mallory' })).rejectedBy).toEqual(['login']);
@@ -60,18 +61,7 @@ describe('MemoryStore kept rows and the table a decision writes through', () => 
   });
 
   it('a key refused on a kept row is held in its own table: a flood of new keys does not evict it into a fresh budget', async () => {
-    const clock = new ManualClock(1_000_000);
-    const store = new MemoryStore({ clock, sweepIntervalMs: 0, maxKeys: 4 });
-    const api = createLimiter<Req>({
-      store,
-      clock,
-      rules: [{ name: 'api', key: (r) => r.user, limit: 2, window: '1m', algorithm: 'fixed-window' }],
-    });
-    const login = createLimiter<Req>({
-      store,
-      clock,
-      rules: [{ name: 'login', key: (r) => r.user, limit: 5, window: '1m', algorithm: 'fixed-window' }],
-    });
+    const { store, api, login } = apiAndLogin({ name: 'api', key: (r) => r.user, limit: 2, window: '1m', algorithm: 'fixed-window' }, 4);
     await api.consume({ user: 'victim' });
     await api.consume({ user: 'victim' });
     await login.block('login', 'x', '1m');
