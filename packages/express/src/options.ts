@@ -35,7 +35,8 @@ export type RouteOptions = RouteOptionsOf<Request>;
 
 // An express-rate-limit option names its replacement; any other unknown name points to the map.
 const fromPeer = peerHint('express-rate-limit', EXPRESS_RATE_LIMIT_OPTIONS);
-const hint = (name: string) => fromPeer(name) ?? 'Remove the option or check its spelling (docs/migrating.md maps express-rate-limit options).';
+const hint = (name: string) =>
+  fromPeer(name) ?? 'Remove the option or check its spelling (docs/migrating.md maps express-rate-limit options).';
 
 const ONLY_ONE = {
   path: 'rateLimit.passOnStoreError',

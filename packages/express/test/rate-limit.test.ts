@@ -87,7 +87,9 @@ describe('options are validated at construction', () => {
     const windowMs = thrown({ windowMs: 15 * 60 * 1000, max: 100 });
     expect(windowMs.code).toBe('TG_UNKNOWN_OPTION');
     expect(windowMs.path).toBe('rateLimit.windowMs');
-    expect(windowMs.message).toMatch(/That is an express-rate-limit option; use a rule's window: rules: \[\{ name: 'ip', limit: 100, window: '15m' \}\], or rate: '100\/15m'/);
+    expect(windowMs.message).toMatch(
+      /That is an express-rate-limit option; use a rule's window: rules: \[\{ name: 'ip', limit: 100, window: '15m' \}\], or rate: '100\/15m'/,
+    );
     expect(windowMs.message).toMatch(/docs\/migrating\.md/);
     const max = thrown({ rules: [{ name: 'ip', rate: '1/s' }], max: 100 });
     expect(max.path).toBe('rateLimit.max');
