@@ -21,7 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assertBuilt, installTarballs, names, packAll, packages, root, workspaceRange } from '../external/packed.js';
+import { assertBuilt, installTarballs, names, packAll, packages, root, strictCompilerOptions, workspaceRange } from '../external/packed.js';
 import { type CodeBlock, codeBlocks, importedPackages, kindOf, userDocBlocks, userDocs } from './code-blocks.js';
 
 const exec = promisify(execFile);
@@ -114,18 +114,8 @@ beforeAll(async () => {
   const tsFiles = new Map<string, CodeBlock>();
   for (const [i, b] of [...tsBlocks, canaries.ts].entries()) tsFiles.set(`blocks/${i}.mts`, b);
   for (const [f, b] of tsFiles) writeFileSync(join(app, f), `${b.code}\n`);
-  const compilerOptions = {
-    module: 'nodenext',
-    moduleResolution: 'nodenext',
-    moduleDetection: 'force',
-    target: 'ES2022',
-    lib: ['ES2022'],
-    types: ['node'],
-    strict: true,
-    skipLibCheck: false,
-    noEmit: true,
-  };
-  tsProblems = compile(app, tsFiles, compilerOptions);
+  // Each block a module of its own, even one without an import.
+  tsProblems = compile(app, tsFiles, { ...strictCompilerOptions('nodenext'), moduleDetection: 'force' });
 
   const jsFiles = new Map<string, CodeBlock>();
   for (const [i, b] of [...jsBlocks, ...canaries.js].entries())

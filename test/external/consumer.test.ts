@@ -21,7 +21,18 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../setup/redis.js';
-import { assertBuilt, installTarballs, names, type Pkg, packAll, packages, root, run, specifiers } from './packed.js';
+import {
+  assertBuilt,
+  installTarballs,
+  names,
+  type Pkg,
+  packAll,
+  packages,
+  root,
+  run,
+  specifiers,
+  strictCompilerOptions,
+} from './packed.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const hasNode = names.includes('@tollgate/node');
@@ -66,19 +77,7 @@ async function oneCore<T>(task: () => Promise<T>): Promise<T> {
 /** The tsconfig of one cell of the type-check matrix. */
 function tsconfig(module: 'node16' | 'nodenext' | 'preserve'): object {
   const files = [...packages.map((p) => `types/${p.short}.mts`).filter((f) => existsSync(join(app, f))), 'types/all.mts', 'types/all.cts'];
-  return {
-    compilerOptions: {
-      module,
-      moduleResolution: module === 'preserve' ? 'bundler' : module,
-      target: 'ES2022',
-      lib: ['ES2022'],
-      types: ['node'],
-      strict: true,
-      skipLibCheck: false,
-      noEmit: true,
-    },
-    files,
-  };
+  return { compilerOptions: strictCompilerOptions(module), files };
 }
 
 beforeAll(async () => {

@@ -65,6 +65,23 @@ export async function run(cmd: string, args: string[], cwd: string, timeout = 12
   }
 }
 
+/**
+ * The compiler options of a strict TypeScript user, for one `module` setting: `strict`,
+ * `skipLibCheck: false` (our declarations are checked too), Node's types, no emit.
+ */
+export function strictCompilerOptions(module: 'node16' | 'nodenext' | 'preserve'): Record<string, unknown> {
+  return {
+    module,
+    moduleResolution: module === 'preserve' ? 'bundler' : module,
+    target: 'ES2022',
+    lib: ['ES2022'],
+    types: ['node'],
+    strict: true,
+    skipLibCheck: false,
+    noEmit: true,
+  };
+}
+
 /** Fails unless every package has been built (`pnpm build`; the test command runs it). */
 export function assertBuilt(): void {
   for (const p of packages) {

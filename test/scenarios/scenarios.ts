@@ -107,6 +107,20 @@ function send(port: number, o: SendOptions = {}): Promise<ScenarioResponse> {
   return loopback(port, o).reply.then((r) => ({ ...r, ms: performance.now() - started }));
 }
 
+/** A store whose own failure policy answers every decision with `degraded: 'deny'`. */
+function degradedDeny(): Store {
+  return {
+    async consume(ops): Promise<StoreDecision> {
+      const outcome = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: undefined };
+      return { allowed: false, now: 0, degraded: 'deny', outcomes: ops.map(() => outcome) };
+    },
+    peek: () => Promise.reject(new Error('unused')),
+    refund: async () => {},
+    reset: async () => {},
+    close: async () => {},
+  };
+}
+
 /** The bytes every port sends for the refusals of the scenario 'one answer on every port'. */
 const ONE_ANSWER = [
   [
@@ -605,17 +619,7 @@ export function httpScenarios(name: string, makeApp: MakeApp, makeStore?: (clock
     });
 
     it("a store's own failure policy answering 'deny' becomes a 503 problem", async () => {
-      const deny: Store = {
-        async consume(ops): Promise<StoreDecision> {
-          const outcome = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: undefined };
-          return { allowed: false, now: 0, degraded: 'deny', outcomes: ops.map(() => outcome) };
-        },
-        peek: () => Promise.reject(new Error('unused')),
-        refund: async () => {},
-        reset: async () => {},
-        close: async () => {},
-      };
-      const { request } = await start({ rules: [{ name: 'ip', limit: 1, window: '1m' }], store: deny });
+      const { request } = await start({ rules: [{ name: 'ip', limit: 1, window: '1m' }], store: degradedDeny() });
       const res = await request();
       expect(res.status).toBe(503);
       expect(res.body).toMatchObject({ status: 503, type: PROBLEM_REDUCED_CAPACITY });
@@ -626,23 +630,13 @@ export function httpScenarios(name: string, makeApp: MakeApp, makeStore?: (clock
     // (Fastify used to append `; charset=utf-8` to the problem type). Each port's suite
     // compares with these same bytes, so the ports agree with each other byte for byte.
     it('one answer on every port: the 429, 403 and 503 problems and an object message, byte for byte', async () => {
-      const degraded: Store = {
-        async consume(ops): Promise<StoreDecision> {
-          const outcome = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: undefined };
-          return { allowed: false, now: 0, degraded: 'deny', outcomes: ops.map(() => outcome) };
-        },
-        peek: () => Promise.reject(new Error('unused')),
-        refund: async () => {},
-        reset: async () => {},
-        close: async () => {},
-      };
       const rules: Rule<ScenarioRequest>[] = [{ name: 'ip', limit: 1, window: '1m', algorithm: 'fixed-window' }];
       const limited = await start({ rules, deny: '127.0.0.9' });
       await limited.request();
       const answers = [
         await limited.request(),
         await limited.request({ from: '127.0.0.9' }),
-        await (await start({ rules, store: degraded })).request(),
+        await (await start({ rules, store: degradedDeny() })).request(),
       ];
       const message = await start({ rules, options: { message: { error: 'too many', retry: 'later' } } });
       await message.request();
