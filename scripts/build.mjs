@@ -8,6 +8,11 @@
  *   node scripts/build.mjs --js       JavaScript only, no declarations (what `pnpm start` and
  *                                     `pnpm demo:burst` run: the declarations are most of the
  *                                     build's time and running an app needs none)
+ *   node scripts/build.mjs <dir>...   only the packages in those folders and the workspace
+ *                                     packages they depend on (each package's `prepack` runs
+ *                                     `node ../../scripts/build.mjs .`, so `pnpm pack` and
+ *                                     `pnpm publish` never ship a package without its
+ *                                     declarations, even after a JavaScript-only build)
  *
  * A package is up to date when its outputs (four per entry) exist and the hash of its inputs (every
  * file under src/, its package.json and tsconfig.build.json, the shared tsconfig.base.json,
@@ -15,14 +20,15 @@
  * workspace packages it depends on) equals the one recorded at its last successful build,
  * in <package>/node_modules/.cache/tollgate-build.json. A package starts once the packages
  * it depends on are built (its declarations are checked against theirs); independent
- * packages build side by side, one child process per core.
+ * packages build side by side, one child process per core. Two builds in one checkout (two
+ * packs at once) take turns: the second waits for the first, then finds its packages fresh.
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
-import { join, relative } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -42,6 +48,10 @@ if (process.argv[2] === '--package') {
 
 const force = process.argv.includes('--force');
 const jsOnly = process.argv.includes('--js');
+const only = process.argv
+  .slice(2)
+  .filter((a) => !a.startsWith('--'))
+  .map((dir) => resolve(dir));
 const { packageEntries } = await import(pathToFileURL(join(root, 'tsdown.config.mjs')).href);
 /** What a build of the package writes for each entry (dist/index.*, dist/<subpath>/index.*). */
 const outputs = (p) =>
@@ -81,7 +91,26 @@ function workspacePackages() {
   return found;
 }
 
-const packages = workspacePackages();
+/** The packages of `all` whose folder is in `dirs`, with the workspace packages they depend on. */
+function selected(all, dirs) {
+  if (dirs.length === 0) return all;
+  const named = [...all.values()].filter((p) => dirs.includes(resolve(p.dir)));
+  const missing = dirs.filter((d) => !named.some((p) => resolve(p.dir) === d));
+  if (missing.length) {
+    console.error(`not a package with a build script: ${missing.map((d) => relative(root, d) || '.').join(', ')}`);
+    process.exit(1);
+  }
+  const out = new Map();
+  const add = (p) => {
+    if (out.has(p.name)) return;
+    out.set(p.name, p);
+    for (const d of p.deps) add(all.get(d));
+  };
+  for (const p of named) add(p);
+  return out;
+}
+
+const packages = selected(workspacePackages(), only);
 const hashes = new Map();
 
 function inputHash(p) {
@@ -132,6 +161,47 @@ function buildOne(p) {
   });
 }
 
+/**
+ * Waits for any other build of this checkout to end, then holds the lock until this process
+ * exits. A lock whose process is gone (killed mid-build) is taken over.
+ */
+async function takeLock() {
+  const dir = join(root, 'node_modules/.cache');
+  const file = join(dir, 'tollgate-build.lock');
+  mkdirSync(dir, { recursive: true });
+  // The lock is written whole under another name and linked into place, so that a reader
+  // never sees it without its process id.
+  const mine = `${file}.${process.pid}`;
+  writeFileSync(mine, String(process.pid));
+  try {
+    for (;;) {
+      try {
+        linkSync(mine, file);
+        process.on('exit', () => unlinkSync(file));
+        return;
+      } catch (err) {
+        if (err.code !== 'EEXIST') throw err;
+      }
+      if (!alive(Number(readFileSync(file, 'utf8')))) {
+        rmSync(file, { force: true });
+        continue;
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  } finally {
+    unlinkSync(mine);
+  }
+}
+
+function alive(pid) {
+  try {
+    return process.kill(pid, 0);
+  } catch (err) {
+    return err.code === 'EPERM';
+  }
+}
+
+await takeLock();
 const started = Date.now();
 const pending = new Map([...packages].filter(([, p]) => !upToDate(p)));
 const done = new Set([...packages.keys()].filter((n) => !pending.has(n)));

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * Keeps every published package in packages/* alike: the build script, the dist layout in
+ * Keeps every published package in packages/* alike: the build and prepack scripts, the dist layout in
  * main/module/types/exports/files, author, repository, homepage, bugs, and the LICENSE and
  * CHANGELOG.md beside it.
  *
@@ -46,7 +46,9 @@ function expected(short, pkg) {
       './package.json': './package.json',
     },
     files: pkg.bin ? ['dist', 'bin', 'CHANGELOG.md'] : ['dist', 'CHANGELOG.md'],
-    scripts: { ...pkg.scripts, build: 'tsdown -c ../../tsdown.config.mjs' },
+    // Packing (and so publishing) builds what is stale first: a JavaScript-only build
+    // (`pnpm start`) must not reach a tarball without its declarations.
+    scripts: { ...pkg.scripts, build: 'tsdown -c ../../tsdown.config.mjs', prepack: 'node ../../scripts/build.mjs .' },
   };
 }
 
@@ -61,12 +63,14 @@ for (const short of readdirSync(join(root, 'packages')).sort()) {
   const differs = Object.keys(want).filter((k) => JSON.stringify(pkg[k]) !== JSON.stringify(want[k]));
   if (differs.length) {
     if (fix) {
+      // Fields already there keep their place; the missing ones follow `license`.
+      const missing = Object.fromEntries(Object.entries(want).filter(([k]) => !(k in pkg)));
       const out = {};
       for (const [k, v] of Object.entries(pkg)) {
-        if (!(k in want)) out[k] = v;
-        if (k === 'license') Object.assign(out, want);
+        out[k] = k in want ? want[k] : v;
+        if (k === 'license') Object.assign(out, missing);
       }
-      if (!('license' in pkg)) Object.assign(out, want);
+      if (!('license' in pkg)) Object.assign(out, missing);
       writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`);
     } else problems.push(`${pkg.name}: package.json ${differs.join(', ')}`);
   }

@@ -15,42 +15,26 @@
  * its declarations (all.mts / all.cts import every package). Requires `pnpm build` first
  * (the test command runs it).
  */
-import { execFile } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../setup/redis.js';
+import {
+  assertBuilt,
+  installTarballs,
+  names,
+  type Pkg,
+  packAll,
+  packages,
+  root,
+  run,
+  specifiers,
+  strictCompilerOptions,
+} from './packed.js';
 
-const exec = promisify(execFile);
 const here = fileURLToPath(new URL('.', import.meta.url));
-const root = fileURLToPath(new URL('../..', import.meta.url));
-
-interface Pkg {
-  name: string;
-  short: string;
-  dir: string;
-  manifest: { name: string; version: string; private?: boolean; bin?: Record<string, string> | string; exports?: unknown };
-}
-
-const packages: Pkg[] = readdirSync(join(root, 'packages'))
-  .sort()
-  .filter((short) => existsSync(join(root, 'packages', short, 'package.json')))
-  .map((short) => {
-    const dir = join(root, 'packages', short);
-    const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
-    return { name: manifest.name, short, dir, manifest };
-  })
-  .filter((p) => !p.manifest.private);
-const names = packages.map((p) => p.name);
-/** What a user can import: every package and each subpath its exports map declares. */
-const specifiers = packages.flatMap((p) =>
-  Object.keys((p.manifest.exports as Record<string, unknown> | undefined) ?? { '.': null })
-    .filter((k) => k !== './package.json')
-    .map((k) => (k === '.' ? p.name : `${p.name}/${k.slice(2)}`)),
-);
 const hasNode = names.includes('@tollgate/node');
 
 /** What a tarball holds: its manifest, the docs a user reads, every file its exports name, and the bin shims. */
@@ -71,17 +55,7 @@ const isChunk = (f: string) => /^dist\/[\w.-]+\.(mjs|cjs|d\.mts|d\.cts)$/.test(f
 let work: string;
 let app: string;
 let redis: RedisServer;
-const tarballs = new Map<string, string>();
-
-async function run(cmd: string, args: string[], cwd: string, timeout = 120_000): Promise<string> {
-  try {
-    const { stdout } = await exec(cmd, args, { cwd, timeout, maxBuffer: 16 * 1024 * 1024, env: { ...process.env, NO_COLOR: '1' } });
-    return stdout;
-  } catch (err) {
-    const e = err as { stdout?: string; stderr?: string; message: string };
-    throw new Error(`${cmd} ${args.join(' ')} failed in ${cwd}:\n${e.stdout ?? ''}${e.stderr ?? ''}\n${e.message}`);
-  }
-}
+let tarballs = new Map<string, string>();
 
 // The type-check cells run side by side, but no more at once than there are cores: each is
 // a whole tsc over @types/node, express, fastify and ioredis, and starved of CPU it would
@@ -103,67 +77,29 @@ async function oneCore<T>(task: () => Promise<T>): Promise<T> {
 /** The tsconfig of one cell of the type-check matrix. */
 function tsconfig(module: 'node16' | 'nodenext' | 'preserve'): object {
   const files = [...packages.map((p) => `types/${p.short}.mts`).filter((f) => existsSync(join(app, f))), 'types/all.mts', 'types/all.cts'];
-  return {
-    compilerOptions: {
-      module,
-      moduleResolution: module === 'preserve' ? 'bundler' : module,
-      target: 'ES2022',
-      lib: ['ES2022'],
-      types: ['node'],
-      strict: true,
-      skipLibCheck: false,
-      noEmit: true,
-    },
-    files,
-  };
+  return { compilerOptions: strictCompilerOptions(module), files };
 }
 
 beforeAll(async () => {
-  for (const p of packages) {
-    for (const f of ['dist/index.mjs', 'dist/index.d.mts']) {
-      if (!existsSync(join(p.dir, f))) throw new Error(`${p.name} is not built (${f} missing): run \`pnpm build\` first`);
-    }
-  }
+  assertBuilt();
   const redisStarted = startRedis();
   work = mkdtempSync(join(tmpdir(), 'tollgate-consumer-'));
-  const packDir = join(work, 'tarballs');
-  // One pnpm for every package: workspace:* ranges become the packages' versions.
-  await run('pnpm', ['-r', '--filter', './packages/*', 'pack', '--pack-destination', packDir], root);
-  for (const p of packages) {
-    const file = join(packDir, `${p.name.replace(/^@/, '').replace('/', '-')}-${p.manifest.version}.tgz`);
-    if (existsSync(file)) tarballs.set(p.name, file);
-  }
+  tarballs = await packAll(join(work, 'tarballs'));
   app = join(work, 'app');
   cpSync(join(here, 'consumer'), app, { recursive: true });
   writeFileSync(join(app, 'packages.json'), JSON.stringify(specifiers));
   writeFileSync(join(app, 'types/all.mts'), specifiers.map((n, i) => `import * as p${i} from '${n}';\nexport { p${i} };\n`).join(''));
   writeFileSync(join(app, 'types/all.cts'), specifiers.map((n, i) => `import p${i} = require('${n}');\nexport { p${i} };\n`).join(''));
-  const tollgate = Object.fromEntries([...tarballs].map(([n, f]) => [n, `file:${f}`]));
-  writeFileSync(
-    join(app, 'package.json'),
-    JSON.stringify(
-      {
-        name: 'tollgate-consumer',
-        private: true,
-        dependencies: {
-          ...tollgate,
-          express: '^5.1.0',
-          fastify: '^5.4.0',
-          ioredis: '^5.6.0',
-          '@opentelemetry/api': '^1.9.0',
-          '@types/express': '^5.0.0',
-          '@types/node': '^20.19.0',
-          typescript5: 'npm:typescript@^5.9.0',
-          typescript6: 'npm:typescript@^6.0.0',
-        },
-        // The tarballs depend on each other by version: take them from here, not the registry.
-        overrides: Object.fromEntries(names.filter((n) => tarballs.has(n)).map((n) => [n, `$${n}`])),
-      },
-      null,
-      2,
-    ),
-  );
-  await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'], app, 240_000);
+  await installTarballs(app, tarballs, {
+    express: '^5.1.0',
+    fastify: '^5.4.0',
+    ioredis: '^5.6.0',
+    '@opentelemetry/api': '^1.9.0',
+    '@types/express': '^5.0.0',
+    '@types/node': '^20.19.0',
+    typescript5: 'npm:typescript@^5.9.0',
+    typescript6: 'npm:typescript@^6.0.0',
+  });
   redis = await redisStarted;
 }, 300_000);
 

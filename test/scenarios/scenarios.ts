@@ -107,6 +107,43 @@ function send(port: number, o: SendOptions = {}): Promise<ScenarioResponse> {
   return loopback(port, o).reply.then((r) => ({ ...r, ms: performance.now() - started }));
 }
 
+/** A store whose own failure policy answers every decision with `degraded: 'deny'`. */
+function degradedDeny(): Store {
+  return {
+    async consume(ops): Promise<StoreDecision> {
+      const outcome = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: undefined };
+      return { allowed: false, now: 0, degraded: 'deny', outcomes: ops.map(() => outcome) };
+    },
+    peek: () => Promise.reject(new Error('unused')),
+    refund: async () => {},
+    reset: async () => {},
+    close: async () => {},
+  };
+}
+
+/** The bytes every port sends for the refusals of the scenario 'one answer on every port'. */
+const ONE_ANSWER = [
+  [
+    429,
+    'application/problem+json',
+    '212',
+    '{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429,"detail":"Rate limit exceeded for policy \\"ip\\". Retry in 60 seconds.","violated-policies":["ip"]}',
+  ],
+  [
+    403,
+    'application/problem+json',
+    '114',
+    '{"type":"about:blank","title":"Forbidden","status":403,"detail":"This client is not allowed to use this service."}',
+  ],
+  [
+    503,
+    'application/problem+json',
+    '214',
+    '{"type":"https://iana.org/assignments/http-problem-types#temporary-reduced-capacity","title":"Service Unavailable","status":503,"detail":"The server is temporarily unable to decide rate limits; try again shortly."}',
+  ],
+  [429, 'application/json; charset=utf-8', '36', '{"error":"too many","retry":"later"}'],
+];
+
 const userKey = user((req: ScenarioRequest) => req.headers['x-user']);
 const tenantKey = tenant((req: ScenarioRequest) => req.headers['x-tenant']);
 
@@ -582,21 +619,29 @@ export function httpScenarios(name: string, makeApp: MakeApp, makeStore?: (clock
     });
 
     it("a store's own failure policy answering 'deny' becomes a 503 problem", async () => {
-      const deny: Store = {
-        async consume(ops): Promise<StoreDecision> {
-          const outcome = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: undefined };
-          return { allowed: false, now: 0, degraded: 'deny', outcomes: ops.map(() => outcome) };
-        },
-        peek: () => Promise.reject(new Error('unused')),
-        refund: async () => {},
-        reset: async () => {},
-        close: async () => {},
-      };
-      const { request } = await start({ rules: [{ name: 'ip', limit: 1, window: '1m' }], store: deny });
+      const { request } = await start({ rules: [{ name: 'ip', limit: 1, window: '1m' }], store: degradedDeny() });
       const res = await request();
       expect(res.status).toBe(503);
       expect(res.body).toMatchObject({ status: 503, type: PROBLEM_REDUCED_CAPACITY });
       expect(res.headers['retry-after']).toBe('1');
+    });
+
+    // One answer on every port: the same Content-Type and body bytes, whatever the framework
+    // (Fastify used to append `; charset=utf-8` to the problem type). Each port's suite
+    // compares with these same bytes, so the ports agree with each other byte for byte.
+    it('one answer on every port: the 429, 403 and 503 problems and an object message, byte for byte', async () => {
+      const rules: Rule<ScenarioRequest>[] = [{ name: 'ip', limit: 1, window: '1m', algorithm: 'fixed-window' }];
+      const limited = await start({ rules, deny: '127.0.0.9' });
+      await limited.request();
+      const answers = [
+        await limited.request(),
+        await limited.request({ from: '127.0.0.9' }),
+        await (await start({ rules, store: degradedDeny() })).request(),
+      ];
+      const message = await start({ rules, options: { message: { error: 'too many', retry: 'later' } } });
+      await message.request();
+      answers.push(await message.request());
+      expect(answers.map((r) => [r.status, r.headers['content-type'], r.headers['content-length'], r.text])).toEqual(ONE_ANSWER);
     });
 
     describe('allow and deny lists', () => {

@@ -17,6 +17,7 @@ export const CLI_ERROR_CODES = {
   TG_CLI_INVALID_TRACE: 'A CSV trace has a malformed line.',
   TG_CLI_INVALID_CONFIG: 'A config file cannot be read or parsed, or has the wrong shape.',
   TG_CLI_REDIS_FAILED: 'tollgate keys could not reach Redis, or Redis failed the operation.',
+  TG_CLI_NO_REDIS_CLIENT: 'tollgate keys found no Redis client package (ioredis or redis) installed.',
 } as const;
 
 export type CliErrorCode = keyof typeof CLI_ERROR_CODES;

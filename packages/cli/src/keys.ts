@@ -14,6 +14,7 @@ import { createLimiter, ipKey, TollgateError } from '@tollgate/core';
 import { parseConfig } from './config.js';
 import { cliError, show } from './errors.js';
 import { policyFromFlags, ruleFlags } from './policy.js';
+import { openRedis } from './redis-client.js';
 
 export const KEY_OPERATIONS = ['get', 'reset', 'block', 'unblock', 'penalize', 'reward'] as const;
 export type KeyOperationChoice = (typeof KEY_OPERATIONS)[number];
@@ -199,31 +200,11 @@ export async function keysCommand(operation: string | undefined, v: Values, io: 
 
   // Loaded here: simulate and compare never need a Redis client.
   const { RedisStore } = await import('@tollgate/redis');
-  const { Cluster, Redis } = await import('ioredis');
-  const retry = { maxRetriesPerRequest: 1, connectTimeout: timeoutMs, retryStrategy: () => null, lazyConnect: true };
-  let client: InstanceType<typeof Redis> | InstanceType<typeof Cluster>;
-  try {
-    client = v.cluster
-      ? new Cluster(
-          urls.map((u) => seed(u)),
-          {
-            redisOptions: { ...credentials(urls[0] as string), connectTimeout: timeoutMs },
-            clusterRetryStrategy: () => null,
-            lazyConnect: true,
-          },
-        )
-      : new Redis(parseUrl(urls[0] as string).href, retry);
-  } catch (err) {
-    throw cliError(
-      'TG_CLI_INVALID_ARGUMENT',
-      { path: '--redis', expected: 'a Redis URL', received: show(urls[0]), fix: (err as Error).message },
-      err,
-    );
-  }
-  client.on('error', () => {});
+  const redis = await openRedis({ urls, cluster: v.cluster === true, timeoutMs });
+  const { client } = redis;
   try {
     try {
-      await client.connect();
+      await redis.connect();
     } catch (err) {
       throw cliError(
         'TG_CLI_REDIS_FAILED',
@@ -271,34 +252,6 @@ export async function keysCommand(operation: string | undefined, v: Values, io: 
     else io.stdout(`${op === 'get' ? '' : `${op}: done\n`}${stateLines(s)}`);
     return 0;
   } finally {
-    client.disconnect();
+    redis.close();
   }
-}
-
-/** A Cluster seed node from a URL. */
-function seed(url: string): { host: string; port: number } {
-  const u = parseUrl(url);
-  return { host: u.hostname, port: Number(u.port || 6379) };
-}
-
-function credentials(url: string): { username?: string; password?: string; tls?: object } {
-  const u = parseUrl(url);
-  return {
-    ...(u.username ? { username: decodeURIComponent(u.username) } : {}),
-    ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
-    ...(u.protocol === 'rediss:' ? { tls: {} } : {}),
-  };
-}
-
-function parseUrl(url: string): URL {
-  try {
-    const u = new URL(url);
-    if (u.protocol === 'redis:' || u.protocol === 'rediss:') return u;
-  } catch {}
-  throw cliError('TG_CLI_INVALID_ARGUMENT', {
-    path: '--redis',
-    expected: 'a URL redis://host:port or rediss://host:port',
-    received: show(url),
-    fix: 'Pass --redis redis://127.0.0.1:7000.',
-  });
 }

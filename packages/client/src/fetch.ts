@@ -13,7 +13,7 @@ import { retryWaitMs } from './backoff.js';
 import { TollgateClientError } from './errors.js';
 import { DeadlineReached, Gate } from './gate.js';
 import { type CreateFetchOptions, type GiveUpReason, type NormalizedOptions, normalizeOptions, type RetryReason } from './options.js';
-import { exhaustedWaitMs, parseRateLimit } from './ratelimit-headers.js';
+import { exhaustedWaitMs, parseRateLimit, servedFromCache } from './ratelimit-headers.js';
 import { type FetchInput, type PreparedCall, prepareCall } from './request.js';
 import { parseRetryAfter } from './retry-after.js';
 import { linkedController } from './sleep.js';
@@ -94,14 +94,17 @@ export function createFetch(options?: CreateFetchOptions): typeof fetch {
     }
   }
 
-  /** Records what the response says about the scope's limits; returns the wait it asks for. */
+  /**
+   * Records what the response says about the scope's limits; returns the wait it asks for.
+   * draft-ietf-httpapi-ratelimit-headers-11's client rules: a refusal's `Retry-After` takes
+   * precedence over a policy's `t`, and the RateLimit fields of a response served from a
+   * cache (`Age` > 0) describe an earlier moment, so they are ignored.
+   */
   function learn(response: Response, scope: string): number | undefined {
     const now = o.clock.now();
-    let wait = exhaustedWaitMs(parseRateLimit(response.headers, now));
-    if (o.statuses.has(response.status)) {
-      const ra = parseRetryAfter(response.headers.get('retry-after'), now, response.headers.get('date'));
-      if (ra !== undefined) wait = Math.max(wait ?? 0, ra);
-    }
+    const h = response.headers;
+    let wait = o.statuses.has(response.status) ? parseRetryAfter(h.get('retry-after'), now, h.get('date')) : undefined;
+    if (wait === undefined && !servedFromCache(h)) wait = exhaustedWaitMs(parseRateLimit(h, now));
     if (wait !== undefined && wait <= o.maxWaitMs) gate.hold(scope, wait);
     return wait;
   }

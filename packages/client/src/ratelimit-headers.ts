@@ -169,6 +169,20 @@ export function parseRateLimit(headers: HeaderReader, nowMs: number): RateLimitR
 }
 
 /**
+ * Whether a response was served from a cache: an `Age` field (RFC 9111 §5.1, whole
+ * seconds) above 0. Its rate-limit fields then tell the state at the time it was stored,
+ * not now (draft-ietf-httpapi-ratelimit-headers-11). A malformed `Age` is ignored.
+ */
+export function servedFromCache(headers: HeaderReader): boolean {
+  try {
+    const age = headers.get('age')?.trim();
+    return age !== undefined && /^\d{1,15}$/.test(age) && Number(age) > 0;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * How long the next request must wait because a limit is used up: the longest `resetMs`
  * among reports with `remaining` 0. `undefined` when
  * no exhausted report says how long.

@@ -117,6 +117,35 @@ describe('retries and giving up', () => {
     ]);
   });
 
+  // Regression (draft-ietf-httpapi-ratelimit-headers-11): the client waited the longer of
+  // Retry-After and the policy's t; Retry-After now takes precedence, both ways.
+  it("Retry-After takes precedence over a RateLimit policy's t on a refusal, longer or shorter", async () => {
+    for (const [retryAfter, t, serverWaitMs] of [
+      ['2', '30', 2000],
+      ['30', '2', 30_000],
+    ] as const) {
+      const events: { serverWaitMs?: number; waitMs: number }[] = [];
+      const refusal = r429({ 'retry-after': retryAfter, ratelimit: `"user";r=0;t=${t}`, 'ratelimit-policy': '"user";q=10;w=60' });
+      const { sched, seen, client } = setup([refusal, ok()], { random: () => 0, onRetry: (e) => events.push(e) });
+      const p = client('https://api.test/a');
+      await sched.run();
+      expect((await p).status).toBe(200);
+      expect(events).toMatchObject([{ serverWaitMs, waitMs: serverWaitMs }]);
+      expect((seen[1] as Seen).at - T0).toBe(serverWaitMs);
+    }
+  });
+
+  it('retries after a Retry-After are jittered: never before it, spread over the backoff ceiling after it', async () => {
+    const at = async (random: number) => {
+      const { sched, seen, client } = setup([r429({ 'retry-after': '2', ratelimit: '"user";r=0;t=2' }), ok()], { random: () => random });
+      const p = client('https://api.test/a');
+      await sched.run();
+      await p;
+      return (seen[1] as Seen).at - T0;
+    };
+    expect([await at(0), await at(0.5), await at(1)]).toEqual([2000, 2250, 2500]); // 2 s + random · base 500
+  });
+
   it('a Retry-After longer than maxWaitMs ends the retries at once', async () => {
     const { sched, seen, client, gaveUp } = setup([r429({ 'retry-after': '120' }), ok()], { maxWaitMs: 60_000 });
     const p = client('https://api.test/a');
@@ -296,6 +325,26 @@ describe('RateLimit awareness', () => {
     await sched.run();
     expect((await p).status).toBe(200);
     expect((seen[1] as Seen).at).toBe(T0);
+  });
+
+  // draft-ietf-httpapi-ratelimit-headers-11: a response served from a cache carries the
+  // fields of the moment it was stored.
+  it('RateLimit on a response served from a cache (Age > 0) is ignored; Age 0 or malformed is not', async () => {
+    for (const [age, held] of [
+      ['5', 0],
+      ['0', 7000],
+      ['soon', 7000],
+    ] as const) {
+      const { sched, seen, client } = setup([
+        ok({ age, ratelimit: '"user";r=0;t=7', 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': '7' }),
+        ok(),
+      ]);
+      await Promise.all([client('https://api.test/a'), sched.run()]);
+      const p = client('https://api.test/b');
+      await sched.run();
+      await p;
+      expect((seen[1] as Seen).at - T0, `Age: ${age}`).toBe(held);
+    }
   });
 
   it('an r=0 hint longer than maxWaitMs is ignored', async () => {

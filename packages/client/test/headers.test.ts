@@ -120,6 +120,22 @@ describe('parseRateLimit', () => {
     expect(exhaustedWaitMs(reports)).toBe(18_000);
   });
 
+  // Parameters may be renamed or added by later drafts (-11 and after): a parser reads the
+  // ones it knows and ignores the rest, and an item without its `r` is skipped, not guessed.
+  it('draft-10: unknown parameters are ignored, an item without r is skipped', () => {
+    const reports = parseRateLimit(
+      h({
+        ratelimit: '"user";r=0;t=18;rq=9;x-vendor="a", "renamed";remaining=3;reset=5, "tenant";zz;r=7',
+        'ratelimit-policy': '"user";q=100;w=60;qu="requests";pk=:AAAA:, "tenant";quota=9;w=1',
+      }),
+      NOW,
+    );
+    expect(reports).toEqual([
+      { source: 'draft-10', policy: 'user', remaining: 0, resetMs: 18_000, limit: 100, windowMs: 60_000 },
+      { source: 'draft-10', policy: 'tenant', remaining: 7, windowMs: 1000 },
+    ]);
+  });
+
   it('draft-7 dictionary, draft-6 fields and X-RateLimit are all read', () => {
     expect(parseRateLimit(h({ ratelimit: 'limit=100, remaining=0, reset=5' }), NOW)).toEqual([
       { source: 'draft-7', remaining: 0, resetMs: 5000, limit: 100 },

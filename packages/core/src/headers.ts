@@ -22,6 +22,14 @@ import type { RuleResult } from './types.js';
 
 export type HeaderMode = 'draft-10' | 'draft-7' | 'draft-6' | 'legacy';
 
+/**
+ * The draft-10 parameters as written, each with its `;` and `=`, named once here: the
+ * working group has discussed renaming them, and a renamed parameter is then a change of
+ * this table (or a second table for a new mode, whose items may carry both spellings while
+ * clients move over: parsers ignore parameters they do not know). draft-11 keeps these.
+ */
+const PARAM = { quota: ';q=', window: ';w=', remaining: ';r=', reset: ';t=', partitionKey: ';pk=' } as const;
+
 /** Names of drafts whose fields are those of draft-10 (express-rate-limit writes `'draft-8'`). */
 export type HeaderModeAlias = 'draft-8' | 'draft-9';
 
@@ -187,8 +195,8 @@ export function compileHeaders(option?: HeadersOption, options: HeaderOptions = 
     const made: RuleItems = {
       limit: r.limit,
       windowMs: r.windowMs,
-      policy: `"${r.name}";q=${r.limit};w=${windowSeconds(r)}`,
-      state: `"${r.name}";r=`,
+      policy: `"${r.name}"${PARAM.quota}${r.limit}${PARAM.window}${windowSeconds(r)}`,
+      state: `"${r.name}"${PARAM.remaining}`,
     };
     if (items.size < POLICY_CACHE_MAX) items.set(r.name, made);
     return made;
@@ -203,7 +211,7 @@ export function compileHeaders(option?: HeadersOption, options: HeaderOptions = 
       fields.push({ name: 'RateLimit-Policy', value: own.policy, append: true });
       fields.push({
         name: 'RateLimit',
-        value: `${own.state}${Math.max(0, r.remaining)};t=${seconds(resetMsOf(r, context?.next?.[0]))}`,
+        value: `${own.state}${Math.max(0, r.remaining)}${PARAM.reset}${seconds(resetMsOf(r, context?.next?.[0]))}`,
         append: true,
       });
     } else if (draft10 && rules.length > 0) {
@@ -213,10 +221,10 @@ export function compileHeaders(option?: HeadersOption, options: HeaderOptions = 
         const r = rules[i] as RuleResult;
         const own = itemsOf(r);
         const key = salt === undefined ? undefined : context?.keys?.[i];
-        const pkParam = key === undefined || salt === undefined ? '' : `;pk=${partitionKey(salt, r.name, key)}`;
+        const pkParam = key === undefined || salt === undefined ? '' : `${PARAM.partitionKey}${partitionKey(salt, r.name, key)}`;
         const sep = i === 0 ? '' : ', ';
         policy += `${sep}${own.policy}${pkParam}`;
-        state += `${sep}${own.state}${Math.max(0, r.remaining)};t=${seconds(resetMsOf(r, context?.next?.[i]))}${pkParam}`;
+        state += `${sep}${own.state}${Math.max(0, r.remaining)}${PARAM.reset}${seconds(resetMsOf(r, context?.next?.[i]))}${pkParam}`;
       }
       fields.push({ name: 'RateLimit-Policy', value: policy, append: true });
       fields.push({ name: 'RateLimit', value: state, append: true });

@@ -5,9 +5,11 @@
  */
 import { configError, type Decision, describeValue } from '@tollgate/core';
 import {
+  EXPRESS_RATE_LIMIT_OPTIONS,
   type LimiterMethods,
   type LimiterOptionsOf,
   normalizeLimiterOptions,
+  peerHint,
   RATE_LIMIT_WORDING,
   type RateLimitSource,
   type RouteOptionsOf,
@@ -30,6 +32,11 @@ export interface RateLimitOptions extends LimiterOptionsOf<Request, Response, Ne
 
 /** Route-level rules of an app-level limiter (`limiter.route({ rules, mode })`). */
 export type RouteOptions = RouteOptionsOf<Request>;
+
+// An express-rate-limit option names its replacement; any other unknown name points to the map.
+const fromPeer = peerHint('express-rate-limit', EXPRESS_RATE_LIMIT_OPTIONS);
+const hint = (name: string) =>
+  fromPeer(name) ?? 'Remove the option or check its spelling (docs/migrating.md maps express-rate-limit options).';
 
 const ONLY_ONE = {
   path: 'rateLimit.passOnStoreError',
@@ -58,7 +65,7 @@ export function normalise(options: RateLimitOptions): RateLimitSource<Request, R
   }
   return normalizeLimiterOptions<Request, RateLimitOptions>(o, {
     ...RATE_LIMIT_WORDING,
-    hint: () => 'Remove the option or check its spelling (docs/migrating.md maps express-rate-limit options).',
+    hint,
   });
 }
 

@@ -54,7 +54,7 @@ describe('options are validated at construction', () => {
       [{ rules: [{ name: 'a', rate: '1/s' }], message: 42 }, 'TG_INVALID_OPTION', /message/],
       [{ rules: [{ name: 'a', rate: '1/s' }], skip: 1 }, 'TG_INVALID_OPTION', /expected a function \(req, res\) => boolean,/],
       [{ rules: [{ name: 'a', rate: '1/s' }], onStoreError: 1 }, 'TG_INVALID_OPTION', /a function \(error, req, res, next\),/],
-      [{ rules: [{ name: 'a', rate: '1/s' }], max: 1 }, 'TG_UNKNOWN_OPTION', /docs\/migrating\.md maps express-rate-limit options/],
+      [{ rules: [{ name: 'a', rate: '1/s' }], bogus: 1 }, 'TG_UNKNOWN_OPTION', /docs\/migrating\.md maps express-rate-limit options/],
       [{ rules: [{ name: 'a', rate: '1/s' }], timers: {} }, 'TG_INVALID_OPTION', /timers.*ManualTimers\(clock\)/],
       [{ rules: [{ name: 'a', rate: '1/s' }], headers: 'draft-99' }, 'TG_INVALID_HEADERS', /headers/],
       [{ rules: [{ name: 'a', rate: '1/s' }], trustProxy: 'not-an-ip' }, 'TG_INVALID_TRUST_PROXY', /trustProxy/],
@@ -72,6 +72,30 @@ describe('options are validated at construction', () => {
       expect((err as TollgateError).code).toBe(code);
       expect((err as TollgateError).message).toMatch(message);
     }
+  });
+  // Regression (issue 27): rateLimit({ windowMs, max }) only pointed to the migration page;
+  // like the Fastify plugin's, the message now names tollgate's own options.
+  it("an express-rate-limit option names tollgate's replacement (window, limit or rate)", () => {
+    const thrown = (options: unknown) => {
+      try {
+        rateLimit(options as never);
+      } catch (err) {
+        return err as TollgateError;
+      }
+      throw new Error(`accepted ${JSON.stringify(options)}`);
+    };
+    const windowMs = thrown({ windowMs: 15 * 60 * 1000, max: 100 });
+    expect(windowMs.code).toBe('TG_UNKNOWN_OPTION');
+    expect(windowMs.path).toBe('rateLimit.windowMs');
+    expect(windowMs.message).toMatch(
+      /That is an express-rate-limit option; use a rule's window: rules: \[\{ name: 'ip', limit: 100, window: '15m' \}\], or rate: '100\/15m'/,
+    );
+    expect(windowMs.message).toMatch(/docs\/migrating\.md/);
+    const max = thrown({ rules: [{ name: 'ip', rate: '1/s' }], max: 100 });
+    expect(max.path).toBe('rateLimit.max');
+    expect(max.message).toMatch(/use a rule's limit: .*limit: 100.*rate: '100\/15m'/);
+    expect(thrown({ rules: [{ name: 'ip', rate: '1/s' }], standardHeaders: 'draft-8' }).message).toMatch(/use headers: 'draft-10'/);
+    expect(thrown({ rules: [{ name: 'ip', rate: '1/s' }], keyGenerator: () => 'k' }).message).toMatch(/use a rule's key/);
   });
   it('route rules may not reuse an app-level rule name, and route takes only rules', () => {
     const limiter = rateLimit({ rules: [{ name: 'ip', rate: '10/min' }] });

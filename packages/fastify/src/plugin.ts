@@ -27,8 +27,10 @@ export const fastifyPort: HttpPort<FastifyRequest, FastifyReply, HookHandlerDone
   status: (reply, code) => {
     reply.code(code);
   },
+  // Bytes, not a string: Fastify appends `; charset=utf-8` to a JSON type sent as a string,
+  // and every port sends core's Content-Type as it is (`application/problem+json`).
   send: (reply, status, contentType, body) => {
-    reply.code(status).type(contentType).send(body);
+    reply.code(status).type(contentType).send(Buffer.from(body));
   },
   pass: (done) => done(),
   fail: (done, err) => done(err instanceof Error ? err : new Error(String(err))),

@@ -34,8 +34,9 @@ export type Outcome = 'admitted' | 'delayed' | 'refused' | 'dry_run_refused';
 export interface KeyAttribute {
   /**
    * The value for a request (the framework's request object, as the limiter's key
-   * functions receive it); `undefined` or `null` records no such attribute.
-   * @example (req) => req.user?.org
+   * functions receive it, typed `unknown` since any adapter may have decided);
+   * `undefined` or `null` records no such attribute.
+   * @example (req) => (req as express.Request).user?.org
    */
   get: (request: unknown, decision: Decision) => string | undefined | null;
   /** The attribute's name. @default 'tollgate.key' */
@@ -54,7 +55,7 @@ export interface TollgateMetricsOptions {
   /**
    * Adds a label to `tollgate.requests` and `tollgate.decisions`. Off by default: a raw
    * client key is unbounded (every IP is a series) and personal data.
-   * @example { name: 'tenant', get: (req) => req.user?.org, limit: 50 }
+   * @example { name: 'tenant', get: (req) => (req as express.Request).user?.org, limit: 50 }
    */
   key?: KeyAttribute;
 }

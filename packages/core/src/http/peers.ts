@@ -4,6 +4,25 @@
  * knows into a pointed hint instead of a bare "unknown option".
  */
 
+/** express-rate-limit option names (v6 to v8) that tollgate spells differently. */
+export const EXPRESS_RATE_LIMIT_OPTIONS: Readonly<Record<string, string>> = {
+  windowMs: "a rule's window: rules: [{ name: 'ip', limit: 100, window: '15m' }], or rate: '100/15m' for both",
+  limit: "a rule's limit: rules: [{ name: 'ip', limit: 100, window: '15m' }], or rate: '100/15m' for both",
+  max: "a rule's limit: rules: [{ name: 'ip', limit: 100, window: '15m' }], or rate: '100/15m' for both",
+  keyGenerator: "a rule's key: rules: [{ name: 'ip', rate: '100/min', key: (req) => ... }]",
+  identifier: "a rule's name: rules: [{ name: 'api', rate: '100/min' }]",
+  standardHeaders: "headers: 'draft-10' (the default), 'draft-7' or 'draft-6'",
+  legacyHeaders: "headers: ['draft-10', 'legacy']",
+  skipFailedRequests: "skipFailed: true on a rule: rules: [{ name: 'ip', rate: '100/min', skipFailed: true }]",
+  skipSuccessfulRequests: "skipSuccessful: true on a rule: rules: [{ name: 'login', limit: 5, window: '15m', skipSuccessful: true }]",
+  requestWasSuccessful: 'countIf: (statusCode) => boolean on a rule',
+  requestPropertyName: 'req.rateLimit, which is always there (remove the option)',
+  retryAfter: 'nothing: Retry-After is computed from the algorithm (remove the option)',
+  validate: 'nothing: every option is always validated (remove the option)',
+  logger: 'the tollgate:* diagnostics channels',
+  onLimitReached: 'onRejected',
+};
+
 /** @fastify/rate-limit option names. */
 export const FASTIFY_RATE_LIMIT_OPTIONS: Readonly<Record<string, string>> = {
   max: "a rule's limit: rules: [{ name: 'ip', limit: 100, window: '1m' }]",

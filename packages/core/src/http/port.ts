@@ -35,7 +35,12 @@ export interface HttpPort<Req, Res, Next> {
   setHeader(res: Res, name: string, value: string): void;
   /** Sets the response status (before a custom handler answers). */
   status(res: Res, code: number): void;
-  /** Sends the whole response: status, content type and body (other headers are already set). */
+  /**
+   * Sends the whole response: status, content type and body (other headers are already
+   * set). The content type goes out exactly as given, with nothing appended (a framework
+   * that adds `; charset=utf-8` to a string body is given bytes), so every port sends the
+   * same bytes; the scenario suite checks them.
+   */
   send(res: Res, status: number, contentType: string, body: string): void;
   /** Lets the request go on to the next middleware, hook or handler. */
   pass(next: Next): void;
