@@ -67,6 +67,7 @@ export {
   type RateLimitSource,
   type RouteMode,
 } from './rate-limit.js';
+export { type DoneLike, type RawRequestHolder, type ReplyLike, replyPort } from './reply-port.js';
 export {
   FORWARDED_UNTRUSTED_WARNING,
   PROXY_WARNING_CHANNEL,
