@@ -11,6 +11,7 @@ const alias = {
   '@tollgate/redis': pkg('redis'),
   '@tollgate/express': pkg('express'),
   '@tollgate/fastify': pkg('fastify'),
+  '@tollgate/nestjs': pkg('nestjs'),
   '@tollgate/node': pkg('node'),
   '@tollgate/client': pkg('client'),
   '@tollgate/cli': pkg('cli'),

@@ -30,6 +30,7 @@ export const ERROR_CODES = {
   TG_UNKNOWN_RULE: 'An operation by key or limiter.update names a rule the limiter does not have.',
   TG_INVALID_UNITS: 'The units of penalize or reward are not a positive whole number.',
   TG_STORE_UNSUPPORTED: 'The store cannot run an operation by key (it has no keyOp).',
+  TG_UNSUPPORTED_CONTEXT: 'A rate-limit guard met a request that is not HTTP (a GraphQL resolver, a WebSocket gateway, a microservice).',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

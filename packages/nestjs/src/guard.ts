@@ -1,0 +1,77 @@
+/**
+ * `TollgateGuard` and the decorators it reads, `@RateLimit({ rules })` and
+ * `@SkipRateLimit()`. A handler's stack is the app's rules plus its controller's and its
+ * own `@RateLimit` rules, built once and decided as one all-or-nothing decision.
+ *
+ * A guard answers only "go on" or "no": a refusal (429, 403, 503) is sent by the guard
+ * itself through the platform's response, with core's headers and problem body, and the
+ * guard's promise is then left unsettled, so Nest neither runs the handler nor sends an
+ * answer of its own (docs/decisions.md, "NestJS").
+ */
+import { type CanActivate, type ExecutionContext, Inject, Injectable, SetMetadata } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import { configError } from '@tollgate/core';
+import { TollgateService } from './module.js';
+import { type NestRequest, type NestResponse, type RateLimitOptions, rateLimitOption } from './options.js';
+
+const RULES = 'tollgate:rate-limit';
+const SKIP = 'tollgate:skip';
+
+/**
+ * Rules for a controller or a handler, added to the app's (or, `mode: 'replace'`, standing
+ * instead of them); a controller's and a handler's rules add up.
+ * @example @RateLimit({ rules: [{ name: 'login', limit: 5, window: '15m', blockFor: '1h' }] })
+ */
+export function RateLimit(options: RateLimitOptions): ClassDecorator & MethodDecorator {
+  return SetMetadata(RULES, rateLimitOption(options));
+}
+
+/**
+ * Exempts a controller or a handler from the guard (health checks; GraphQL resolvers and
+ * WebSocket gateways under a global guard).
+ * @example @SkipRateLimit() @Get('healthz') health() {}
+ */
+export function SkipRateLimit(): ClassDecorator & MethodDecorator {
+  return SetMetadata(SKIP, true);
+}
+
+/**
+ * Rate-limits HTTP requests: global (`{ provide: APP_GUARD, useClass: TollgateGuard }`) or
+ * per controller (`@UseGuards(TollgateGuard)`). The decision is on the request
+ * (`req.rateLimit`).
+ */
+export class TollgateGuard implements CanActivate {
+  constructor(
+    private readonly tollgate: TollgateService,
+    private readonly reflector: Reflector,
+  ) {}
+
+  canActivate(context: ExecutionContext): boolean | Promise<boolean> {
+    const handler = context.getHandler();
+    const cls = context.getClass();
+    if (this.reflector.getAllAndOverride<boolean>(SKIP, [handler, cls]) === true) return true;
+    const type = context.getType<string>();
+    if (type !== 'http') {
+      throw configError('TG_UNSUPPORTED_CONTEXT', {
+        path: `TollgateGuard on ${cls.name}.${handler.name}`,
+        expected: 'an HTTP request',
+        received: `a ${type} context`,
+        fix: 'Put @SkipRateLimit() on it (or its class), or bind TollgateGuard per controller with @UseGuards instead of globally.',
+      });
+    }
+    const decide = this.tollgate.decisionOf(cls, handler, () =>
+      [this.reflector.get(RULES, cls), this.reflector.get(RULES, handler)].filter((o) => o !== undefined),
+    );
+    const http = context.switchToHttp();
+    const req = http.getRequest<NestRequest>();
+    const res = http.getResponse<NestResponse>();
+    return new Promise<boolean>((resolve, reject) => {
+      // Only "go on" and failures settle: a refusal is already answered (see above).
+      decide(req, res, (err) => (err === undefined ? resolve(true) : reject(err)));
+    });
+  }
+}
+Injectable()(TollgateGuard);
+// Explicit tokens: Nest needs no emitted design types to build the guard.
+Inject(TollgateService)(TollgateGuard, undefined, 0);
+Inject(Reflector)(TollgateGuard, undefined, 1);

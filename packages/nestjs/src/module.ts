@@ -1,0 +1,137 @@
+/**
+ * `TollgateModule.forRoot(options)` / `forRootAsync({ imports, inject, useFactory })`: a
+ * global module providing `TollgateService` (the app's limiter: core's pipeline over the
+ * Nest port, and the operations by key) to `TollgateGuard`, wherever the guard is bound.
+ */
+import { type DynamicModule, Module, type OnModuleDestroy, type Provider } from '@nestjs/common';
+import type { KeyOperations, RuleChanges } from '@tollgate/core';
+import { createRateLimit, type Decide, type RateLimitCore, type RouteMode } from '@tollgate/core/http';
+import {
+  type NestNext,
+  type NestRequest,
+  type NestResponse,
+  normalise,
+  type RateLimitOptions,
+  type TollgateModuleAsyncOptions,
+  type TollgateModuleOptions,
+} from './options.js';
+import { nestPort } from './port.js';
+
+/** The injection token of the options given to `forRoot` (or made by `forRootAsync`'s factory). */
+export const TOLLGATE_OPTIONS = Symbol.for('tollgate.nestjs.options');
+
+type Core = RateLimitCore<NestRequest, NestResponse, NestNext>;
+type Named = { readonly name: string };
+
+/**
+ * The app's limiter, injectable anywhere: the operations by key (`get`, `reset`, `block`,
+ * `unblock`, `penalize`, `reward`) over the app's and every `@RateLimit` rule, and `update`.
+ * @example await tollgate.unblock('login', ipKey('203.0.113.7'))
+ */
+export class TollgateService implements OnModuleDestroy {
+  /** Core's pipeline for this app (for the guard). */
+  readonly core: Core;
+  readonly get: KeyOperations['get'];
+  readonly reset: KeyOperations['reset'];
+  readonly block: KeyOperations['block'];
+  readonly unblock: KeyOperations['unblock'];
+  readonly penalize: KeyOperations['penalize'];
+  readonly reward: KeyOperations['reward'];
+  private readonly stacks = new WeakMap<Named, WeakMap<Named, Decide<NestRequest, NestResponse, NestNext>>>();
+
+  constructor(options: TollgateModuleOptions) {
+    const o = normalise(options);
+    const { handler } = o;
+    this.core = createRateLimit(nestPort, o, {
+      // Each handler gets its whole stack (core.stack), never a route stage (core.route).
+      routeStages: false,
+      ...(typeof handler === 'function' ? { handler: (req, res, _next, d) => handler(req, res, d) } : {}),
+    });
+    ({
+      get: this.get,
+      reset: this.reset,
+      block: this.block,
+      unblock: this.unblock,
+      penalize: this.penalize,
+      reward: this.reward,
+    } = this.core.operations);
+  }
+
+  /**
+   * Replaces a rule's `limit`, `burst`, `cost` or `blockFor` in place (app-level, tier or
+   * `@RateLimit` rule); the next decisions use it and the rule's state is kept. Per process.
+   * @example tollgate.update('pro', { limit: 10_000 })
+   */
+  update(ruleName: string, changes: RuleChanges<NestRequest>): void {
+    this.core.update(ruleName, changes);
+  }
+
+  /**
+   * A handler's decision, built once per controller class and handler (a handler may be
+   * inherited): the app's stack, with the `@RateLimit` rules `own()` finds added (or, one
+   * with `mode: 'replace'`, standing instead of them).
+   */
+  decisionOf(cls: Named, handler: Named, own: () => Required<RateLimitOptions>[]): Decide<NestRequest, NestResponse, NestNext> {
+    let byHandler = this.stacks.get(cls);
+    if (byHandler === undefined) {
+      byHandler = new WeakMap();
+      this.stacks.set(cls, byHandler);
+    }
+    let decide = byHandler.get(handler);
+    if (decide === undefined) {
+      const found = own();
+      const rules = found.flatMap((o) => o.rules);
+      const mode: RouteMode = found.some((o) => o.mode === 'replace') ? 'replace' : 'add';
+      const where = `@RateLimit on ${cls.name}.${handler.name}`;
+      decide = found.length === 0 ? this.core.handle : this.core.stack(this.core.routeLimiter(rules, mode, where));
+      byHandler.set(handler, decide);
+    }
+    return decide;
+  }
+
+  /** Closes the store if tollgate created it (a store you pass is yours to close). */
+  onModuleDestroy(): Promise<void> {
+    return this.core.close();
+  }
+}
+
+const service: Provider = {
+  provide: TollgateService,
+  useFactory: (options: TollgateModuleOptions) => new TollgateService(options),
+  inject: [TOLLGATE_OPTIONS],
+};
+
+/**
+ * The module: import it once, in the root module; it is global.
+ * @example
+ * imports: [TollgateModule.forRoot({ rules: [{ name: 'ip', rate: '100/min' }] })],
+ * providers: [{ provide: APP_GUARD, useClass: TollgateGuard }],
+ */
+// biome-ignore lint/complexity/noStaticOnlyClass: Nest's dynamic-module convention (TollgateModule.forRoot)
+export class TollgateModule {
+  static forRoot(options: TollgateModuleOptions): DynamicModule {
+    // Validated here too, so that bad options fail where forRoot is called.
+    normalise(options);
+    return {
+      module: TollgateModule,
+      global: true,
+      providers: [{ provide: TOLLGATE_OPTIONS, useValue: options }, service],
+      exports: [TollgateService, TOLLGATE_OPTIONS],
+    };
+  }
+
+  /**
+   * The options from a factory of injected providers, e.g. a `RedisStore` built from the
+   * app's configuration.
+   */
+  static forRootAsync(options: TollgateModuleAsyncOptions): DynamicModule {
+    return {
+      module: TollgateModule,
+      global: true,
+      imports: options.imports ?? [],
+      providers: [{ provide: TOLLGATE_OPTIONS, useFactory: options.useFactory, inject: options.inject ?? [] }, service],
+      exports: [TollgateService, TOLLGATE_OPTIONS],
+    };
+  }
+}
+Module({})(TollgateModule);
