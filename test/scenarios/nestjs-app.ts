@@ -51,12 +51,12 @@ export function nestApp(platform: Platform) {
     class AppModule {}
     Module({ imports: [tollgate], controllers, providers: [{ provide: APP_GUARD, useClass: TollgateGuard }] })(AppModule);
 
-    let server: http.Server;
+    let server: http.Server | undefined;
     const adapter =
       platform === 'express'
         ? new ExpressAdapter()
         : new FastifyAdapter({
-            serverFactory: (handler) => {
+            serverFactory: (handler: http.RequestListener) => {
               server = http.createServer({ maxHeaderSize: spec.maxHeaderSize }, handler);
               return server;
             },
@@ -64,8 +64,9 @@ export function nestApp(platform: Platform) {
     const app = await NestFactory.create(AppModule, adapter, { logger: false, abortOnError: false });
     await app.init();
     if (platform === 'express') {
-      server = http.createServer({ maxHeaderSize: spec.maxHeaderSize }, app.getHttpAdapter().getInstance());
-      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const own = http.createServer({ maxHeaderSize: spec.maxHeaderSize }, app.getHttpAdapter().getInstance() as http.RequestListener);
+      server = own;
+      await new Promise<void>((resolve) => own.listen(0, '127.0.0.1', resolve));
     } else {
       await app.listen(0, '127.0.0.1');
     }
@@ -73,7 +74,7 @@ export function nestApp(platform: Platform) {
     return {
       port: ((server as http.Server).address() as { port: number }).port,
       async close() {
-        if (platform === 'express') await new Promise<void>((resolve) => server.close(() => resolve()));
+        if (platform === 'express') await new Promise<void>((resolve) => server?.close(() => resolve()));
         await app.close();
       },
       update: (name, changes) => service.update(name, changes),

@@ -2,7 +2,7 @@
  * Nest apps for the tests, on either platform, listening on a loopback port; and a
  * request helper over real sockets.
  */
-import type { INestApplication } from '@nestjs/common';
+import type { INestApplication, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
@@ -20,8 +20,12 @@ export interface Running {
 
 /** Creates `module` on `platform` and listens on 127.0.0.1, port 0. */
 export async function listen(platform: Platform, module: unknown): Promise<Running> {
-  const adapter = platform === 'express' ? new ExpressAdapter() : new FastifyAdapter();
-  const app = await NestFactory.create(module as never, adapter as never, { logger: false, abortOnError: false });
+  const options = { logger: false as const, abortOnError: false };
+  const root = module as Type;
+  const app: INestApplication =
+    platform === 'express'
+      ? await NestFactory.create(root, new ExpressAdapter(), options)
+      : await NestFactory.create(root, new FastifyAdapter(), options);
   await app.listen(0, '127.0.0.1');
   const port = (app.getHttpServer().address() as { port: number }).port;
   return {
