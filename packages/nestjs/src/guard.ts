@@ -8,11 +8,18 @@
  * guard's promise is then left unsettled, so Nest neither runs the handler nor sends an
  * answer of its own (docs/decisions.md, "NestJS").
  */
-import { type CanActivate, type ExecutionContext, Inject, Injectable, SetMetadata } from '@nestjs/common';
+import { Inject, Injectable, SetMetadata } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { configError } from '@tollgate/core';
 import { TollgateService } from './module.js';
-import { type NestRequest, type NestResponse, type RateLimitOptions, rateLimitOption } from './options.js';
+import {
+  type GuardContext,
+  type MetadataReader,
+  type NestRequest,
+  type NestResponse,
+  type RateLimitOptions,
+  rateLimitOption,
+} from './options.js';
 
 const RULES = 'tollgate:rate-limit';
 const SKIP = 'tollgate:skip';
@@ -40,13 +47,13 @@ export function SkipRateLimit(): ClassDecorator & MethodDecorator {
  * per controller (`@UseGuards(TollgateGuard)`). The decision is on the request
  * (`req.rateLimit`).
  */
-export class TollgateGuard implements CanActivate {
+export class TollgateGuard {
   constructor(
     private readonly tollgate: TollgateService,
-    private readonly reflector: Reflector,
+    private readonly reflector: MetadataReader,
   ) {}
 
-  canActivate(context: ExecutionContext): boolean | Promise<boolean> {
+  canActivate(context: GuardContext): boolean | Promise<boolean> {
     const handler = context.getHandler();
     const cls = context.getClass();
     if (this.reflector.getAllAndOverride<boolean>(SKIP, [handler, cls]) === true) return true;

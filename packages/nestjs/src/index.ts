@@ -10,10 +10,13 @@ export * from '@tollgate/core/essentials';
 export { RateLimit, SkipRateLimit, TollgateGuard } from './guard.js';
 export { TOLLGATE_OPTIONS, TollgateModule, TollgateService } from './module.js';
 export type {
+  GuardContext,
+  MetadataReader,
   NestNext,
   NestRequest,
   NestResponse,
   RateLimitOptions,
+  TollgateDynamicModule,
   TollgateModuleAsyncOptions,
   TollgateModuleOptions,
 } from './options.js';

@@ -3,7 +3,7 @@
  * global module providing `TollgateService` (the app's limiter: core's pipeline over the
  * Nest port, and the operations by key) to `TollgateGuard`, wherever the guard is bound.
  */
-import { type DynamicModule, Module, type OnModuleDestroy, type Provider } from '@nestjs/common';
+import { Module } from '@nestjs/common';
 import type { KeyOperations, RuleChanges } from '@tollgate/core';
 import { createRateLimit, type Decide, type RateLimitCore, type RouteMode } from '@tollgate/core/http';
 import {
@@ -12,6 +12,7 @@ import {
   type NestResponse,
   normalise,
   type RateLimitOptions,
+  type TollgateDynamicModule,
   type TollgateModuleAsyncOptions,
   type TollgateModuleOptions,
 } from './options.js';
@@ -28,7 +29,7 @@ type Named = { readonly name: string };
  * `unblock`, `penalize`, `reward`) over the app's and every `@RateLimit` rule, and `update`.
  * @example await tollgate.unblock('login', ipKey('203.0.113.7'))
  */
-export class TollgateService implements OnModuleDestroy {
+export class TollgateService {
   /** Core's pipeline for this app (for the guard). */
   readonly core: Core;
   readonly get: KeyOperations['get'];
@@ -95,7 +96,7 @@ export class TollgateService implements OnModuleDestroy {
   }
 }
 
-const service: Provider = {
+const service = {
   provide: TollgateService,
   useFactory: (options: TollgateModuleOptions) => new TollgateService(options),
   inject: [TOLLGATE_OPTIONS],
@@ -109,7 +110,7 @@ const service: Provider = {
  */
 // biome-ignore lint/complexity/noStaticOnlyClass: Nest's dynamic-module convention (TollgateModule.forRoot)
 export class TollgateModule {
-  static forRoot(options: TollgateModuleOptions): DynamicModule {
+  static forRoot(options: TollgateModuleOptions): TollgateDynamicModule {
     // Validated here too, so that bad options fail where forRoot is called.
     normalise(options);
     return {
@@ -124,7 +125,7 @@ export class TollgateModule {
    * The options from a factory of injected providers, e.g. a `RedisStore` built from the
    * app's configuration.
    */
-  static forRootAsync(options: TollgateModuleAsyncOptions): DynamicModule {
+  static forRootAsync(options: TollgateModuleAsyncOptions): TollgateDynamicModule {
     return {
       module: TollgateModule,
       global: true,

@@ -77,3 +77,41 @@ export function rateLimitOption(value: unknown): Required<RateLimitOptions> {
     fix: "Write @RateLimit({ rules: [{ name: 'login', limit: 5, window: '15m' }] }); other options come from TollgateModule.forRoot.",
   });
 }
+
+// The Nest types the public declarations use are written out structurally (Nest's own are
+// assignable to them): Nest 12 is ESM only, and declarations that imported its types
+// would fail a CommonJS program on `module: node16` (TS1479) even where it never uses Nest's.
+
+/** The parts of Nest's `ExecutionContext` the guard reads. */
+export interface GuardContext {
+  // biome-ignore lint/complexity/noBannedTypes: Nest's own type for handlers and classes
+  getHandler(): Function;
+  // biome-ignore lint/complexity/noBannedTypes: Nest's own type for handlers and classes
+  getClass(): Function;
+  getType<T extends string = string>(): T;
+  // biome-ignore lint/suspicious/noExplicitAny: Nest's HttpArgumentsHost signatures
+  switchToHttp(): { getRequest<T = any>(): T; getResponse<T = any>(): T };
+}
+
+/** The parts of Nest's `Reflector` the guard reads. */
+export interface MetadataReader {
+  // biome-ignore lint/suspicious/noExplicitAny: Nest's Reflector signatures
+  get<T = any>(key: string, target: object): T;
+  // biome-ignore lint/suspicious/noExplicitAny: Nest's Reflector signatures
+  getAllAndOverride<T = any>(key: string, targets: object[]): T;
+}
+
+/** What `forRoot` and `forRootAsync` return: a Nest `DynamicModule`. */
+export interface TollgateDynamicModule {
+  // biome-ignore lint/suspicious/noExplicitAny: Nest's Type<any>
+  module: new (
+    ...args: any[]
+  ) => any;
+  global: boolean;
+  // biome-ignore lint/suspicious/noExplicitAny: Nest's ModuleMetadata element types
+  imports?: any[];
+  // biome-ignore lint/suspicious/noExplicitAny: Nest's Provider
+  providers: any[];
+  // biome-ignore lint/suspicious/noExplicitAny: Nest's ModuleMetadata['exports'] element types
+  exports: any[];
+}
