@@ -95,6 +95,12 @@ beforeAll(async () => {
     fastify: '^5.4.0',
     ioredis: '^5.6.0',
     '@opentelemetry/api': '^1.9.0',
+    '@nestjs/common': '^12.0.0',
+    '@nestjs/core': '^12.0.0',
+    '@nestjs/platform-express': '^12.0.0',
+    '@nestjs/platform-fastify': '^12.0.0',
+    'reflect-metadata': '^0.2.0',
+    rxjs: '^7.8.0',
     '@types/express': '^5.0.0',
     '@types/node': '^20.19.0',
     typescript5: 'npm:typescript@^5.9.0',
@@ -178,7 +184,7 @@ describe.concurrent('type-check (strict, skipLibCheck: false)', () => {
 
 describe.concurrent('apps', () => {
   // The node:http app joins once @tollgate/node is in packages/.
-  const frameworks = hasNode ? ['express', 'fastify', 'node-http'] : ['express', 'fastify'];
+  const frameworks = [...(hasNode ? ['express', 'fastify', 'node-http'] : ['express', 'fastify']), 'nestjs-express', 'nestjs-fastify'];
   const cells = frameworks.flatMap((f) => (['memory', 'redis'] as const).map((s) => [f, s] as const));
   if (!hasNode) it.todo('node-http on the memory and redis stores (waits for @tollgate/node in packages/)');
   it.each(cells)('%s on the %s store: 2 allowed, the third refused with 429', async (framework, store) => {

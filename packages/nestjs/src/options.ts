@@ -101,12 +101,13 @@ export interface MetadataReader {
   getAllAndOverride<T = any>(key: string, targets: object[]): T;
 }
 
+/** Nest's `Type<any>`: a class. */
+// biome-ignore lint/suspicious/noExplicitAny: Nest's Type<any>
+type NestType = new (...args: any[]) => any;
+
 /** What `forRoot` and `forRootAsync` return: a Nest `DynamicModule`. */
 export interface TollgateDynamicModule {
-  // biome-ignore lint/suspicious/noExplicitAny: Nest's Type<any>
-  module: new (
-    ...args: any[]
-  ) => any;
+  module: NestType;
   global: boolean;
   // biome-ignore lint/suspicious/noExplicitAny: Nest's ModuleMetadata element types
   imports?: any[];
