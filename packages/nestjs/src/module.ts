@@ -29,15 +29,11 @@ type Named = { readonly name: string };
  * `unblock`, `penalize`, `reward`) over the app's and every `@RateLimit` rule, and `update`.
  * @example await tollgate.unblock('login', ipKey('203.0.113.7'))
  */
+export interface TollgateService extends KeyOperations {}
+// biome-ignore lint/suspicious/noUnsafeDeclarationMerging: the operations are core's, assigned in the constructor
 export class TollgateService {
   /** Core's pipeline for this app (for the guard). */
   readonly core: Core;
-  readonly get: KeyOperations['get'];
-  readonly reset: KeyOperations['reset'];
-  readonly block: KeyOperations['block'];
-  readonly unblock: KeyOperations['unblock'];
-  readonly penalize: KeyOperations['penalize'];
-  readonly reward: KeyOperations['reward'];
   private readonly stacks = new WeakMap<Named, WeakMap<Named, Decide<NestRequest, NestResponse, NestNext>>>();
 
   constructor(options: TollgateModuleOptions) {
@@ -48,14 +44,7 @@ export class TollgateService {
       routeStages: false,
       ...(typeof handler === 'function' ? { handler: (req, res, _next, d) => handler(req, res, d) } : {}),
     });
-    ({
-      get: this.get,
-      reset: this.reset,
-      block: this.block,
-      unblock: this.unblock,
-      penalize: this.penalize,
-      reward: this.reward,
-    } = this.core.operations);
+    Object.assign(this, this.core.operations);
   }
 
   /**

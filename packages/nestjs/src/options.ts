@@ -6,22 +6,25 @@ import type { Decision, RequestLike } from '@tollgate/core';
 import {
   type AdapterWording,
   type LimiterOptionsOf,
+  NESTJS_THROTTLER_OPTIONS,
   normalizeLimiterOptions,
+  peerHint,
   type RateLimitSource,
   type RouteOptionsOf,
   routeOptionsOf,
 } from '@tollgate/core/http';
+
+// biome-ignore lint/suspicious/noExplicitAny: Nest's own loose types (Type<any>, Provider, InjectionToken) and the app's request fields
+type Any = any;
 
 /**
  * The request rules, `skip` and the other callbacks receive: Express' `Request` on Nest's
  * Express platform, Fastify's `FastifyRequest` on its Fastify platform, with whatever the
  * app's middleware and guards put on it (`req.user`).
  */
-// biome-ignore lint/suspicious/noExplicitAny: what the app adds to its request is the app's to type
-export type NestRequest = RequestLike & { rateLimit?: Decision; [name: string]: any };
+export type NestRequest = RequestLike & { rateLimit?: Decision; [name: string]: Any };
 /** Express' `Response` or Fastify's `FastifyReply`, as `@Res()` gives it. */
-// biome-ignore lint/suspicious/noExplicitAny: the platform's response, typed by the app (`@Res() res: Response`)
-export type NestResponse = any;
+export type NestResponse = Any;
 /** How the guard lets a request on (`next()`) or fails it (`next(err)`, to Nest's exception filters). */
 export type NestNext = (err?: unknown) => void;
 
@@ -42,14 +45,11 @@ export type RateLimitOptions = RouteOptionsOf<NestRequest>;
 /** What `forRootAsync` takes: a factory of the options, with Nest's `imports` and `inject`. */
 export interface TollgateModuleAsyncOptions {
   /** Modules whose providers the factory needs (e.g. `ConfigModule`). */
-  // biome-ignore lint/suspicious/noExplicitAny: Nest's own ModuleMetadata['imports'] elements
-  imports?: any[];
+  imports?: Any[];
   /** Providers given to `useFactory`, in order (e.g. `ConfigService`). */
-  // biome-ignore lint/suspicious/noExplicitAny: Nest's InjectionToken
-  inject?: any[];
+  inject?: Any[];
   /** @example useFactory: (config: ConfigService) => ({ rules, store: new RedisStore({ client: new Redis(config.get('REDIS_URL')) }) }) */
-  // biome-ignore lint/suspicious/noExplicitAny: the injected providers, typed by the app
-  useFactory: (...args: any[]) => TollgateModuleOptions | Promise<TollgateModuleOptions>;
+  useFactory: (...args: Any[]) => TollgateModuleOptions | Promise<TollgateModuleOptions>;
 }
 
 const WORDING: AdapterWording = {
@@ -57,10 +57,7 @@ const WORDING: AdapterWording = {
   names: ['req', 'res', 'next'],
   handler: '(req, res, decision)',
   notObject: "Call TollgateModule.forRoot({ rules: [{ name: 'ip', rate: '100/min' }] }).",
-  hint: (name) =>
-    ['throttlers', 'ttl', 'limit', 'getTracker', 'storage', 'skipIf'].includes(name)
-      ? `That is a @nestjs/throttler option; docs/nestjs.md maps each one to tollgate's (rules, key, store, skip).`
-      : undefined,
+  hint: peerHint('@nestjs/throttler', NESTJS_THROTTLER_OPTIONS),
   emptyRules: 'an array of rules (empty to limit only handlers with @RateLimit)',
 };
 
@@ -84,35 +81,23 @@ export function rateLimitOption(value: unknown): Required<RateLimitOptions> {
 
 /** The parts of Nest's `ExecutionContext` the guard reads. */
 export interface GuardContext {
-  // biome-ignore lint/complexity/noBannedTypes: Nest's own type for handlers and classes
-  getHandler(): Function;
-  // biome-ignore lint/complexity/noBannedTypes: Nest's own type for handlers and classes
-  getClass(): Function;
+  getHandler(): { readonly name: string };
+  getClass(): { readonly name: string };
   getType<T extends string = string>(): T;
-  // biome-ignore lint/suspicious/noExplicitAny: Nest's HttpArgumentsHost signatures
-  switchToHttp(): { getRequest<T = any>(): T; getResponse<T = any>(): T };
+  switchToHttp(): { getRequest<T = Any>(): T; getResponse<T = Any>(): T };
 }
 
 /** The parts of Nest's `Reflector` the guard reads. */
 export interface MetadataReader {
-  // biome-ignore lint/suspicious/noExplicitAny: Nest's Reflector signatures
-  get<T = any>(key: string, target: object): T;
-  // biome-ignore lint/suspicious/noExplicitAny: Nest's Reflector signatures
-  getAllAndOverride<T = any>(key: string, targets: object[]): T;
+  get<T = Any>(key: string, target: object): T;
+  getAllAndOverride<T = Any>(key: string, targets: object[]): T;
 }
-
-/** Nest's `Type<any>`: a class. */
-// biome-ignore lint/suspicious/noExplicitAny: Nest's Type<any>
-type NestType = new (...args: any[]) => any;
 
 /** What `forRoot` and `forRootAsync` return: a Nest `DynamicModule`. */
 export interface TollgateDynamicModule {
-  module: NestType;
+  module: new (...args: Any[]) => Any;
   global: boolean;
-  // biome-ignore lint/suspicious/noExplicitAny: Nest's ModuleMetadata element types
-  imports?: any[];
-  // biome-ignore lint/suspicious/noExplicitAny: Nest's Provider
-  providers: any[];
-  // biome-ignore lint/suspicious/noExplicitAny: Nest's ModuleMetadata['exports'] element types
-  exports: any[];
+  imports?: Any[];
+  providers: Any[];
+  exports: Any[];
 }
