@@ -4,8 +4,8 @@
  * the decision on the request; the refusal sent by the guard, byte for byte as on every
  * port.
  */
-import { Controller, Get, Module, Req, UseGuards } from '@nestjs/common';
-import { APP_GUARD } from '@nestjs/core';
+import { type ArgumentsHost, Catch, Controller, Get, Module, Req, UseGuards } from '@nestjs/common';
+import { APP_FILTER, APP_GUARD, BaseExceptionFilter } from '@nestjs/core';
 import { ManualClock, PROBLEM_QUOTA_EXCEEDED } from '@tollgate/core';
 import { RateLimit, SkipRateLimit, TollgateGuard, TollgateModule } from '@tollgate/nestjs';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -107,4 +107,64 @@ describe.each(platforms)('TollgateGuard on Nest %s', (platform) => {
     expect(free.status).toBe(200);
     expect(free.headers['ratelimit-policy']).toBeUndefined();
   });
+
+  it('a leaky-bucket queue holds the request, then lets it on: the handler runs after the delay', async () => {
+    @Controller()
+    class Queued {
+      @Get('q')
+      q(@Req() req: { rateLimit?: { delayMs: number } }) {
+        return { delayMs: req.rateLimit?.delayMs };
+      }
+    }
+    // The decision's clock stands still; the hold waits on real timers (50 ms a unit).
+    const rules = [{ name: 'q', algorithm: 'leaky-bucket' as const, mode: 'queue' as const, rate: '20/s', queue: 3 }];
+    @Module({
+      imports: [TollgateModule.forRoot({ rules, clock: new ManualClock(0) })],
+      controllers: [Queued],
+      providers: [{ provide: APP_GUARD, useClass: TollgateGuard }],
+    })
+    class AppModule {}
+    const app = await listen(platform, AppModule);
+    running.push(app);
+    const replies = await Promise.all([app.get('/q'), app.get('/q'), app.get('/q')]);
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 200]);
+    expect(replies.map((r) => r.body.delayMs).sort((a, b) => a - b)).toEqual([50, 100, 150]);
+  });
+
+  it('a @RateLimit rule named like a module rule fails its handler with TG_DUPLICATE_RULE (a 500), never unlimited', async () => {
+    @Controller()
+    class Clash {
+      @Get('clash')
+      @RateLimit({ rules: [{ name: 'ip', limit: 1, window: '1m' }] })
+      clash() {
+        return 'clash';
+      }
+    }
+    const seen: unknown[] = [];
+    @Catch()
+    class Recorder extends BaseExceptionFilter {
+      override catch(err: unknown, host: ArgumentsHost) {
+        seen.push(err);
+        super.catch(err, host);
+      }
+    }
+    @Module({
+      imports: [TollgateModule.forRoot({ rules: [{ name: 'ip', limit: 3, window: '1m' }] })],
+      controllers: [Clash],
+      providers: [
+        { provide: APP_GUARD, useClass: TollgateGuard },
+        { provide: APP_FILTER, useClass: Recorder },
+      ],
+    })
+    class AppModule {}
+    const app = await listen(platform, AppModule);
+    running.push(app);
+    expect((await app.get('/clash')).status).toBe(500);
+    expect(seen).toEqual([expect.objectContaining({ code: 'TG_DUPLICATE_RULE' })]);
+  });
+});
+
+it('@RateLimit checks its options when applied', () => {
+  expect(() => RateLimit({ rule: [] } as never)).toThrow(expect.objectContaining({ code: 'TG_UNKNOWN_OPTION' }));
+  expect(() => RateLimit({ rules: [], mode: 'swap' } as never)).toThrow(expect.objectContaining({ code: 'TG_INVALID_OPTION' }));
 });
