@@ -117,7 +117,7 @@ describe.each(platforms)('TollgateGuard on Nest %s', (platform) => {
       }
     }
     // The decision's clock stands still; the hold waits on real timers (50 ms a unit).
-    const rules = [{ name: 'q', algorithm: 'leaky-bucket' as const, mode: 'queue' as const, rate: '20/s', queue: 3 }];
+    const rules = [{ name: 'q', algorithm: 'leaky-bucket' as const, mode: 'queue' as const, rate: '20/s' as const, queue: 3 }];
     @Module({
       imports: [TollgateModule.forRoot({ rules, clock: new ManualClock(0) })],
       controllers: [Queued],
