@@ -10,6 +10,7 @@ import { APP_GUARD, NestFactory } from '@nestjs/core';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { RateLimit, TollgateGuard, TollgateModule, TollgateService } from '@tollgate/nestjs';
+import { limiterOptions } from './app-options.js';
 import type { AppSpec, ListeningApp, RouteSpec } from './scenarios.js';
 
 export type Platform = 'express' | 'fastify';
@@ -35,18 +36,7 @@ function controllerOf(route: Pick<RouteSpec, 'method' | 'path' | 'rules' | 'mode
 /** Builds the scenario app on Nest's `platform`. */
 export function nestApp(platform: Platform) {
   return async function makeApp(spec: AppSpec): Promise<ListeningApp> {
-    const tollgate = TollgateModule.forRoot({
-      rules: spec.rules as never,
-      store: spec.store,
-      clock: spec.clock,
-      ...(spec.trustProxy !== undefined ? { trustProxy: spec.trustProxy } : {}),
-      ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
-      ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
-      ...(spec.tiers !== undefined ? { tiers: spec.tiers as never, tier: spec.tier as never } : {}),
-      ...(spec.allow !== undefined ? { allow: spec.allow as never } : {}),
-      ...(spec.deny !== undefined ? { deny: spec.deny as never } : {}),
-      ...(spec.options as object),
-    });
+    const tollgate = TollgateModule.forRoot(limiterOptions(spec));
     const controllers = [...spec.routes, { method: 'GET' as const, path: '/' }].map(controllerOf);
     class AppModule {}
     Module({ imports: [tollgate], controllers, providers: [{ provide: APP_GUARD, useClass: TollgateGuard }] })(AppModule);
