@@ -1,6 +1,5 @@
 /**
- * `TollgateGuard` and the decorators it reads, `@RateLimit({ rules })` and
- * `@SkipRateLimit()`. A handler's stack is the app's rules plus its controller's and its
+ * `TollgateGuard`, which reads `@RateLimit({ rules })` and `@SkipRateLimit()`. A handler's stack is the app's rules plus its controller's and its
  * own `@RateLimit` rules, built once and decided as one all-or-nothing decision.
  *
  * A guard answers only "go on" or "no": a refusal (429, 403, 503) is sent by the guard
@@ -8,39 +7,11 @@
  * guard's promise is then left unsettled, so Nest neither runs the handler nor sends an
  * answer of its own (docs/decisions.md, "NestJS").
  */
-import { Inject, Injectable, SetMetadata } from '@nestjs/common';
-import { Reflector } from '@nestjs/core';
+import { Inject, Injectable } from '@nestjs/common';
 import { configError } from '@tollgate/core';
+import { skipped } from './decorators.js';
 import { TollgateService } from './module.js';
-import {
-  type GuardContext,
-  type MetadataReader,
-  type NestRequest,
-  type NestResponse,
-  type RateLimitOptions,
-  rateLimitOption,
-} from './options.js';
-
-const RULES = 'tollgate:rate-limit';
-const SKIP = 'tollgate:skip';
-
-/**
- * Rules for a controller or a handler, added to the app's (or, `mode: 'replace'`, standing
- * instead of them); a controller's and a handler's rules add up.
- * @example @RateLimit({ rules: [{ name: 'login', limit: 5, window: '15m', blockFor: '1h' }] })
- */
-export function RateLimit(options: RateLimitOptions): ClassDecorator & MethodDecorator {
-  return SetMetadata(RULES, rateLimitOption(options));
-}
-
-/**
- * Exempts a controller or a handler from the guard (health checks; GraphQL resolvers and
- * WebSocket gateways under a global guard).
- * @example @SkipRateLimit() @Get('healthz') health() {}
- */
-export function SkipRateLimit(): ClassDecorator & MethodDecorator {
-  return SetMetadata(SKIP, true);
-}
+import type { GuardContext, NestRequest, NestResponse } from './options.js';
 
 /**
  * Rate-limits HTTP requests: global (`{ provide: APP_GUARD, useClass: TollgateGuard }`) or
@@ -48,15 +19,12 @@ export function SkipRateLimit(): ClassDecorator & MethodDecorator {
  * (`req.rateLimit`).
  */
 export class TollgateGuard {
-  constructor(
-    private readonly tollgate: TollgateService,
-    private readonly reflector: MetadataReader,
-  ) {}
+  constructor(private readonly tollgate: TollgateService) {}
 
   canActivate(context: GuardContext): boolean | Promise<boolean> {
     const handler = context.getHandler();
     const cls = context.getClass();
-    if (this.reflector.getAllAndOverride<boolean>(SKIP, [handler, cls]) === true) return true;
+    if (skipped(cls, handler)) return true;
     const type = context.getType<string>();
     if (type !== 'http') {
       throw configError('TG_UNSUPPORTED_CONTEXT', {
@@ -66,9 +34,7 @@ export class TollgateGuard {
         fix: 'Put @SkipRateLimit() on it (or its class), or bind TollgateGuard per controller with @UseGuards instead of globally.',
       });
     }
-    const decide = this.tollgate.decisionOf(cls, handler, () =>
-      [this.reflector.get(RULES, cls), this.reflector.get(RULES, handler)].filter((o) => o !== undefined),
-    );
+    const decide = this.tollgate.decisionOf(cls, handler);
     const http = context.switchToHttp();
     const req = http.getRequest<NestRequest>();
     const res = http.getResponse<NestResponse>();
@@ -81,4 +47,3 @@ export class TollgateGuard {
 Injectable()(TollgateGuard);
 // Explicit tokens: Nest needs no emitted design types to build the guard.
 Inject(TollgateService)(TollgateGuard, undefined, 0);
-Inject(Reflector)(TollgateGuard, undefined, 1);

@@ -7,11 +7,11 @@
  * extractors and the types users write rules with, re-exported so an app needs one import.
  */
 export * from '@tollgate/core/essentials';
-export { RateLimit, SkipRateLimit, TollgateGuard } from './guard.js';
+export { RateLimit, SkipRateLimit } from './decorators.js';
+export { TollgateGuard } from './guard.js';
 export { TOLLGATE_OPTIONS, TollgateModule, TollgateService } from './module.js';
 export type {
   GuardContext,
-  MetadataReader,
   NestNext,
   NestRequest,
   NestResponse,

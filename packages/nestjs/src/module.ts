@@ -4,14 +4,15 @@
  * Nest port, and the operations by key) to `TollgateGuard`, wherever the guard is bound.
  */
 import { Module } from '@nestjs/common';
+import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { KeyOperations, RuleChanges } from '@tollgate/core';
 import { createRateLimit, type Decide, type RateLimitCore, type RouteMode } from '@tollgate/core/http';
+import { isRoute, ownRules } from './decorators.js';
 import {
   type NestNext,
   type NestRequest,
   type NestResponse,
   normalise,
-  type RateLimitOptions,
   type TollgateDynamicModule,
   type TollgateModuleAsyncOptions,
   type TollgateModuleOptions,
@@ -36,7 +37,11 @@ export class TollgateService {
   readonly core: Core;
   private readonly stacks = new WeakMap<Named, WeakMap<Named, Decide<NestRequest, NestResponse, NestNext>>>();
 
-  constructor(options: TollgateModuleOptions) {
+  constructor(
+    options: TollgateModuleOptions,
+    // Nest's DiscoveryService, written structurally (see options.ts).
+    private readonly discovery?: { getControllers(): { metatype: unknown }[] },
+  ) {
     const o = normalise(options);
     const { handler } = o;
     this.core = createRateLimit(nestPort, o, {
@@ -58,10 +63,10 @@ export class TollgateService {
 
   /**
    * A handler's decision, built once per controller class and handler (a handler may be
-   * inherited): the app's stack, with the `@RateLimit` rules `own()` finds added (or, one
-   * with `mode: 'replace'`, standing instead of them).
+   * inherited): the app's stack, with the class's and the handler's `@RateLimit` rules
+   * added (or, one with `mode: 'replace'`, standing instead of them).
    */
-  decisionOf(cls: Named, handler: Named, own: () => Required<RateLimitOptions>[]): Decide<NestRequest, NestResponse, NestNext> {
+  decisionOf(cls: Named, handler: Named): Decide<NestRequest, NestResponse, NestNext> {
     let byHandler = this.stacks.get(cls);
     if (byHandler === undefined) {
       byHandler = new WeakMap();
@@ -69,14 +74,35 @@ export class TollgateService {
     }
     let decide = byHandler.get(handler);
     if (decide === undefined) {
-      const found = own();
-      const rules = found.flatMap((o) => o.rules);
+      const found = ownRules(cls, handler);
       const mode: RouteMode = found.some((o) => o.mode === 'replace') ? 'replace' : 'add';
       const where = `@RateLimit on ${cls.name}.${handler.name}`;
-      decide = found.length === 0 ? this.core.handle : this.core.stack(this.core.routeLimiter(rules, mode, where));
+      decide =
+        found.length === 0
+          ? this.core.handle
+          : this.core.stack(
+              this.core.routeLimiter(
+                found.flatMap((o) => o.rules),
+                mode,
+                where,
+              ),
+            );
       byHandler.set(handler, decide);
     }
     return decide;
+  }
+
+  /** Builds every route handler's stack at startup, so that a bad `@RateLimit` rule fails there. */
+  onApplicationBootstrap(): void {
+    const scanner = new MetadataScanner();
+    for (const { metatype } of this.discovery?.getControllers() ?? []) {
+      const proto = (metatype as { prototype?: Record<string, Named> } | null)?.prototype;
+      if (proto === undefined) continue;
+      for (const name of scanner.getAllMethodNames(proto)) {
+        const handler = proto[name] as Named;
+        if (isRoute(handler)) this.decisionOf(metatype as Named, handler);
+      }
+    }
   }
 
   /** Closes the store if tollgate created it (a store you pass is yours to close). */
@@ -87,8 +113,8 @@ export class TollgateService {
 
 const service = {
   provide: TollgateService,
-  useFactory: (options: TollgateModuleOptions) => new TollgateService(options),
-  inject: [TOLLGATE_OPTIONS],
+  useFactory: (options: TollgateModuleOptions, discovery: DiscoveryService) => new TollgateService(options, discovery),
+  inject: [TOLLGATE_OPTIONS, DiscoveryService],
 };
 
 /**
@@ -105,6 +131,7 @@ export class TollgateModule {
     return {
       module: TollgateModule,
       global: true,
+      imports: [DiscoveryModule],
       providers: [{ provide: TOLLGATE_OPTIONS, useValue: options }, service],
       exports: [TollgateService, TOLLGATE_OPTIONS],
     };
@@ -118,7 +145,7 @@ export class TollgateModule {
     return {
       module: TollgateModule,
       global: true,
-      imports: options.imports ?? [],
+      imports: [DiscoveryModule, ...(options.imports ?? [])],
       providers: [{ provide: TOLLGATE_OPTIONS, useFactory: options.useFactory, inject: options.inject ?? [] }, service],
       exports: [TollgateService, TOLLGATE_OPTIONS],
     };

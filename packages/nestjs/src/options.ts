@@ -87,12 +87,6 @@ export interface GuardContext {
   switchToHttp(): { getRequest<T = Any>(): T; getResponse<T = Any>(): T };
 }
 
-/** The parts of Nest's `Reflector` the guard reads. */
-export interface MetadataReader {
-  get<T = Any>(key: string, target: object): T;
-  getAllAndOverride<T = Any>(key: string, targets: object[]): T;
-}
-
 /** What `forRoot` and `forRootAsync` return: a Nest `DynamicModule`. */
 export interface TollgateDynamicModule {
   module: new (...args: Any[]) => Any;

@@ -26,7 +26,12 @@ export async function listen(platform: Platform, module: unknown): Promise<Runni
     platform === 'express'
       ? await NestFactory.create(root, new ExpressAdapter(), options)
       : await NestFactory.create(root, new FastifyAdapter(), options);
-  await app.listen(0, '127.0.0.1');
+  try {
+    await app.listen(0, '127.0.0.1');
+  } catch (err) {
+    await app.close();
+    throw err;
+  }
   const port = (app.getHttpServer().address() as { port: number }).port;
   return {
     app,

@@ -6,7 +6,7 @@
  * app is created.
  */
 import { Controller, Get, Module } from '@nestjs/common';
-import { APP_GUARD, NestFactory, Reflector } from '@nestjs/core';
+import { APP_GUARD, NestFactory } from '@nestjs/core';
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host.js';
 import { ManualClock } from '@tollgate/core';
 import { SkipRateLimit, TollgateGuard, TollgateModule, type TollgateModuleOptions, TollgateService } from '@tollgate/nestjs';
@@ -139,7 +139,7 @@ describe('contexts that are not HTTP', () => {
   it('are refused with TG_UNSUPPORTED_CONTEXT, unless the handler has @SkipRateLimit', async () => {
     const app = await NestFactory.createApplicationContext(appWith({ rules: [{ name: 'ip', rate: '10/min' }] }), { logger: false });
     try {
-      const guard = new TollgateGuard(app.get(TollgateService), app.get(Reflector));
+      const guard = new TollgateGuard(app.get(TollgateService));
       const ws = new ExecutionContextHost([{}, {}], Gateway, Gateway.prototype.events);
       ws.setType('ws');
       expect(() => guard.canActivate(ws)).toThrow(expect.objectContaining({ code: 'TG_UNSUPPORTED_CONTEXT' }));
