@@ -1,8 +1,6 @@
 /**
- * `TollgateGuard`, which reads `@RateLimit({ rules })` and `@SkipRateLimit()`. A handler's stack is the app's rules plus its controller's and its
- * own `@RateLimit` rules, built once and decided as one all-or-nothing decision.
- *
- * A guard answers only "go on" or "no": a refusal (429, 403, 503) is sent by the guard
+ * `TollgateGuard`: a handler's stack (the app's rules plus its controller's and its own
+ * `@RateLimit` rules) decided as one all-or-nothing decision. A guard answers only "go on" or "no": a refusal (429, 403, 503) is sent by the guard
  * itself through the platform's response, with core's headers and problem body, and the
  * guard's promise is then left unsettled, so Nest neither runs the handler nor sends an
  * answer of its own (docs/decisions.md, "NestJS").

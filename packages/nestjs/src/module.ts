@@ -76,17 +76,15 @@ export class TollgateService {
     if (decide === undefined) {
       const found = ownRules(cls, handler);
       const mode: RouteMode = found.some((o) => o.mode === 'replace') ? 'replace' : 'add';
-      const where = `@RateLimit on ${cls.name}.${handler.name}`;
-      decide =
+      const lim =
         found.length === 0
-          ? this.core.handle
-          : this.core.stack(
-              this.core.routeLimiter(
-                found.flatMap((o) => o.rules),
-                mode,
-                where,
-              ),
+          ? undefined
+          : this.core.routeLimiter(
+              found.flatMap((o) => o.rules),
+              mode,
+              `@RateLimit on ${cls.name}.${handler.name}`,
             );
+      decide = lim === undefined ? this.core.handle : this.core.stack(lim);
       byHandler.set(handler, decide);
     }
     return decide;
@@ -111,11 +109,22 @@ export class TollgateService {
   }
 }
 
-const service = {
-  provide: TollgateService,
-  useFactory: (options: TollgateModuleOptions, discovery: DiscoveryService) => new TollgateService(options, discovery),
-  inject: [TOLLGATE_OPTIONS, DiscoveryService],
-};
+/** The module with its options' provider. */
+function dynamic(options: object, imports: unknown[] = []): TollgateDynamicModule {
+  const service = {
+    provide: TollgateService,
+    useFactory: (o: TollgateModuleOptions, discovery: DiscoveryService) => new TollgateService(o, discovery),
+    inject: [TOLLGATE_OPTIONS, DiscoveryService],
+  };
+  const providers = [{ provide: TOLLGATE_OPTIONS, ...options }, service];
+  return {
+    module: TollgateModule,
+    global: true,
+    imports: [DiscoveryModule, ...imports],
+    providers,
+    exports: [TollgateService, TOLLGATE_OPTIONS],
+  };
+}
 
 /**
  * The module: import it once, in the root module; it is global.
@@ -128,13 +137,7 @@ export class TollgateModule {
   static forRoot(options: TollgateModuleOptions): TollgateDynamicModule {
     // Validated here too, so that bad options fail where forRoot is called.
     normalise(options);
-    return {
-      module: TollgateModule,
-      global: true,
-      imports: [DiscoveryModule],
-      providers: [{ provide: TOLLGATE_OPTIONS, useValue: options }, service],
-      exports: [TollgateService, TOLLGATE_OPTIONS],
-    };
+    return dynamic({ useValue: options });
   }
 
   /**
@@ -142,13 +145,7 @@ export class TollgateModule {
    * app's configuration.
    */
   static forRootAsync(options: TollgateModuleAsyncOptions): TollgateDynamicModule {
-    return {
-      module: TollgateModule,
-      global: true,
-      imports: [DiscoveryModule, ...(options.imports ?? [])],
-      providers: [{ provide: TOLLGATE_OPTIONS, useFactory: options.useFactory, inject: options.inject ?? [] }, service],
-      exports: [TollgateService, TOLLGATE_OPTIONS],
-    };
+    return dynamic({ useFactory: options.useFactory, inject: options.inject ?? [] }, options.imports);
   }
 }
 Module({})(TollgateModule);
