@@ -400,6 +400,7 @@ export class MemoryStore implements Store {
         if (!r.dryRun) allowed = false;
       }
     }
+    if (!allowed) this.#untouched(ops, t);
     // Taken now: close() from an eviction's subscriber replaces the arrays.
     const tables = this.#atTables;
     this.#writing = true;
@@ -413,11 +414,7 @@ export class MemoryStore implements Store {
         if (!v.allowed) {
           // A plain refusal writes nothing but holds the key (see #evict).
           if (!v.held) table.hold(op.key);
-        } else if (!allowed) {
-          // An admitting rule of a refused stack consumed nothing: report it untouched.
-          v.remaining += op.cost;
-          v.delayMs = 0;
-        } else {
+        } else if (allowed) {
           if (moved) v.row = -1;
           if (v.x <= t) {
             // Already equivalent to no state: dropped (see #setIn).
@@ -436,6 +433,31 @@ export class MemoryStore implements Store {
     d.allowed = allowed;
     d.now = t;
     return d;
+  }
+
+  /**
+   * The admitting rules of a refused stack consumed nothing: each reports the state it found,
+   * as `untouched` (stack.ts) does, decided again at cost 0 where the first pass read it
+   * (before any write, so every row found is still where it was).
+   */
+  #untouched(ops: readonly StoreOp[], t: number): void {
+    const tables = this.#atTables;
+    for (let i = 0; i < ops.length; i++) {
+      const v = this.#verdicts[i] as Verdict;
+      if (!v.allowed) continue;
+      const op = ops[i] as StoreOp;
+      const r = op.rule;
+      const table = tables[i] as Table;
+      const remaining = v.remaining + op.cost;
+      if (table.kernel === undefined) v.resetMs = algorithms[r.algorithm].check(table.read(op.key, t), t, r, 0).resetMs;
+      else {
+        const o = v.off + 1;
+        // A cost-0 check admits wherever the cost itself was admitted: v stays an admission.
+        table.kernel(v.page, o, v.row >= 0 && !Number.isNaN(v.page[o]), t, r, 0, v);
+      }
+      v.remaining = remaining;
+      v.delayMs = 0;
+    }
   }
 
   /** A stack in general: every rule's verdict (checkRule), and the writes they call for. */

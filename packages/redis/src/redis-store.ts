@@ -564,34 +564,30 @@ export class RedisStore extends EventEmitter implements Store {
       });
     }
     const first = parts[0] as StoreDecision;
-    if (cmd === 'c' && !allowed) {
-      // Reserve-then-refund: slots that admitted give back what they consumed.
+    if (!allowed) {
+      // The slots that admitted: a consume's gave what they admitted back (reserve-then-refund).
+      // Their admitting rules then report the state as found, as on one slot: the cost back
+      // in `remaining`, and `resetMs` read again at the slot's decision time at cost 0 (a
+      // check of cost 0 is the state's own), not the admission's.
       await Promise.all(
-        groups.map((idx, g) => {
+        groups.map(async (idx, g) => {
           const part = parts[g] as StoreDecision;
-          if (!part.allowed) return undefined;
+          if (!part.allowed) return;
           const back = idx.filter((_, j) => (part.outcomes[j] as StoreDecision['outcomes'][number]).allowed);
-          if (back.length === 0) return undefined;
-          return runScript(
-            this.#port,
-            refundArgs(
-              back.map((i) => ops[i] as StoreOp),
-              back.map((i) => keys[i] as string),
-              now,
-              part.now,
-              this.#minTtl,
-            ),
-          );
+          if (back.length === 0) return;
+          const backOps = back.map((i) => ops[i] as StoreOp);
+          const backKeys = back.map((i) => keys[i] as string);
+          if (cmd === 'c') await runScript(this.#port, refundArgs(backOps, backKeys, now, part.now, this.#minTtl));
+          const unchanged = backOps.map((op) => ({ ...op, cost: 0 }));
+          const reply = await runScript(this.#port, decideArgs([{ cmd: 'p', ops: unchanged, now: part.now }], backKeys, this.#minTtl));
+          const found = parseDecisions(reply, [back.length])[0] as StoreDecision;
+          back.forEach((i, j) => {
+            const o = outcomes[i] as StoreDecision['outcomes'][number];
+            o.remaining += (ops[i] as StoreOp).cost;
+            o.resetMs = (found.outcomes[j] as StoreDecision['outcomes'][number]).resetMs;
+          });
         }),
       );
-      for (const [g, idx] of groups.entries()) {
-        // Slots that admitted were refunded above: their admitting rules consumed nothing.
-        if (!(parts[g] as StoreDecision).allowed) continue;
-        for (const i of idx) {
-          const o = outcomes[i] as StoreDecision['outcomes'][number];
-          if (o.allowed) o.remaining += (ops[i] as StoreOp).cost;
-        }
-      }
       for (const o of outcomes) o.delayMs = 0;
     } else if (cmd === 'c' && now === undefined) {
       // Each slot decided at its own node's TIME; a later refund must name those times.
