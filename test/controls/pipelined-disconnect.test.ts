@@ -1,0 +1,250 @@
+/**
+ * A client pipelines several requests on one keep-alive connection behind a slow one, then
+ * disconnects. Node emits neither `finish` nor `close` on the queued responses, so every
+ * held request must be released from what does fire (the request's and the connection's
+ * `close`): on node the `await limit(req, res)` of each settles (`false`), on every port
+ * the held requests never reach the handler, and their slots and queue places are free for
+ * the next client. Raw sockets, the manual clock, bounded by counts.
+ */
+import http from 'node:http';
+import net from 'node:net';
+import { constant, ManualClock, ManualTimers, MemorySlotStore, MemoryStore } from '@tollgate/core';
+import * as tgExpress from '@tollgate/express';
+import tollgateFastify, * as tgFastify from '@tollgate/fastify';
+import * as tgNode from '@tollgate/node';
+import express from 'express';
+import Fastify from 'fastify';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { send, until } from './http.js';
+
+type Kind = 'slowDown' | 'concurrency' | 'leaky-queue' | 'all';
+
+interface Ctx {
+  clock: ManualClock;
+  timers: ManualTimers;
+  store: MemoryStore;
+  slots: MemorySlotStore;
+}
+
+/** Options of each control: every request under one key, so the pipelined ones are held. */
+const options = {
+  slowDown: (c: Ctx) => ({
+    window: '10s' as const,
+    delayAfter: 1,
+    delay: 1000,
+    key: constant('k'),
+    store: c.store,
+    clock: c.clock,
+    timers: c.timers,
+  }),
+  concurrency: (c: Ctx) => ({ max: 1, queue: 6, queueTimeout: '10min' as const, key: constant('k'), store: c.slots, timers: c.timers }),
+  rateLimit: (c: Ctx) => ({
+    rules: [{ name: 'q', key: constant('k'), algorithm: 'leaky-bucket' as const, mode: 'queue' as const, limit: 20, window: '10s' as const }],
+    store: c.store,
+    clock: c.clock,
+    timers: c.timers,
+  }),
+};
+
+const stagesOf = (kind: Kind): Array<'slowDown' | 'concurrency' | 'rateLimit'> =>
+  kind === 'all' ? ['slowDown', 'concurrency', 'rateLimit'] : [kind === 'leaky-queue' ? 'rateLimit' : kind];
+
+interface App {
+  port: number;
+  /** Handlers that ran, by path. */
+  starts: string[];
+  /** node: `await limit()` calls not yet settled; other ports have no awaitable form. */
+  unsettled?: () => number;
+  close(): Promise<void>;
+}
+
+/** The app's handler: `/slow...` answers 60 s of virtual time later, anything else at once. */
+function respond(c: Ctx, path: string, end: () => void): void {
+  if (path.startsWith('/slow')) c.timers.setTimeout(end, 60_000);
+  else end();
+}
+
+async function listen(server: http.Server): Promise<number> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return (server.address() as net.AddressInfo).port;
+}
+
+async function shut(server: http.Server): Promise<void> {
+  server.closeAllConnections();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+}
+
+const ports: Record<string, (kind: Kind, c: Ctx) => Promise<App>> = {
+  async node(kind, c) {
+    const made = stagesOf(kind).map((s) =>
+      s === 'slowDown'
+        ? tgNode.slowDown(options.slowDown(c))
+        : s === 'concurrency'
+          ? tgNode.concurrency(options.concurrency(c))
+          : tgNode.rateLimit(options.rateLimit(c)),
+    );
+    const starts: string[] = [];
+    let unsettled = 0;
+    const server = http.createServer(async (req, res) => {
+      for (const limit of made) {
+        unsettled++;
+        let go: boolean;
+        try {
+          go = await limit(req, res);
+        } finally {
+          unsettled--;
+        }
+        if (!go) return;
+      }
+      starts.push(req.url ?? '');
+      respond(c, req.url ?? '', () => res.end('ok'));
+    });
+    const port = await listen(server);
+    return {
+      port,
+      starts,
+      unsettled: () => unsettled,
+      async close() {
+        await shut(server);
+        for (const m of made) await (m as { close?: () => unknown }).close?.();
+      },
+    };
+  },
+  async express(kind, c) {
+    const app = express();
+    const made = stagesOf(kind).map((s) =>
+      s === 'slowDown'
+        ? tgExpress.slowDown(options.slowDown(c))
+        : s === 'concurrency'
+          ? tgExpress.concurrency(options.concurrency(c))
+          : tgExpress.rateLimit(options.rateLimit(c)),
+    );
+    for (const m of made) app.use(m);
+    const starts: string[] = [];
+    app.use((req, res) => {
+      starts.push(req.url);
+      respond(c, req.url, () => res.end('ok'));
+    });
+    const server = http.createServer(app);
+    const port = await listen(server);
+    return {
+      port,
+      starts,
+      async close() {
+        await shut(server);
+        for (const m of made) await (m as { close?: () => unknown }).close?.();
+      },
+    };
+  },
+  async fastify(kind, c) {
+    const app = Fastify();
+    for (const s of stagesOf(kind)) {
+      if (s === 'slowDown') await app.register(tgFastify.slowDown, options.slowDown(c));
+      else if (s === 'concurrency') await app.register(tgFastify.concurrency, options.concurrency(c));
+      else await app.register(tollgateFastify, options.rateLimit(c));
+    }
+    const starts: string[] = [];
+    app.get('/*', (request, reply) => {
+      starts.push(request.url);
+      respond(c, request.url, () => reply.send('ok'));
+      return reply;
+    });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    return {
+      port: (app.server.address() as net.AddressInfo).port,
+      starts,
+      async close() {
+        app.server.closeAllConnections();
+        await app.close();
+      },
+    };
+  },
+};
+
+/**
+ * `paths` in one write on one connection, the connection destroyed once the first handler
+ * ran (virtual time moves in small steps: a leaky-bucket queue lets the first go after T).
+ */
+async function pipelinedThenGone(app: App, timers: ManualTimers, paths: string[]): Promise<void> {
+  const socket = net.connect({ port: app.port, host: '127.0.0.1' });
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  socket.write(paths.map((p) => `GET ${p} HTTP/1.1\r\nHost: x\r\n\r\n`).join(''));
+  await until(async () => {
+    await timers.advance(100);
+    return app.starts.length === 1;
+  }, 'the slow request to reach its handler');
+  socket.destroy();
+}
+
+const rejections: unknown[] = [];
+const onRejection = (err: unknown) => rejections.push(err);
+beforeAll(() => {
+  process.on('unhandledRejection', onRejection);
+});
+afterAll(() => {
+  process.off('unhandledRejection', onRejection);
+});
+
+for (const [portName, make] of Object.entries(ports)) {
+  describe(`pipelined requests behind a slow one, then a disconnect: ${portName}`, () => {
+    const open: Array<() => Promise<void>> = [];
+    afterEach(async () => {
+      while (open.length > 0) await open.pop()?.();
+    });
+
+    async function start(kind: Kind) {
+      const clock = new ManualClock(1_000_000);
+      const timers = new ManualTimers(clock);
+      const c: Ctx = { clock, timers, store: new MemoryStore({ clock }), slots: new MemorySlotStore() };
+      const app = await make(kind, c);
+      open.push(async () => {
+        await app.close();
+        await c.store.close();
+        await c.slots.close();
+        expect(timers.pending, 'virtual timers left behind').toBe(0);
+        expect(rejections).toEqual([]);
+      });
+      return { ...c, app };
+    }
+
+    const held = ['/a', '/b', '/c', '/d', '/e', '/f'];
+
+    for (const kind of ['slowDown', 'concurrency', 'leaky-queue', 'all'] as const) {
+      it(`${kind}: every held request is released and never reaches the handler; the next client is served`, async () => {
+        const t = await start(kind);
+        await pipelinedThenGone(t.app, t.timers, ['/slow', ...held]);
+        // Only the slow request's own timer (its handler's) may stay: every hold was cleared.
+        await until(() => t.timers.pending === 1, 'every hold and queue wait cleared');
+        if (t.app.unsettled !== undefined) {
+          const unsettled = t.app.unsettled;
+          await until(() => unsettled() === 0, 'every await limit(req, res) to settle');
+        }
+        // The slow request's slot went with its connection: a new slow client is admitted
+        // (virtual time moves while it is held), and (concurrency) six more find the
+        // queue's six places free behind it.
+        const next = [send(t.app.port, { path: '/slow-next' })];
+        await until(async () => {
+          await t.timers.advance(100);
+          return t.app.starts.length === 2;
+        }, 'the next client to be admitted');
+        expect(t.app.starts[1]).toBe('/slow-next');
+        for (const p of held) next.push(send(t.app.port, { path: `/again${p}` }));
+        let answered = 0;
+        for (const s of next)
+          s.reply.then(
+            () => answered++,
+            () => answered++,
+          );
+        await until(async () => {
+          await t.timers.advance(1000);
+          return answered === next.length;
+        }, 'every later client to be answered');
+        const replies = await Promise.all(next.map((s) => s.reply));
+        expect(replies.map((r) => r.status)).toEqual(Array(7).fill(200));
+        // The abandoned requests never ran.
+        expect(t.app.starts.filter((p) => held.includes(p))).toEqual([]);
+        expect(t.app.starts).toHaveLength(8);
+      });
+    }
+  });
+}
