@@ -39,7 +39,9 @@ const options = {
   }),
   concurrency: (c: Ctx) => ({ max: 1, queue: 6, queueTimeout: '10min' as const, key: constant('k'), store: c.slots, timers: c.timers }),
   rateLimit: (c: Ctx) => ({
-    rules: [{ name: 'q', key: constant('k'), algorithm: 'leaky-bucket' as const, mode: 'queue' as const, limit: 20, window: '10s' as const }],
+    rules: [
+      { name: 'q', key: constant('k'), algorithm: 'leaky-bucket' as const, mode: 'queue' as const, limit: 20, window: '10s' as const },
+    ],
     store: c.store,
     clock: c.clock,
     timers: c.timers,
