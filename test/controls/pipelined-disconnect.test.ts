@@ -8,7 +8,8 @@
  */
 import http from 'node:http';
 import net from 'node:net';
-import { constant, ManualClock, ManualTimers, MemorySlotStore, MemoryStore } from '@tollgate/core';
+import { constant, createConcurrency, ManualClock, ManualTimers, MemorySlotStore, MemoryStore } from '@tollgate/core';
+import { acquireWhileConnected, hold, onceDone } from '@tollgate/core/http';
 import * as tgExpress from '@tollgate/express';
 import tollgateFastify, * as tgFastify from '@tollgate/fastify';
 import * as tgNode from '@tollgate/node';
@@ -265,3 +266,62 @@ for (const [portName, make] of Object.entries(ports)) {
     }
   });
 }
+
+describe('pipelined requests behind a slow one, then a disconnect: the helpers of @tollgate/core/http', () => {
+  it('hold resolves false, onceDone runs once and acquireWhileConnected gives up the queue for every held request', async () => {
+    const clock = new ManualClock(1_000_000);
+    const timers = new ManualTimers(clock);
+    const slots = new MemorySlotStore();
+    const limit = createConcurrency<http.IncomingMessage>({
+      max: 1,
+      queue: 6,
+      queueTimeout: '1h',
+      key: constant('k'),
+      store: slots,
+      timers,
+    });
+    const held: Array<boolean | string> = [];
+    let done = 0;
+    let released = 0;
+    const starts: string[] = [];
+    const server = http.createServer((req, res) => {
+      const path = req.url ?? '';
+      onceDone(res, () => done++);
+      if (path === '/slow') {
+        // Takes the one slot and keeps it until its response is over.
+        acquireWhileConnected(limit, req, res, res, undefined, (_q, _s, _n, o) => {
+          if (o?.admitted)
+            onceDone(res, () => {
+              released++;
+              o.release();
+            });
+          starts.push(path);
+          timers.setTimeout(() => res.end('ok'), 60_000);
+        });
+      } else if (path.startsWith('/q')) {
+        acquireWhileConnected(limit, req, res, res, undefined, (_q, _s, _n, o) => {
+          held.push(o === undefined ? 'skipped' : o.admitted ? 'admitted' : o.reason);
+          if (o?.admitted) o.release();
+        });
+      } else hold(res, 1000, timers).then((ok) => held.push(ok));
+    });
+    const port = await listen(server);
+    const app: App = { port, starts, close: () => shut(server) };
+    try {
+      await pipelinedThenGone(app, timers, ['/slow', '/h1', '/h2', '/h3', '/q1', '/q2', '/q3']);
+      await until(() => held.length === 6 && done === 7 && released === 1, 'every held request to be released', BOUND);
+      expect([...held].sort()).toEqual(['aborted', 'aborted', 'aborted', false, false, false].sort());
+      expect(limit.waiting).toBe(0);
+      expect(limit.held).toBe(0);
+      // Only the slow handler's own timer is left.
+      expect(timers.pending).toBe(1);
+      await timers.advance(60_000);
+    } finally {
+      await app.close();
+      await limit.close();
+      await slots.close();
+    }
+    expect(timers.pending).toBe(0);
+    expect(rejections).toEqual([]);
+  });
+});
