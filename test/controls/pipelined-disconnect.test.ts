@@ -8,14 +8,26 @@
  */
 import http from 'node:http';
 import net from 'node:net';
-import { constant, createConcurrency, ManualClock, ManualTimers, MemorySlotStore, MemoryStore } from '@tollgate/core';
+import {
+  constant,
+  createConcurrency,
+  ManualClock,
+  ManualTimers,
+  MemorySlotStore,
+  MemoryStore,
+  type SlotStore,
+  type Store,
+} from '@tollgate/core';
 import { acquireWhileConnected, hold, onceDone } from '@tollgate/core/http';
 import * as tgExpress from '@tollgate/express';
 import tollgateFastify, * as tgFastify from '@tollgate/fastify';
 import * as tgNode from '@tollgate/node';
+import { RedisSlotStore, RedisStore } from '@tollgate/redis';
 import express from 'express';
 import Fastify from 'fastify';
+import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { keysWithoutExpiry, type RedisServer, startRedis } from '../setup/redis.js';
 import { send, until } from './http.js';
 
 /** Real-time bound on each wait for loopback I/O (generous: the machine may be busy). */
@@ -26,8 +38,8 @@ type Kind = 'slowDown' | 'concurrency' | 'leaky-queue' | 'all';
 interface Ctx {
   clock: ManualClock;
   timers: ManualTimers;
-  store: MemoryStore;
-  slots: MemorySlotStore;
+  store: Store;
+  slots: SlotStore;
 }
 
 /** Options of each control: every request under one key, so the pipelined ones are held. */
@@ -195,76 +207,106 @@ afterAll(() => {
   process.off('unhandledRejection', onRejection);
 });
 
+let redisServer: RedisServer;
+let redis: Redis;
+let n = 0;
+beforeAll(async () => {
+  redisServer = await startRedis();
+  redis = new Redis({ port: redisServer.port, host: '127.0.0.1', lazyConnect: true });
+  await redis.connect();
+});
+afterAll(async () => {
+  expect(await keysWithoutExpiry(redis, '*')).toEqual([]);
+  redis.disconnect();
+  await redisServer.destroy();
+});
+
+const storesOf = {
+  memory: (clock: ManualClock) => ({ store: new MemoryStore({ clock }) as Store, slots: new MemorySlotStore() as SlotStore }),
+  Redis: (clock: ManualClock) => {
+    const prefix = `pd${++n}:`;
+    return {
+      store: new RedisStore({ client: redis, clock, prefix }) as Store,
+      slots: new RedisSlotStore({ client: redis, prefix }) as SlotStore,
+    };
+  },
+};
+
 for (const [portName, make] of Object.entries(ports)) {
-  describe(`pipelined requests behind a slow one, then a disconnect: ${portName}`, () => {
-    const open: Array<() => Promise<void>> = [];
-    afterEach(async () => {
-      while (open.length > 0) await open.pop()?.();
-    });
-
-    async function start(kind: Kind) {
-      const clock = new ManualClock(1_000_000);
-      const timers = new ManualTimers(clock);
-      const c: Ctx = { clock, timers, store: new MemoryStore({ clock }), slots: new MemorySlotStore() };
-      const app = await make(kind, c);
-      open.push(async () => {
-        await app.close();
-        await c.store.close();
-        await c.slots.close();
-        expect(timers.pending, 'virtual timers left behind').toBe(0);
-        expect(rejections).toEqual([]);
+  for (const [storeName, makeStores] of Object.entries(storesOf)) {
+    describe(`pipelined requests behind a slow one, then a disconnect: ${portName}, ${storeName} stores`, () => {
+      const open: Array<() => Promise<void>> = [];
+      afterEach(async () => {
+        while (open.length > 0) await open.pop()?.();
       });
-      return { ...c, app };
-    }
 
-    const held = ['/a', '/b', '/c', '/d', '/e', '/f'];
+      async function start(kind: Kind) {
+        const clock = new ManualClock(1_000_000);
+        const timers = new ManualTimers(clock);
+        const c: Ctx = { clock, timers, ...makeStores(clock) };
+        const app = await make(kind, c);
+        open.push(async () => {
+          await app.close();
+          await c.store.close();
+          await c.slots.close();
+          expect(timers.pending, 'virtual timers left behind').toBe(0);
+          expect(rejections).toEqual([]);
+        });
+        return { ...c, app };
+      }
 
-    for (const kind of ['slowDown', 'concurrency', 'leaky-queue', 'all'] as const) {
-      it(`${kind}: every held request is released and never reaches the handler; the next client is served`, async () => {
-        const t = await start(kind);
-        await pipelinedThenGone(t.app, t.timers, ['/slow', ...held]);
-        // Only the slow request's own timer (its handler's) may stay: every hold was cleared.
-        await until(() => t.timers.pending === 1, 'every hold and queue wait cleared', BOUND);
-        if (t.app.unsettled !== undefined) {
-          const unsettled = t.app.unsettled;
-          await until(() => unsettled() === 0, 'every await limit(req, res) to settle', BOUND);
-        }
-        // The slow request's slot went with its connection: a new slow client is admitted
-        // (virtual time moves while it is held), and (concurrency) six more find the
-        // queue's six places free behind it.
-        const next = [send(t.app.port, { path: '/slow-next' })];
-        await until(
-          async () => {
-            await t.timers.advance(100);
-            return t.app.starts.length === 2;
-          },
-          'the next client to be admitted',
-          BOUND,
-        );
-        expect(t.app.starts[1]).toBe('/slow-next');
-        for (const p of held) next.push(send(t.app.port, { path: `/again${p}` }));
-        let answered = 0;
-        for (const s of next)
-          s.reply.then(
-            () => answered++,
-            () => answered++,
+      const held = ['/a', '/b', '/c', '/d', '/e', '/f'];
+
+      for (const kind of ['slowDown', 'concurrency', 'leaky-queue', 'all'] as const) {
+        it(`${kind}: every held request is released and never reaches the handler; the next client is served`, async () => {
+          const t = await start(kind);
+          await pipelinedThenGone(t.app, t.timers, ['/slow', ...held]);
+          // Only the slow request's own timer (its handler's) may stay, and with Redis the
+          // slot leases' renewal: every hold and queue wait was cleared.
+          await until(() => t.timers.pending <= (storeName === 'Redis' ? 2 : 1), 'every hold and queue wait cleared', BOUND);
+          if (t.app.unsettled !== undefined) {
+            const unsettled = t.app.unsettled;
+            await until(() => unsettled() === 0, 'every await limit(req, res) to settle', BOUND);
+          }
+          // The slow request's slot went with its connection: a new slow client is admitted
+          // (virtual time moves while it is held), and (concurrency) six more find the
+          // queue's six places free behind it.
+          const next = [send(t.app.port, { path: '/slow-next' })];
+          await until(
+            async () => {
+              await t.timers.advance(100);
+              return t.app.starts.length === 2;
+            },
+            'the next client to be admitted',
+            BOUND,
           );
-        await until(
-          async () => {
-            await t.timers.advance(1000);
-            return answered === next.length;
-          },
-          'every later client to be answered',
-          BOUND,
-        );
-        const replies = await Promise.all(next.map((s) => s.reply));
-        expect(replies.map((r) => r.status)).toEqual(Array(7).fill(200));
-        // The abandoned requests never ran.
-        expect(t.app.starts.filter((p) => held.includes(p))).toEqual([]);
-        expect(t.app.starts).toHaveLength(8);
-      });
-    }
-  });
+          expect(t.app.starts[1]).toBe('/slow-next');
+          for (const p of held) next.push(send(t.app.port, { path: `/again${p}` }));
+          // The six are held (delayed, queued) behind it before time moves on.
+          await until(() => t.timers.pending >= 7, 'the six later clients to be held', BOUND);
+          let answered = 0;
+          for (const s of next)
+            s.reply.then(
+              () => answered++,
+              () => answered++,
+            );
+          await until(
+            async () => {
+              await t.timers.advance(1000);
+              return answered === next.length;
+            },
+            'every later client to be answered',
+            BOUND,
+          );
+          const replies = await Promise.all(next.map((s) => s.reply));
+          expect(replies.map((r) => r.status)).toEqual(Array(7).fill(200));
+          // The abandoned requests never ran.
+          expect(t.app.starts.filter((p) => held.includes(p))).toEqual([]);
+          expect(t.app.starts).toHaveLength(8);
+        });
+      }
+    });
+  }
 }
 
 describe('pipelined requests behind a slow one, then a disconnect: the helpers of @tollgate/core/http', () => {
