@@ -32,6 +32,7 @@ import {
   type Stage,
   shedFlow,
   slowDownFlow,
+  untilOver,
 } from '@tollgate/core/http';
 
 export * from '@tollgate/core/essentials';
@@ -86,7 +87,7 @@ function forms<T extends object>(stage: Stage<Req, Res, NodeNext>, onError: Erro
   const limit = (req: Req, res: Res) =>
     new Promise<boolean>((resolve) => {
       let settled = false;
-      let listening = false;
+      let unwatch = () => {};
       const answered = () => {
         if (settled) return;
         settled = true;
@@ -95,10 +96,7 @@ function forms<T extends object>(stage: Stage<Req, Res, NodeNext>, onError: Erro
       stage(req, res, (err?: unknown) => {
         if (settled) return;
         settled = true;
-        if (listening) {
-          res.removeListener('finish', answered);
-          res.removeListener('close', answered);
-        }
+        unwatch();
         if (err === undefined) {
           resolve(true);
           return;
@@ -108,13 +106,10 @@ function forms<T extends object>(stage: Stage<Req, Res, NodeNext>, onError: Erro
       });
       if (settled) return;
       // Answered in this tick (an in-process refusal), or later: a refusal, a custom
-      // handler's answer, or a client that left while held.
+      // handler's answer, or a client that left while held (seen on the connection too:
+      // a queued pipelined response emits neither `finish` nor `close`).
       if (res.writableEnded) answered();
-      else {
-        listening = true;
-        res.once('finish', answered);
-        res.once('close', answered);
-      }
+      else unwatch = untilOver(req, res, answered);
     });
   const middleware = (req: Req, res: Res, next: NodeNext) => stage(req, res, next);
   return Object.assign(limit, { middleware }, extra);

@@ -40,7 +40,7 @@ export {
   shedFlow,
   slowDownFlow,
 } from './controls.js';
-export { holdRequest, isGone, onceOver, whenGone } from './lifetime.js';
+export { holdRequest, isGone, onceOver, untilOver, whenGone } from './lifetime.js';
 export { type GroupOperations, groupOperations, type LimiterMethods, limiterMethods } from './methods.js';
 export {
   type AdapterWording,
