@@ -180,7 +180,17 @@ function cases(): Case[] {
     (fn) => ({ rateLimit: { rules: [rule()], message: fn } }),
     2,
   );
+  add('rules[].burst', [...failures, ...wrong(['NaN', () => Number.NaN], ['0', () => 0], ['a string', () => '5'])], (fn) => ({
+    rateLimit: { rules: [rule({ algorithm: 'token-bucket', burst: fn })] },
+  }));
   add('handler', failures, (fn) => ({ rateLimit: { rules: [rule()] }, handler: fn }), 2);
+  // A hook beside the refusal: a throw is the app's error; a rejection comes after the refusal was sent.
+  add('onRejected', [throws], (fn) => ({ rateLimit: { rules: [rule()], onRejected: fn } }), 2);
+  add('onRejected', [rejectsV, thenableThrows], (fn) => ({ rateLimit: { rules: [rule()], onRejected: fn } }), 2, { status: 429 });
+  // Counting by outcome runs once the response is over: the answer stands, the request is counted.
+  add('rules[].countIf', [throws, rejectsV, thenableThrows], (fn) => ({ rateLimit: { rules: [rule({ countIf: fn })] } }), 1, {
+    status: 200,
+  });
   add('onStoreError', failures, (fn) => ({ rateLimit: { rules: [rule()], store: failingStore(), onStoreError: fn } }));
   // The controls' callbacks.
   const slowDown = (options: Record<string, unknown>): FailSpec => ({
@@ -268,7 +278,7 @@ export function failingCallbackSuite(ports: readonly FailingPort[]): void {
             await new Promise((r) => setTimeout(r, 5));
             expect(escaped.map((e) => `${e.event}: ${String((e.reason as Error)?.stack ?? e.reason)}`)).toEqual([]);
             expect(last?.status).toBe(c.status ?? 500);
-            if (c.onError !== true) expect(last?.body).toEqual({ code: c.variant.code });
+            if (c.onError !== true && c.status === undefined) expect(last?.body).toEqual({ code: c.variant.code });
           } finally {
             await app.close();
           }
