@@ -96,6 +96,8 @@ interface Case {
   requests: number;
   /** The last request's expected status (default 500). */
   status?: number;
+  /** The requests' headers. */
+  headers?: Record<string, string>;
   /** Only ports with their own onError. */
   onError?: boolean;
 }
@@ -163,6 +165,14 @@ function cases(): Case[] {
   add('deny', [...failures, ...wrong(['a string', () => 'yes'], ['undefined', () => undefined])], (fn) => ({
     rateLimit: { rules: [rule()], deny: fn },
   }));
+  // Consulted for each hop of X-Forwarded-For.
+  add(
+    'trustProxy',
+    [throws, ...failures.slice(1).map((v) => ({ ...v, code: INVALID }))],
+    (fn) => ({ rateLimit: { rules: [rule()], trustProxy: fn } }),
+    1,
+    { headers: { 'x-forwarded-for': '203.0.113.7' } },
+  );
   // A refusal's callbacks: the first request is admitted, the second refused.
   add(
     'message',
@@ -271,7 +281,11 @@ export function failingCallbackSuite(ports: readonly FailingPort[]): void {
           try {
             let last: Reply | undefined;
             for (let i = 0; i < c.requests; i++) {
-              last = await withTimeout(send(app.port).reply, 3000, `${c.callback} ${c.variant.name}, request ${i + 1}`);
+              last = await withTimeout(
+                send(app.port, c.headers ? { headers: c.headers } : {}).reply,
+                3000,
+                `${c.callback} ${c.variant.name}, request ${i + 1}`,
+              );
             }
             // Unhandled rejections are reported after the microtask queue drains: two turns.
             await new Promise((r) => setImmediate(r));
