@@ -203,7 +203,7 @@ export function tollgateMetrics(options?: TollgateMetricsOptions): TollgateMetri
     if (failures > 1) return;
     process.emitWarning(
       `@tollgate/otel could not record a metric (${errorType(error)}): decisions go on, unrecorded where it fails. ` +
-        'Check the meter provider, its views and exporters, and the key label function.',
+        'Check the meter provider and its views, and the key label function.',
       { type: 'TollgateWarning', code: RECORD_FAILED_WARNING },
     );
   }

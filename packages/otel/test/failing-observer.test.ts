@@ -5,6 +5,7 @@
  * exception or unhandled rejection, and the failure is counted and warned about once.
  */
 
+import { readFileSync } from 'node:fs';
 import { InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { rateLimit } from '@tollgate/express';
 import tollgate from '@tollgate/fastify';
@@ -111,5 +112,10 @@ describe('a failing observer', () => {
     expect(escaped).toEqual([]);
     expect(recorder.failures).toBe(3);
     expect(warnings).toHaveLength(1);
+  });
+
+  it('its warning code is documented with the process warnings', () => {
+    const docs = readFileSync(new URL('../../../docs/errors.md', import.meta.url), 'utf8');
+    expect(docs).toContain(`\`${RECORD_FAILED_WARNING}\``);
   });
 });
