@@ -114,6 +114,37 @@ describe('a failing observer', () => {
     expect(warnings).toHaveLength(1);
   });
 
+  it('an exporter that throws on every export: requests answered as without metrics, nothing escapes', async () => {
+    let exports = 0;
+    let exported: () => void = () => {};
+    const firstExport = new Promise<void>((r) => {
+      exported = r;
+    });
+    const exporter = {
+      export(): never {
+        exports++;
+        exported();
+        throw new Error('broken exporter');
+      },
+      forceFlush: async () => {},
+      shutdown: async () => {},
+    };
+    // The SDK exports on its own timer: the test waits for the first export, not for a time.
+    provider = new MeterProvider({ readers: [new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 100 })] });
+    recorder = tollgateMetrics({ meterProvider: provider });
+    const app = express();
+    app.use(rateLimit({ rules, name: 'exported' }));
+    app.get('/', (_req, res) => res.send('ok'));
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push((await request(app).get('/')).status);
+    await firstExport;
+    await settle();
+    expect(exports).toBeGreaterThan(0);
+    expect(statuses).toEqual([200, 200, 200, 429]);
+    expect(escaped).toEqual([]);
+    expect(recorder.failures).toBe(0);
+  });
+
   it('its warning code is documented with the process warnings', () => {
     const docs = readFileSync(new URL('../../../docs/errors.md', import.meta.url), 'utf8');
     expect(docs).toContain(`\`${RECORD_FAILED_WARNING}\``);
