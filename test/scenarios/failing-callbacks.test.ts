@@ -150,6 +150,10 @@ describe('middleware called by hand with a bare request (a mock without headers 
   const res = () => ({ setHeader() {}, getHeader() {}, on() {}, once() {}, removeListener() {} }) as never;
   const stages: [string, (req: never, res: never, next: (err?: unknown) => void) => unknown][] = [
     ['Express rateLimit', expressRateLimit({ rules: [{ name: 'r', limit: 5, window: '1m' }] })],
+    [
+      'Express route stage',
+      expressRateLimit({ rules: [{ name: 'r', limit: 5, window: '1m' }] }).route({ rules: [{ name: 'route', limit: 5, window: '1m' }] }),
+    ],
     ['Express slowDown', expressSlowDown({ window: '1m', delayAfter: 5 })],
     ['Express concurrency', expressConcurrency({ max: 2 })],
     ['Express shed', expressShed({ maxInFlight: 10 })],
