@@ -48,6 +48,7 @@ function expressPort(name: string, express: typeof express5): FailingPort {
         res.json({ ok: true });
       });
       app.use((err: unknown, _req: express5.Request, res: express5.Response, _next: express5.NextFunction) => {
+        if (spec.errorHandlerFails) throw new Error('error handler bug');
         res.status(500).json(errorBody(err));
       });
       return listen(http.createServer(app));
@@ -68,6 +69,7 @@ const fastifyPort: FailingPort = {
       ...(handler ? { handler: (req: unknown, _reply: unknown, d: never) => handler(req, d) } : {}),
     } as never);
     app.setErrorHandler((err, _request, reply) => {
+      if (spec.errorHandlerFails) throw new Error('error handler bug');
       reply.code(500).send(errorBody(err));
     });
     app.get('/', async () => ({ ok: true }));
@@ -89,7 +91,12 @@ const nodeAsyncPort: FailingPort = {
   name: 'node (await limit)',
   onError: true,
   makeApp(spec) {
-    const onError = spec.onError ?? ((err: unknown, _req: unknown, res: http.ServerResponse) => answerError(err, res));
+    const onError =
+      spec.onError ??
+      ((err: unknown, _req: unknown, res: http.ServerResponse) => {
+        if (spec.errorHandlerFails) throw new Error('error handler bug');
+        answerError(err, res);
+      });
     const control = spec.control && nodeControls[spec.control.kind]({ ...spec.control.options, onError } as never);
     const { handler } = spec;
     const limit = node.rateLimit({
@@ -129,7 +136,16 @@ const nodeMiddlewarePort: FailingPort = {
             res.end(JSON.stringify({ ok: true }));
             return;
           }
-          stage(req, res, (err) => (err === undefined ? run(i + 1) : answerError(err, res)));
+          stage(req, res, (err) => {
+            if (err === undefined) return run(i + 1);
+            // The connect-style app's own error path: when it fails, the app answers 500 itself.
+            if (spec.errorHandlerFails) {
+              res.statusCode = 500;
+              res.end();
+              return;
+            }
+            answerError(err, res);
+          });
         };
         run(0);
       }),

@@ -10,7 +10,8 @@
  * A port joins with one {@link FailingPort} entry: `makeApp(spec)` mounts the control
  * (when `spec.control` is set) then the limiter with `spec.rateLimit` as its options,
  * answers `GET /` with 200 when the request gets through, and answers an error reaching
- * the app's error handler with 500 and the JSON body `{ code }` (`err.code` or null).
+ * the app's error handler with 500 and the JSON body `{ code }` (`err.code` or null), or
+ * throws from that handler when `spec.errorHandlerFails`.
  */
 import type { Decision, Store, StoreDecision } from '@tollgate/core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -23,6 +24,8 @@ export interface FailSpec {
   handler?: (req: unknown, decision: Decision) => unknown;
   /** A control mounted before the limiter. */
   control?: { kind: 'slowDown' | 'concurrency' | 'shed'; options: Record<string, unknown> };
+  /** The app's error handler fails too (throws): the framework's own 500 answers. */
+  errorHandlerFails?: boolean;
   /** The node port's `onError` (ports without one are not run with it). */
   onError?: (err: unknown) => unknown;
 }
@@ -230,6 +233,16 @@ function cases(): Case[] {
   add('shed.priority', [...failures.map(syncOnly), { name: 'returns a string', fn: () => 'high', code: INVALID }], (fn) =>
     shed({ priority: fn }),
   );
+  // The app's error handler failing too: the framework's own 500 answers.
+  for (const key of [throws, rejectsV]) {
+    out.push({
+      callback: 'the error handler too (key fails)',
+      variant: key,
+      spec: { rateLimit: { rules: [rule({ key: key.fn })] }, errorHandlerFails: true },
+      requests: 1,
+      status: 500,
+    });
+  }
   // The node adapter's onError failing too: tollgate's own 500 answers.
   const keyFails = [throws, rejectsV];
   for (const key of keyFails) {
