@@ -179,7 +179,14 @@ export function concurrencyFlow<Req, Res, Next>(
     const out = port.rawResponse(res);
     // Give up waiting in the queue as soon as the client goes away.
     const abort = new AbortController();
-    const stop = whenGone(raw, out, () => abort.abort());
+    let stop: () => void;
+    try {
+      stop = whenGone(raw, out, () => abort.abort());
+    } catch (err) {
+      // A request or response without Node's events (a mock): the app's error, never a throw out of the stage.
+      port.fail(next, err);
+      return;
+    }
     limit.acquire(req, abort.signal).then(
       (o) => {
         stop();
@@ -225,7 +232,14 @@ export function shedFlow<Req, Res, Next>(
     }
     const raw = port.rawRequest(req);
     const out = port.rawResponse(res);
-    onceOver(raw, out, o.release);
+    try {
+      onceOver(raw, out, o.release);
+    } catch (err) {
+      // A request or response without Node's events (a mock): counted out again, handed to the error handler.
+      o.release();
+      port.fail(next, err);
+      return;
+    }
     if (!isGone(raw, out)) port.pass(next);
   };
   return { stage, shedder, close: () => shedder.close() };

@@ -23,11 +23,11 @@ import { MemoryStore } from '../memory-store.js';
 import { mergeDecisions } from '../merge.js';
 import { nextAdmission } from '../next-admission.js';
 import { type KeyOperations, keyOperations, type OperationSource } from '../operations.js';
-import { isCapacityRefusal, messageContentType, messageText, refusal, storeFailureRefusal } from '../response.js';
+import { isCapacityRefusal, refusal, storeFailureRefusal } from '../response.js';
 import type { CompiledRule, KeyFn, Rule, RuleChanges } from '../rules.js';
 import type { Decision, RuleResult, RuleSpec, Store } from '../types.js';
 import { type Access, deniedRefusal } from './access.js';
-import { asAny, asMessage, asSkip, call, isThenable, settle } from './callbacks.js';
+import { asAny, asMessageBody, asSkip, call, isThenable, settle } from './callbacks.js';
 import { holdRequest } from './lifetime.js';
 import { type HttpPort, sendRefusal, writeRefusalHead } from './port.js';
 import { proxyWarnings } from './warnings.js';
@@ -374,7 +374,7 @@ function pipeline<Req, Res, Next>(
   const counted = countedRules(lim);
   const firstUnit = nextAdmission(lim);
   const deadline = storeDeadline(lim.store);
-  const checkMessage = asMessage(`${o.path}.message`);
+  const checkMessage = asMessageBody(`${o.path}.message`);
 
   function headers(req: Req, res: Res, d: Decision, all: Decision, nextMs: NextMs, fresh: boolean): void {
     const f = format as NonNullable<typeof format>;
@@ -415,7 +415,7 @@ function pipeline<Req, Res, Next>(
       return;
     }
     if (message !== undefined && !isCapacityRefusal(d)) {
-      settle(call(message, req, d), checkMessage, (body) => port.send(res, r.status, messageContentType(body), messageText(body)), fail);
+      settle(call(message, req, d), checkMessage, (body) => port.send(res, r.status, body.contentType, body.text), fail);
       return;
     }
     port.send(res, r.status, r.contentType, JSON.stringify(r.body));
@@ -533,7 +533,15 @@ function pipeline<Req, Res, Next>(
   }
 
   return function decide(req, res, next, prior, fresh = false): void {
-    if (warnings !== undefined) warnings(port.rawRequest(req), port.frameworkTrust, req);
+    if (warnings !== undefined) {
+      try {
+        warnings(port.rawRequest(req), port.frameworkTrust, req);
+      } catch (err) {
+        // A request without Node's fields (a mock in the app's tests): the app's error, not a throw out of the middleware.
+        port.fail(next, err);
+        return;
+      }
+    }
     const t0 = deadline === undefined ? 0 : performance.now();
     let d: Decision | Promise<Decision>;
     try {
