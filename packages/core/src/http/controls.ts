@@ -31,7 +31,7 @@ import { type ClientAddressOptions, splitClientAddress } from '../http-options.j
 import type { TrustProxy } from '../keys.js';
 import { type AccessList, compileAccess } from './access.js';
 import { holdRequest, isGone, onceOver, whenGone } from './lifetime.js';
-import { type HttpPort, sendRefusal, writeFields } from './port.js';
+import { type HttpPort, localsOf, sendRefusal, writeFields } from './port.js';
 
 /** A control as a request handler in the framework's continuation style. */
 export type Stage<Req, Res, Next> = (req: Req, res: Res, next: Next) => void;
@@ -83,8 +83,6 @@ function allowing<Req, Res, Next>(
     );
 }
 
-type WithSlowDown = { slowDown?: ThrottleResult };
-
 /**
  * The slow-down throttle's flow.
  * @example const { stage, throttle } = slowDownFlow(port, { window: '10s', delayAfter: 5, delay: 500 })
@@ -98,13 +96,14 @@ export function slowDownFlow<Req, Res, Next>(
   const throttle = createThrottle<Req>({ ...core, defaultKey } as ThrottleOptions<Req>);
   const format = headers === undefined ? undefined : compileHeaders(headers);
   const clock = core.clock;
+  const locals = localsOf(port);
 
   function proceed(req: Req, res: Res, next: Next, t: ThrottleResult | undefined): void {
     if (t === undefined) {
       port.pass(next);
       return;
     }
-    (req as WithSlowDown).slowDown = t;
+    locals(req).slowDown = t;
     const at = clock?.now() ?? Date.now();
     if (format !== undefined) {
       // A delayed response is still admitted: never `r=0`, which announces a refusal.

@@ -58,7 +58,17 @@ export {
   type StoreErrorPolicyOf,
 } from './options.js';
 export { EXPRESS_RATE_LIMIT_OPTIONS, FASTIFY_RATE_LIMIT_OPTIONS, peerHint } from './peers.js';
-export { type HttpPort, lowerHeaderName, type NodeNext, nodePort, sendRefusal, writeFields, writeRefusalHead } from './port.js';
+export {
+  type HttpPort,
+  localsOf,
+  lowerHeaderName,
+  type NodeNext,
+  nodePort,
+  type RequestLocals,
+  sendRefusal,
+  writeFields,
+  writeRefusalHead,
+} from './port.js';
 export {
   createRateLimit,
   type Decide,
