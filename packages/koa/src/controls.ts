@@ -1,0 +1,75 @@
+/**
+ * The controls beside the limiter for Koa: `slowDown`, `concurrency` and `shed` as
+ * middleware. Their flows are core's (`@tollgate/core/http`): slots and in-flight counts
+ * are released exactly once when the request is over (finished, closed, or abandoned with
+ * its connection, pipelined requests included).
+ */
+import type { ConcurrencyLimit, Shedder, ShedOptions, ThrottleResult } from '@tollgate/core';
+import { type ConcurrencyFlowOptions, controlMakers, type SlowDownFlowOptions } from '@tollgate/core/http';
+import type { Context, Middleware } from 'koa';
+import { asMiddleware, koaPort } from './rate-limit.js';
+
+declare module 'koa' {
+  interface DefaultState {
+    /** What the slow-down throttle decided for this request (hits and delay). */
+    slowDown?: ThrottleResult;
+  }
+}
+
+/** Options every control's middleware shares for finding the client address (the default `ip()` key). */
+export type { ClientAddressOptions } from '@tollgate/core/http';
+
+export type SlowDownOptions = SlowDownFlowOptions<Context>;
+export type ConcurrencyMiddlewareOptions = ConcurrencyFlowOptions<Context>;
+
+export type SlowDownMiddleware = Middleware & {
+  /** Forgets the request key's arrivals. */
+  reset(ctx: Context): Promise<void>;
+  /** Closes the store if the throttle created it. */
+  close(): Promise<void>;
+};
+
+export type ConcurrencyMiddleware = Middleware & {
+  /** The core limit (for `count`, `held`, `waiting`). */
+  readonly limit: ConcurrencyLimit<Context>;
+  /** Refuses waiters, stops timers, closes a store it created. */
+  close(): Promise<void>;
+};
+
+export type ShedMiddleware = Middleware & {
+  /** The core shedder (for `inFlight` and `pressure()`). */
+  readonly shedder: Shedder<Context>;
+  /** Stops the event-loop monitor. */
+  close(): void;
+};
+
+/** A control's stage as Koa middleware named after it, carrying its `close` and core object. */
+const controls = controlMakers(koaPort, (name, stage, carried): Middleware => {
+  const middleware = asMiddleware(stage);
+  Object.defineProperty(middleware, 'name', { value: name });
+  return Object.assign(middleware, carried);
+});
+
+/**
+ * Delays requests from a key once it has sent more than `delayAfter` in `window`.
+ * @example app.use(slowDown({ window: '10s', delayAfter: 5, delay: 500 }));
+ */
+export function slowDown(options: SlowDownOptions): SlowDownMiddleware {
+  return controls.slowDown(options) as SlowDownMiddleware;
+}
+
+/**
+ * Limits the requests in flight per key (429) and/or in total (503).
+ * @example router.get('/reports', concurrency({ max: 2, global: 50, queue: 10, queueTimeout: '5s' }), report);
+ */
+export function concurrency(options: ConcurrencyMiddlewareOptions): ConcurrencyMiddleware {
+  return controls.concurrency(options) as ConcurrencyMiddleware;
+}
+
+/**
+ * Answers 503 with `Retry-After` while the server is overloaded; mount it first.
+ * @example app.use(shed({ maxInFlight: 500, maxEventLoopDelay: '200ms', tenant: (ctx) => ctx.get('x-tenant') }));
+ */
+export function shed(options: ShedOptions<Context>): ShedMiddleware {
+  return controls.shed(options) as ShedMiddleware;
+}
