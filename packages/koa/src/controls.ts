@@ -4,8 +4,15 @@
  * are released exactly once when the request is over (finished, closed, or abandoned with
  * its connection, pipelined requests included).
  */
-import type { ConcurrencyLimit, Shedder, ShedOptions, ThrottleResult } from '@tollgate/core';
-import { type ConcurrencyFlowOptions, controlMakers, type SlowDownFlowOptions } from '@tollgate/core/http';
+import type { ShedOptions, ThrottleResult } from '@tollgate/core';
+import {
+  type ConcurrencyCarried,
+  type ConcurrencyFlowOptions,
+  controlMakers,
+  type ShedCarried,
+  type SlowDownCarried,
+  type SlowDownFlowOptions,
+} from '@tollgate/core/http';
 import type { Context, Middleware } from 'koa';
 import { asMiddleware, koaPort } from './rate-limit.js';
 
@@ -18,30 +25,14 @@ declare module 'koa' {
 
 /** Options every control's middleware shares for finding the client address (the default `ip()` key). */
 export type { ClientAddressOptions } from '@tollgate/core/http';
-
 export type SlowDownOptions = SlowDownFlowOptions<Context>;
 export type ConcurrencyMiddlewareOptions = ConcurrencyFlowOptions<Context>;
-
-export type SlowDownMiddleware = Middleware & {
-  /** Forgets the request key's arrivals. */
-  reset(ctx: Context): Promise<void>;
-  /** Closes the store if the throttle created it. */
-  close(): Promise<void>;
-};
-
-export type ConcurrencyMiddleware = Middleware & {
-  /** The core limit (for `count`, `held`, `waiting`). */
-  readonly limit: ConcurrencyLimit<Context>;
-  /** Refuses waiters, stops timers, closes a store it created. */
-  close(): Promise<void>;
-};
-
-export type ShedMiddleware = Middleware & {
-  /** The core shedder (for `inFlight` and `pressure()`). */
-  readonly shedder: Shedder<Context>;
-  /** Stops the event-loop monitor. */
-  close(): void;
-};
+/** The throttle as Koa middleware, with `reset(ctx)` and `close()`. */
+export type SlowDownMiddleware = Middleware & SlowDownCarried<Context>;
+/** The concurrency limit as Koa middleware, with its core `limit` and `close()`. */
+export type ConcurrencyMiddleware = Middleware & ConcurrencyCarried<Context>;
+/** Load shedding as Koa middleware, with its core `shedder` and `close()`. */
+export type ShedMiddleware = Middleware & ShedCarried<Context>;
 
 /** A control's stage as Koa middleware named after it, carrying its `close` and core object. */
 const controls = controlMakers(koaPort, (name, stage, carried): Middleware => {
@@ -54,22 +45,16 @@ const controls = controlMakers(koaPort, (name, stage, carried): Middleware => {
  * Delays requests from a key once it has sent more than `delayAfter` in `window`.
  * @example app.use(slowDown({ window: '10s', delayAfter: 5, delay: 500 }));
  */
-export function slowDown(options: SlowDownOptions): SlowDownMiddleware {
-  return controls.slowDown(options) as SlowDownMiddleware;
-}
+export const slowDown = controls.slowDown as (options: SlowDownOptions) => SlowDownMiddleware;
 
 /**
  * Limits the requests in flight per key (429) and/or in total (503).
  * @example router.get('/reports', concurrency({ max: 2, global: 50, queue: 10, queueTimeout: '5s' }), report);
  */
-export function concurrency(options: ConcurrencyMiddlewareOptions): ConcurrencyMiddleware {
-  return controls.concurrency(options) as ConcurrencyMiddleware;
-}
+export const concurrency = controls.concurrency as (options: ConcurrencyMiddlewareOptions) => ConcurrencyMiddleware;
 
 /**
  * Answers 503 with `Retry-After` while the server is overloaded; mount it first.
  * @example app.use(shed({ maxInFlight: 500, maxEventLoopDelay: '200ms', tenant: (ctx) => ctx.get('x-tenant') }));
  */
-export function shed(options: ShedOptions<Context>): ShedMiddleware {
-  return controls.shed(options) as ShedMiddleware;
-}
+export const shed = controls.shed as (options: ShedOptions<Context>) => ShedMiddleware;

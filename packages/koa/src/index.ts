@@ -4,19 +4,9 @@
  * `rateLimit` and its route-level extension for `@koa/router`, and the controls; the key
  * extractors and the types users write rules with are re-exported so an app needs one
  * import. The decision is at `ctx.state.rateLimit`, the throttle's figures at
- * `ctx.state.slowDown`.
+ * `ctx.state.slowDown` (both typed on Koa's `DefaultState`).
  */
 export * from '@tollgate/core/essentials';
-export {
-  type ClientAddressOptions,
-  type ConcurrencyMiddleware,
-  type ConcurrencyMiddlewareOptions,
-  concurrency,
-  type ShedMiddleware,
-  type SlowDownMiddleware,
-  type SlowDownOptions,
-  shed,
-  slowDown,
-} from './controls.js';
+export * from './controls.js';
 export type { RateLimitMiddleware, RateLimitOptions, RouteOptions, StoreErrorPolicy } from './options.js';
 export { rateLimit } from './rate-limit.js';

@@ -233,11 +233,32 @@ export function shedFlow<Req, Res, Next>(
 /** The controls by name, as a route's opt-out and a handler's name spell them. */
 export type ControlName = 'slowDown' | 'concurrency' | 'shed';
 
+/** What the slow-down throttle's handler carries. */
+export interface SlowDownCarried<Req> {
+  /** Forgets the request key's arrivals. */
+  reset(req: Req): Promise<void>;
+  /** Closes the store if the throttle created it. */
+  close(): Promise<void>;
+}
+
+/** What the concurrency limit's handler carries. */
+export interface ConcurrencyCarried<Req> {
+  /** The core limit (for `count`, `held`, `waiting`). */
+  readonly limit: ConcurrencyLimit<Req>;
+  /** Refuses waiters, stops timers, closes a store it created. */
+  close(): Promise<void>;
+}
+
+/** What load shedding's handler carries. */
+export interface ShedCarried<Req> {
+  /** The core shedder (for `inFlight` and `pressure()`). */
+  readonly shedder: Shedder<Req>;
+  /** Stops the event-loop monitor. */
+  close(): void;
+}
+
 /** What a control's handler carries beside itself: `close`, and the throttle's `reset`, the limit or the shedder. */
-export type ControlCarried<Req> =
-  | { reset(req: Req): Promise<void>; close(): Promise<void> }
-  | { readonly limit: ConcurrencyLimit<Req>; close(): Promise<void> }
-  | { readonly shedder: Shedder<Req>; close(): void };
+export type ControlCarried<Req> = SlowDownCarried<Req> | ConcurrencyCarried<Req> | ShedCarried<Req>;
 
 /**
  * The three controls over one port: each maker runs its control's flow and hands `mount`

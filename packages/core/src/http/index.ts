@@ -30,11 +30,14 @@ export { messageContentType, messageText, storeFailureRefusal } from '../respons
 export { type Access, type AccessList, compileAccess, deniedRefusal, type Verdict } from './access.js';
 export { asMessage, asSkip, isThenable, settle } from './callbacks.js';
 export {
+  type ConcurrencyCarried,
   type ConcurrencyFlowOptions,
   type ControlCarried,
   type ControlName,
   concurrencyFlow,
   controlMakers,
+  type ShedCarried,
+  type SlowDownCarried,
   type SlowDownFlowOptions,
   type Stage,
   shedFlow,

@@ -5,7 +5,9 @@
 import http from 'node:http';
 
 const [framework, storeKind, redisPort] = process.argv.slice(2);
-const rules = [{ name: 'ip', limit: 2, window: '1m' }];
+// A sliding log: exact whatever the wall clock's phase (a window counter crossing its
+// boundary between the requests would admit a third).
+const rules = [{ name: 'ip', limit: 2, window: '1m', algorithm: 'sliding-log' }];
 
 async function makeStore() {
   if (storeKind === 'memory') {
