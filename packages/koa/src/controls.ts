@@ -35,11 +35,7 @@ export type ConcurrencyMiddleware = Middleware & ConcurrencyCarried<Context>;
 export type ShedMiddleware = Middleware & ShedCarried<Context>;
 
 /** A control's stage as Koa middleware named after it, carrying its `close` and core object. */
-const controls = controlMakers(koaPort, (name, stage, carried): Middleware => {
-  const middleware = asMiddleware(stage);
-  Object.defineProperty(middleware, 'name', { value: name });
-  return Object.assign(middleware, carried);
-});
+const controls = controlMakers(koaPort, (name, stage, carried): Middleware => Object.assign(asMiddleware(name, stage), carried));
 
 /**
  * Delays requests from a key once it has sent more than `delayAfter` in `window`.

@@ -58,13 +58,15 @@ export const koaPort: HttpPort<Context, Turn, Turn> = {
 
 type Stage = (ctx: Context, t: Turn, next: Turn) => void;
 
-/** A pipeline stage as Koa middleware: its promise settles as the stage passes, fails or answers. */
-export function asMiddleware(stage: Stage): (ctx: Context, next: Next) => Promise<unknown> {
-  return (ctx, next) =>
+/** A pipeline stage as Koa middleware named `name`: its promise settles as the stage passes, fails or answers. */
+export function asMiddleware(name: string, stage: Stage): (ctx: Context, next: Next) => Promise<unknown> {
+  const middleware = (ctx: Context, next: Next) =>
     new Promise((resolve, reject) => {
       const t: Turn = { ctx, next, resolve, reject };
       stage(ctx, t, t);
     });
+  // Named for stack traces and Koa's debug output.
+  return Object.defineProperty(middleware, 'name', { value: name });
 }
 
 /** Runs an app callback that answers through `ctx`, then ends the turn once it has settled. */
@@ -100,11 +102,10 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
     } as typeof o,
     handler === undefined ? {} : { handler: (ctx, _t, t, d) => answering(handler, t, ctx, t.next, d) },
   );
-  const middleware = asMiddleware(core.handle) as RateLimitMiddleware;
-  Object.defineProperty(middleware, 'name', { value: 'rateLimit' });
+  const middleware = asMiddleware('rateLimit', core.handle) as RateLimitMiddleware;
   middleware.route = function route(options) {
     const r = routeOptionsOf<Context>(options);
-    return asMiddleware(core.route(r.rules, r.mode, 'route rules')) as Middleware;
+    return asMiddleware('rateLimitRoute', core.route(r.rules, r.mode, 'route rules')) as Middleware;
   };
   Object.assign(middleware, limiterMethods(core));
   return middleware;

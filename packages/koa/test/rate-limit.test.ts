@@ -78,6 +78,28 @@ describe('@tollgate/koa rateLimit', () => {
     expect(seen).toMatchObject({ hits: 1, delayMs: 0 });
   });
 
+  it('two limiters append their draft-10 items; ctx.state.rateLimit holds both decisions', async () => {
+    const { http } = appWith([
+      rateLimit({ rules: [{ name: 'ip', limit: 10, window: '1m', algorithm: 'fixed-window' }], clock: clock() }),
+      rateLimit({ rules: [{ name: 'global', key: constant('all'), limit: 100, window: '1m', algorithm: 'fixed-window' }], clock: clock() }),
+    ]);
+    const r = await http().get('/');
+    expect(r.headers['ratelimit-policy']).toBe('"ip";q=10;w=60, "global";q=100;w=60');
+    expect(r.headers.ratelimit).toBe('"ip";r=9;t=60, "global";r=99;t=60');
+    expect(r.body.rateLimit.rules.map((x: { name: string }) => x.name)).toEqual(['ip', 'global']);
+  });
+
+  it('the middleware are named for stack traces', () => {
+    const limiter = rateLimit({ rules: [{ name: 'ip', rate: '1/s' }] });
+    const names = [
+      limiter,
+      limiter.route({ rules: [{ name: 'r', rate: '1/s' }] }),
+      slowDown({ window: '1s', delayAfter: 1 }),
+      shed({ maxInFlight: 1 }),
+    ];
+    expect(names.map((m) => m.name)).toEqual(['rateLimit', 'rateLimitRoute', 'slowDown', 'shed']);
+  });
+
   it('a handler answers as a middleware with the decision, or lets the request on with next()', async () => {
     const decisions: Decision[] = [];
     const handler = (ctx: Context, next: Koa.Next, d: Decision) => {
