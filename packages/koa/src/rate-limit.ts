@@ -33,6 +33,8 @@ export interface Turn {
 /** The request is `ctx`; the response and the continuation are the request's {@link Turn}. */
 export const koaPort: HttpPort<Context, Turn, Turn> = {
   name: 'koa',
+  // Koa's own proxy trust (`app.proxy`): tollgate warns once when it is on and trustProxy is not.
+  frameworkTrust: (ctx) => ctx.app?.proxy,
   rawRequest: (ctx) => ctx.req,
   rawResponse: (t) => t.ctx.res,
   getHeader: (t, name) => t.ctx.res.getHeader(lowerHeaderName(name)),
