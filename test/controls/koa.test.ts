@@ -1,14 +1,16 @@
 /**
- * The control scenarios on Koa 3, memory stores and Redis.
+ * The control scenarios on Koa 3 (memory stores and Redis) and Koa 2 (memory stores).
  */
 import { RedisSlotStore, RedisStore } from '@tollgate/redis';
 import { Redis } from 'ioredis';
+import Koa2 from 'koa2';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { keysWithoutExpiry, type RedisServer, startRedis } from '../setup/redis.js';
 import { koaControlApp } from './koa-app.js';
 import { controlScenarios } from './suite.js';
 
-controlScenarios('Koa 3, memory stores', koaControlApp);
+controlScenarios('Koa 3, memory stores', koaControlApp());
+controlScenarios('Koa 2, memory stores', koaControlApp(Koa2));
 
 let server: RedisServer;
 let client: Redis;
@@ -26,7 +28,7 @@ afterAll(async () => {
   await server.destroy();
 });
 
-controlScenarios('Koa 3, Redis', koaControlApp, async (clock) => {
+controlScenarios('Koa 3, Redis', koaControlApp(), async (clock) => {
   const prefix = `k${++n}`;
   const store = new RedisStore({ client, clock, prefix });
   const slots = new RedisSlotStore({ client, clock, prefix: `${prefix}:` });

@@ -26,7 +26,7 @@ afterAll(async () => {
   await server.destroy();
 });
 
-httpScenarios('Koa 3, RedisStore', koaApp, async (clock) => {
+httpScenarios('Koa 3, RedisStore', koaApp(), async (clock) => {
   // A fresh prefix per scenario keeps scenarios independent on one server.
   const store = new RedisStore({ client, prefix: `ksc${++n}:`, clock, timeoutMs: 2000 });
   store.on('error', (e) => failures.push(e));
