@@ -183,6 +183,7 @@ describe('@tollgate/koa rateLimit', () => {
       ['a throwing handler', { ...refuseAll, handler: boom }],
       ['a rejecting handler', { ...refuseAll, handler: rejects }],
       ['a throwing message', { ...refuseAll, message: boom }],
+      ['a throwing onRejected', { ...refuseAll, onRejected: boom }],
       ['a rejecting message', { ...refuseAll, message: rejects }],
       ['a throwing onStoreError', { rules: [{ name: 'ip', limit: 1, window: '1m' }], store: brokenStore(), onStoreError: boom }],
       ['a rejecting onStoreError', { rules: [{ name: 'ip', limit: 1, window: '1m' }], store: brokenStore(), onStoreError: rejects }],
