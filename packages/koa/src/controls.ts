@@ -23,9 +23,10 @@ declare module 'koa' {
   }
 }
 
-/** Options every control's middleware shares for finding the client address (the default `ip()` key). */
 export type { ClientAddressOptions } from '@tollgate/core/http';
+/** Options of `slowDown`: the throttle's (docs/slow-down.md), with functions of `ctx`. */
 export type SlowDownOptions = SlowDownFlowOptions<Context>;
+/** Options of `concurrency`: the limit's (docs/concurrency.md), with functions of `ctx`. */
 export type ConcurrencyMiddlewareOptions = ConcurrencyFlowOptions<Context>;
 /** The throttle as Koa middleware, with `reset(ctx)` and `close()`. */
 export type SlowDownMiddleware = Middleware & SlowDownCarried<Context>;
