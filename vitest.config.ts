@@ -12,6 +12,7 @@ const alias = {
   '@tollgate/express': pkg('express'),
   '@tollgate/fastify': pkg('fastify'),
   '@tollgate/node': pkg('node'),
+  '@tollgate/koa': pkg('koa'),
   '@tollgate/client': pkg('client'),
   '@tollgate/cli': pkg('cli'),
   '@tollgate/otel': pkg('otel'),
