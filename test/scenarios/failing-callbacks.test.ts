@@ -10,10 +10,12 @@ import {
   slowDown as expressSlowDown,
 } from '@tollgate/express';
 import tollgate, { concurrency as fastifyConcurrency, shed as fastifyShed, slowDown as fastifySlowDown } from '@tollgate/fastify';
+import { concurrency as koaConcurrency, rateLimit as koaRateLimit, shed as koaShed, slowDown as koaSlowDown } from '@tollgate/koa';
 import * as node from '@tollgate/node';
 import express5 from 'express';
 import express4 from 'express4';
 import Fastify from 'fastify';
+import Koa from 'koa';
 import { describe, expect, it } from 'vitest';
 import { errorBody, type FailingApp, type FailingPort, type FailSpec, failingCallbackSuite } from './failing-callbacks.js';
 
@@ -153,12 +155,45 @@ const nodeMiddlewarePort: FailingPort = {
   },
 };
 
+/** Koa: a failing callback reaches the app's own try/catch around `await next()`. */
+const koaPort: FailingPort = {
+  name: 'Koa',
+  onError: false,
+  makeApp(spec) {
+    const app = new Koa();
+    app.silent = true;
+    app.use(async (ctx, next) => {
+      try {
+        await next();
+      } catch (err) {
+        if (spec.errorHandlerFails) throw new Error('error handler bug');
+        ctx.status = 500;
+        ctx.body = errorBody(err);
+      }
+    });
+    const controls = { slowDown: koaSlowDown, concurrency: koaConcurrency, shed: koaShed };
+    if (spec.control) app.use(controls[spec.control.kind](spec.control.options as never));
+    const { handler } = spec;
+    app.use(
+      koaRateLimit({
+        ...(spec.rateLimit as object),
+        ...(handler ? { handler: (ctx: unknown, _next: unknown, d: never) => handler(ctx, d) } : {}),
+      } as never),
+    );
+    app.use((ctx) => {
+      ctx.body = { ok: true };
+    });
+    return listen(http.createServer(app.callback()));
+  },
+};
+
 failingCallbackSuite([
   expressPort('Express 5', express5),
   expressPort('Express 4', express4 as unknown as typeof express5),
   fastifyPort,
   nodeAsyncPort,
   nodeMiddlewarePort,
+  koaPort,
 ]);
 
 describe('middleware called by hand with a bare request (a mock without headers or socket)', () => {
