@@ -276,7 +276,7 @@ export function runScript(port: RedisPort, call: { readonly keys: readonly strin
   return runnerOf(port).call(STORE_CODE, call.keys, call.args);
 }
 
-/** Runs one operation by key (lua/keyops.ts) on `key`'s node. */
-export function runKeyOp(port: RedisPort, key: string, args: readonly string[]): Promise<unknown> {
-  return runnerOf(port).call(KEYS_CODE, [key], args);
+/** Runs one operation by key (lua/keyops.ts) on the node of `keys` (the entry, and an id's mark). */
+export function runKeyOp(port: RedisPort, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+  return runnerOf(port).call(KEYS_CODE, keys, args);
 }
