@@ -5,11 +5,13 @@
  *
  * - Redis refused or could not be reached (an error reply such as `NOPERM` from an ACL, a
  *   lost connection): `TG_STORE_ERROR`, with the error as its `cause`.
- * - No answer within `timeoutMs`: `TG_STORE_UNCONFIRMED`. The call was handed to the
- *   client, and a frozen or slow Redis (or the client's offline queue) may still run it
- *   later, so it may have been applied; docs/operations.md has the safe retry.
+ * - No answer within `timeoutMs` to a change: `TG_STORE_UNCONFIRMED`. The call was handed
+ *   to the client, and a frozen or slow Redis (or the client's offline queue) may still
+ *   run it later, so it may have been applied; docs/operations.md has the safe retry. A
+ *   read (`get`) has nothing to apply: `TG_STORE_TIMEOUT`.
  */
 import { TollgateError } from '@tollgate/core';
+import { timeoutError } from './errors.js';
 
 export function unconfirmedError(operation: string, ms: number): TollgateError {
   return new TollgateError(
@@ -32,8 +34,8 @@ export function operatorError(operation: string, cause: unknown): TollgateError 
   );
 }
 
-/** `call`, settled within `ms`: its value, or one of the two errors above. */
-export function operatorCall<T>(call: () => Promise<T>, operation: string, ms: number): Promise<T> {
+/** `call`, settled within `ms`: its value, or one of the errors above (`read`: a `get`). */
+export function operatorCall<T>(call: () => Promise<T>, operation: string, ms: number, read = false): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let reply: Promise<T>;
     try {
@@ -42,7 +44,7 @@ export function operatorCall<T>(call: () => Promise<T>, operation: string, ms: n
       reject(operatorError(operation, err));
       return;
     }
-    const timer = setTimeout(() => reject(unconfirmedError(operation, ms)), ms);
+    const timer = setTimeout(() => reject(read ? timeoutError(ms) : unconfirmedError(operation, ms)), ms);
     reply.then(
       (v) => {
         clearTimeout(timer);

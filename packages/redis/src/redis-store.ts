@@ -456,8 +456,8 @@ export class RedisStore extends EventEmitter implements Store {
    * One operation on a (rule, key) entry without a request: one atomic call of the
    * library's keys function (or its script), on the key's node of a Cluster. An operator's
    * call is not answered by the failure policy: a failure or a timeout rejects (see
-   * operator.ts). With an operation id, its mark (`<key> op <id>`: no key has a space) shares the key's slot. A change
-   * drops this instance's deny-cache answers for the key (other instances' run out by
+   * operator.ts). An operation id's mark is `<key> op <id>` (no key has a space), in the
+   * key's slot. A change drops this instance's deny-cache answers for the key (other instances' run out by
    * themselves, at most at the retry time they were given; see docs/operations.md); a block
    * or unblock is applied to the local fallback too, so it holds while Redis is away.
    */
@@ -467,7 +467,7 @@ export class RedisStore extends EventEmitter implements Store {
     const k = this.keyOf(rule, key, raw);
     const keys = op.kind !== 'get' && op.id !== undefined ? [k, `${k} op ${op.id}`] : [k];
     const args = keyOpArgs(rule, op, t, this.#minTtl);
-    const reply = await operatorCall(() => runKeyOp(this.#port, keys, args), op.kind, this.timeoutMs);
+    const reply = await operatorCall(() => runKeyOp(this.#port, keys, args), op.kind, this.timeoutMs, op.kind === 'get');
     const state = parseKeyState(reply);
     if (op.kind !== 'get') {
       this.#deny?.written([k]);
