@@ -15,6 +15,7 @@ import { CLIENTS, type ClientKind, type Connected } from '../setup/clients.js';
 import { type RedisServer, rawCommand, startRedis } from '../setup/redis.js';
 
 const NO_DEL = { username: 'tollgate-no-del', password: 'no-del' };
+const NO_SCRIPTS = { username: 'tollgate-no-scripts', password: 'no-scripts' };
 const LIMIT = 100;
 
 let server: RedisServer;
@@ -24,6 +25,10 @@ beforeAll(async () => {
   admin = new Redis({ port: server.port, host: '127.0.0.1' });
   // Everything but DEL: the library's keys function still writes with SET.
   expect(await rawCommand(server.port, `ACL SETUSER ${NO_DEL.username} on >${NO_DEL.password} ~* &* +@all -del`)).toMatch(/^\+OK/);
+  // Neither functions nor scripts: no operation by key can run.
+  expect(await rawCommand(server.port, `ACL SETUSER ${NO_SCRIPTS.username} on >${NO_SCRIPTS.password} ~* &* +@all -@scripting`)).toMatch(
+    /^\+OK/,
+  );
 });
 afterAll(async () => {
   admin?.disconnect();
@@ -68,6 +73,27 @@ describe.each(CLIENTS)('$name', (kind: ClientKind) => {
       expect(err.message).toMatch(/NOPERM/);
       expect((await l.get('r', 'a')).blocked).toBe(true);
       expect((await l.consume('a')).rules[0]?.reason).toBe('blocked');
+    } finally {
+      await store.close();
+      await c.close();
+    }
+  });
+
+  it('an ACL that refuses scripts and functions: every operation rejects with TG_STORE_ERROR (the NOPERM reply as its cause)', async () => {
+    const c = await kind.standalone(server.port, NO_SCRIPTS);
+    const { l, store } = limiterOn(c, prefix());
+    try {
+      for (const call of [
+        () => l.get('r', 'a'),
+        () => l.block('r', 'a', '1h'),
+        () => l.unblock('r', 'a'),
+        () => l.penalize('r', 'a', 1),
+        () => l.reward('r', 'a', 1),
+      ]) {
+        const err = await rejection(call());
+        expect(err.code).toBe('TG_STORE_ERROR');
+        expect(String((err.cause as Error).message)).toMatch(/^NOPERM/);
+      }
     } finally {
       await store.close();
       await c.close();

@@ -101,6 +101,27 @@ describe('standalone', () => {
     await store.close();
   });
 
+  it('Redis frozen (CLIENT PAUSE): penalize exits 3 saying it may have been applied; the retry with --id charges once either way', async () => {
+    const prefix = `cli${++n}:`;
+    const { limiter, store } = app([{ name: 'ip', rate: '100/min' }], prefix);
+    const flags = ['--prefix', prefix, '--rule', 'ip', '--rate', '100/min', '--key', '203.0.113.9', '--units', '40', '--id', 'freeze-1'];
+    expect(await rawCommand(server.port, 'CLIENT PAUSE 10000 WRITE')).toMatch(/^\+OK/);
+    let r: Awaited<ReturnType<typeof cli>>;
+    try {
+      r = await cli(['keys', 'penalize', ...flags, '--redis', url, '--timeout', '200']);
+    } finally {
+      expect(await rawCommand(server.port, 'CLIENT UNPAUSE')).toMatch(/^\+OK/);
+    }
+    expect(r.code).toBe(3);
+    expect(r.stdout()).not.toMatch(/done/);
+    expect(r.stderr()).toMatch(/TG_CLI_REDIS_FAILED[\s\S]*may have been applied[\s\S]*--id/);
+    // Whether Redis ran it depends on whether it read the command before the CLI hung up:
+    // either way, the retry with the same --id leaves the key charged once.
+    expect([60, 100]).toContain((await limiter.get('ip', '203.0.113.9')).remaining);
+    expect((await keys(['penalize', ...flags])).json.state.remaining).toBe(60);
+    await store.close();
+  });
+
   it('--id: a penalize repeated with the same id is applied once', async () => {
     const prefix = `cli${++n}:`;
     const { limiter, store } = app([{ name: 'ip', rate: '100/min' }], prefix);
