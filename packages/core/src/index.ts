@@ -131,6 +131,7 @@ export type {
   AlgorithmName,
   Decision,
   KeyOp,
+  KeyOpId,
   Outcome,
   RejectReason,
   RuleResult,
