@@ -14,7 +14,7 @@ import { CLIENTS, type ClientKind, type Connected } from '../setup/clients.js';
 import { type RedisCluster, type RedisServer, rawCommand, startCluster, startRedis } from '../setup/redis.js';
 
 const INSTANCES = 3;
-const FLUSHES = 8;
+const FLUSHES = 16;
 /** Decisions each instance has in flight at any time. */
 const IN_FLIGHT = 4;
 /** Decisions answered between two flushes (so every flush meets calls in flight). */
