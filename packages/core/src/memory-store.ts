@@ -16,7 +16,7 @@ import { algorithms, type Check, type State, Verdict } from './algorithms/index.
 import { type Clock, checkTime, systemClock } from './clock.js';
 import { channels, type HeldEvictionMessage } from './diagnostics.js';
 import { configError, describe, TollgateError } from './errors.js';
-import { applyKeyOp, keyFigures } from './key-ops.js';
+import { AppliedIds, applyKeyOp, keyFigures } from './key-ops.js';
 import { ObjectTable, SlabTable, STATE_WIDTH, type Table } from './memory-table.js';
 import { decideStack, type Entry, refundEntry } from './stack.js';
 import { unknownOptionFix } from './suggest.js';
@@ -118,6 +118,8 @@ export class MemoryStore implements Store {
   /** Whether a limiter has passed its own time; then the sweep must not read this store's clock. */
   #external = false;
   #timer: ReturnType<typeof setInterval> | undefined;
+  /** Operation ids applied (see keyOp). */
+  readonly #ids = new AppliedIds();
   #closed = false;
   #heldEvictions = 0;
 
@@ -522,9 +524,11 @@ export class MemoryStore implements Store {
       const t = this.#now(now);
       const table = this.#table(rule);
       const before = this.#get(rule, key, t);
-      const after = applyKeyOp(before, t, rule, op);
+      // A retry of an operation already applied (same id) changes nothing: it reads.
+      const fresh = this.#ids.first(rule, key, op, t);
+      const after = fresh ? applyKeyOp(before, t, rule, op) : before;
       const state = keyFigures(after, t, rule);
-      if (op.kind !== 'get') {
+      if (op.kind !== 'get' && fresh) {
         // A key left refusing (blocked, or penalized to empty) is held like a refused one:
         // a flood of new keys must not evict it into a fresh budget.
         if (after === undefined) table.delete(key);
@@ -547,6 +551,7 @@ export class MemoryStore implements Store {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
     this.#tables.clear();
+    this.#ids.clear();
     this.#recentRules = [];
     this.#recentTables = [];
     this.#atRules = [];

@@ -36,6 +36,7 @@ import { DenyCache } from './deny-cache.js';
 import { clientError, closedError, optionError, timeoutError } from './errors.js';
 import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
 import { redisKey, slotOf } from './keys.js';
+import { operatorCall } from './operator.js';
 import { type RedisClientLike, runKeyOp, runnerOf, runScript, type ScriptRunner, STORE_CODE } from './script.js';
 
 export interface RedisStoreOptions {
@@ -432,25 +433,31 @@ export class RedisStore extends EventEmitter implements Store {
     }
   }
 
+  /**
+   * Forgets a (rule, key) in Redis and in the local fallback. An explicit call, not a
+   * decision: it goes to Redis whatever the breaker's state, and rejects when Redis did
+   * not reset (see operator.ts); the failure is reported too, without counting towards the
+   * breaker (a `DEL` refused by an ACL says nothing about decisions).
+   */
   async reset(rule: RuleSpec, key: string, raw?: string): Promise<void> {
     if (this.#closed) throw closedError();
     this.#deny?.clear();
     await this.#local.store.reset(rule, key);
-    if (!this.#breaker.tryCall()) return;
+    const k = this.keyOf(rule, key, raw);
     try {
-      const k = this.keyOf(rule, key, raw);
-      await this.#deadline(this.#port.command(['DEL', k], k));
-      this.#breaker.success();
+      await operatorCall(() => this.#port.command(['DEL', k], k), 'reset', this.timeoutMs);
     } catch (err) {
-      this.#failed(err, 'reset', 'none');
+      this.#failed(err, 'reset', 'none', false);
+      throw err;
     }
   }
 
   /**
    * One operation on a (rule, key) entry without a request: one atomic call of the
    * library's keys function (or its script), on the key's node of a Cluster. An operator's
-   * call is not answered by the failure policy: a failure or a timeout rejects. A change
-   * drops this instance's deny-cache answers for the key (other instances' run out by
+   * call is not answered by the failure policy: a failure or a timeout rejects (see
+   * operator.ts). An operation id's mark is `<key> op <id>` (no key has a space), in the
+   * key's slot. A change drops this instance's deny-cache answers for the key (other instances' run out by
    * themselves, at most at the retry time they were given; see docs/operations.md); a block
    * or unblock is applied to the local fallback too, so it holds while Redis is away.
    */
@@ -458,7 +465,9 @@ export class RedisStore extends EventEmitter implements Store {
     if (this.#closed) throw closedError();
     const t = this.#time(now);
     const k = this.keyOf(rule, key, raw);
-    const reply = await this.#deadline(runKeyOp(this.#port, k, keyOpArgs(rule, op, t, this.#minTtl)));
+    const keys = op.kind !== 'get' && op.id !== undefined ? [k, `${k} op ${op.id}`] : [k];
+    const args = keyOpArgs(rule, op, t, this.#minTtl);
+    const reply = await operatorCall(() => runKeyOp(this.#port, keys, args), op.kind, this.timeoutMs, op.kind === 'get');
     const state = parseKeyState(reply);
     if (op.kind !== 'get') {
       this.#deny?.written([k]);
@@ -845,8 +854,8 @@ export class RedisStore extends EventEmitter implements Store {
     return d;
   }
 
-  #failed(error: unknown, operation: StoreErrorEvent['operation'], policy: StoreErrorEvent['policy']): void {
-    this.#breaker.failure();
+  #failed(error: unknown, operation: StoreErrorEvent['operation'], policy: StoreErrorEvent['policy'], breaker = true): void {
+    if (breaker) this.#breaker.failure();
     const event: StoreErrorEvent = { error, operation, policy, breaker: this.#breaker.state };
     if (this.listenerCount('error') > 0) this.emit('error', event);
     if (redisChannels.error.hasSubscribers) redisChannels.error.publish({ store: this, ...event });
