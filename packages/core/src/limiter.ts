@@ -143,6 +143,14 @@ export function decisionOps(decision: Decision): readonly StoreOp[] | undefined 
   return (decision as WithReceipt)[RECEIPT];
 }
 
+/** Each limiter's reservation engine, for the HTTP pipeline's settles (`settleDecision`). */
+const engines = new WeakMap<object, ReservationEngine>();
+
+/** The reservation engine of a limiter made by `createLimiter`. */
+export function reservationEngine(lim: object): ReservationEngine | undefined {
+  return engines.get(lim);
+}
+
 /**
  * The ops of an admitted decision not given back yet (only `names`' when given), marked as
  * given back: a rule's units go back at most once, whichever path asks first (a refusal's
@@ -895,7 +903,7 @@ function build<R>(
     store,
     now,
     opsOf: (d) => decisionOps(d) ?? [],
-    claim: (d) => claimOps(d),
+    claim: (d, names) => claimOps(d, names),
     unclaim: unclaimOnInvalidTime,
   };
 
@@ -987,6 +995,7 @@ function build<R>(
   };
   const full = Object.defineProperties(limiter, VIEW_ACCESSORS) as unknown as Limiter<R>;
   families.set(full, family as RuleFamily<unknown>);
+  engines.set(full, engine);
   return full;
 }
 

@@ -60,16 +60,40 @@ function invalidActual(actual: unknown, why: string): TollgateError {
   );
 }
 
-/** The actual cost as whole units, or the coded error it deserves. */
-function actualOf(actual: unknown, ops: readonly StoreOp[]): number {
+/** The actual cost as whole units for rule `r`, or the coded error it deserves. */
+export function actualUnits(actual: unknown, r: RuleSpec): number {
   if (typeof actual !== 'number' || !(actual >= 0) || actual === Number.POSITIVE_INFINITY) throw invalidActual(actual, '');
   const units = Math.ceil(actual);
-  for (const op of ops) {
-    const max = actualCostMax(op.rule);
-    if (units > max)
-      throw invalidActual(actual, ` and at most ${max} for rule ${JSON.stringify(op.rule.name)} (1000 times its largest cost)`);
-  }
+  const max = actualCostMax(r);
+  if (units > max) throw invalidActual(actual, ` and at most ${max} for rule ${JSON.stringify(r.name)} (1000 times its largest cost)`);
   return units;
+}
+
+/**
+ * Settles decision `d`'s rules for which `actualFor` gives an actual cost (validated first,
+ * all or nothing: a bad one throws before anything is claimed); other rules are left as
+ * they are. Rules given back already (a refund, an earlier settle) are not settled again.
+ */
+export async function settleDecision(d: Decision, engine: ReservationEngine, actualFor: (op: StoreOp) => unknown): Promise<void> {
+  const units = new Map<string, number>();
+  for (const op of engine.opsOf(d)) {
+    const a = actualFor(op);
+    if (a !== undefined) units.set(op.rule.name, actualUnits(a, op.rule));
+  }
+  if (units.size === 0) return;
+  const ops = engine.claim(d, [...units.keys()]);
+  const deltas: StoreOp[] = [];
+  for (const op of ops) {
+    const u = units.get(op.rule.name) as number;
+    if (u !== op.cost) deltas.push(withCost(op, u - op.cost));
+  }
+  if (deltas.length === 0) return;
+  try {
+    await (engine.store.settle as NonNullable<Store['settle']>)(deltas, d.at, engine.now());
+  } catch (err) {
+    engine.unclaim(d, ops, err);
+    throw err;
+  }
 }
 
 /** What a reservation needs of its limiter's engine. */
@@ -79,10 +103,18 @@ export interface ReservationEngine {
   now(): number | undefined;
   /** Every op the decision consumed (its receipt). */
   opsOf(d: Decision): readonly StoreOp[];
-  /** Takes the decision's ops not given back yet, marking them (a later refund gives nothing twice). */
-  claim(d: Decision): StoreOp[];
+  /** Takes the decision's ops not given back yet (of `names`), marking them (a later refund gives nothing twice). */
+  claim(d: Decision, names?: readonly string[]): StoreOp[];
   /** Undoes `claim` after a store call that changed nothing (see unclaimOnInvalidTime). */
   unclaim(d: Decision, ops: readonly StoreOp[], err: unknown): void;
+}
+
+/** The coded error of a second settle. */
+export function alreadySettled(): TollgateError {
+  return new TollgateError(
+    'TG_ALREADY_SETTLED',
+    'settle: the reservation has already been settled or cancelled; a reservation settles once. Keep one settle per reservation.',
+  );
 }
 
 /** The reservation of decision `d`. */
@@ -95,22 +127,13 @@ export function createReservation(d: Decision, engine: ReservationEngine): Reser
         'settle: the reservation was refused, so it reserved nothing to settle. Check reservation.allowed before doing the work.',
       );
     }
-    if (settled) {
-      throw new TollgateError(
-        'TG_ALREADY_SETTLED',
-        'settle: the reservation has already been settled or cancelled; a reservation settles once. Keep one settle per reservation.',
-      );
-    }
-    const units = actualOf(actual, engine.opsOf(d));
+    if (settled) throw alreadySettled();
+    // Validated before the reservation counts as settled: a bad cost leaves it open.
+    for (const op of engine.opsOf(d)) actualUnits(actual, op.rule);
     settled = true;
-    const ops = engine.claim(d);
-    const deltas: StoreOp[] = [];
-    for (const op of ops) if (units !== op.cost) deltas.push(withCost(op, units - op.cost));
-    if (deltas.length === 0) return;
     try {
-      await (engine.store.settle as NonNullable<Store['settle']>)(deltas, d.at, engine.now());
+      await settleDecision(d, engine, () => actual);
     } catch (err) {
-      engine.unclaim(d, ops, err);
       // Nothing reached the store (a clock that gave no time): the reservation is still open.
       if ((err as { code?: unknown } | null)?.code === 'TG_INVALID_TIME') settled = false;
       throw err;
