@@ -52,6 +52,20 @@ describe('RedisStore', () => {
     expect((await l.get('day', 'a')).remaining).toBe(970);
   });
 
+  it("another instance sees a reservation's debt: refused with the same exact retry time", async () => {
+    const clock = new ManualClock(START);
+    const rules: Rule<{ k: string }>[] = [{ name: 'tokens', key: (q) => q.k, algorithm: 'token-bucket', limit: 10, window: '1m' }];
+    const a = createLimiter({ rules, store: new RedisStore({ client, clock, prefix: 'two:', timeoutMs: 5000 }), clock, prefix: 'two' });
+    const b = createLimiter({ rules, store: new RedisStore({ client, clock, prefix: 'two:', timeoutMs: 5000 }), clock, prefix: 'two' });
+    await (await a.reserve({ k: 'x' }, { cost: 2 })).settle(25);
+    const refused = await b.consume({ k: 'x' });
+    // 10 - 25 = -15 tokens: a request of 1 needs 16, at 6 s a token.
+    expect(refused.allowed).toBe(false);
+    expect(refused.retryAfterMs).toBe(96_000);
+    clock.advance(96_000);
+    expect((await b.consume({ k: 'x' })).allowed).toBe(true);
+  });
+
   it('a token bucket in deficit through a group shared with countRejected reports remaining 0, not below', async () => {
     const clock = new ManualClock(START);
     const store = new RedisStore({ client, clock, prefix: 'def:', timeoutMs: 5000 });

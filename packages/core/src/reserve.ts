@@ -81,6 +81,8 @@ export async function settleDecision(d: Decision, engine: ReservationEngine, act
     if (a !== undefined) units.set(op.rule.name, actualUnits(a, op.rule));
   }
   if (units.size === 0) return;
+  const settle = engine.store.settle;
+  if (typeof settle !== 'function') throw settleUnsupported(engine.store);
   const ops = engine.claim(d, [...units.keys()]);
   const deltas: StoreOp[] = [];
   for (const op of ops) {
@@ -89,7 +91,7 @@ export async function settleDecision(d: Decision, engine: ReservationEngine, act
   }
   if (deltas.length === 0) return;
   try {
-    await (engine.store.settle as NonNullable<Store['settle']>)(deltas, d.at, engine.now());
+    await settle.call(engine.store, deltas, d.at, engine.now());
   } catch (err) {
     engine.unclaim(d, ops, err);
     throw err;
