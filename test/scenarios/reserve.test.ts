@@ -224,3 +224,36 @@ describe.each(PORTS)('$name: reserve and settle over HTTP', ({ make }) => {
     expect(await live.remaining()).toBe(90);
   });
 });
+
+describe('express: an app-level and a route-level stage settle together', () => {
+  it('req.rateLimit.settle(n) settles every admitted stage of the request', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+    const limiter = expressLimit({ rules: RULES as never, store, clock });
+    const app = express();
+    app.use(limiter);
+    const route: Rule<http.IncomingMessage> = {
+      name: 'route',
+      key: () => 'key1',
+      algorithm: 'fixed-window',
+      limit: 50,
+      window: '1h',
+      cost: 5,
+    };
+    app.get('/both', limiter.route({ rules: [route] as never }), async (req, res) => {
+      await req.rateLimit?.settle(30);
+      res.json({ rules: req.rateLimit?.rules.map((r) => r.name) });
+    });
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    try {
+      const reply = await send((server.address() as { port: number }).port, { path: '/both' }).reply;
+      expect(reply.body).toEqual({ rules: ['tokens', 'route'] });
+      // Both reserved (10 and 5), both settled at 30.
+      expect((await limiter.get('tokens', 'key1')).remaining).toBe(70);
+      expect((await limiter.get('route', 'key1')).remaining).toBe(20);
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+});
