@@ -104,3 +104,45 @@ describe('RedisStore on a Cluster', () => {
 
   reserveContract('RedisStore on a Cluster', (clock, prefix) => new RedisStore({ client, clock, prefix, timeoutMs: 5000 }), { runs: 10 });
 });
+
+describe('RedisStore: a settle while Redis is away', () => {
+  it('is reported, not thrown, and keeps the estimate; with the breaker open it settles on the local fallback', async () => {
+    const server = await startRedis();
+    const c = new Redis({
+      port: server.port,
+      host: '127.0.0.1',
+      enableOfflineQueue: false,
+      retryStrategy: () => 50,
+      maxRetriesPerRequest: 1,
+    });
+    c.on('error', () => {});
+    await new Promise((resolve) => c.once('ready', resolve));
+    const store = new RedisStore({ client: c, prefix: 'away:', timeoutMs: 300, breaker: { failures: 1, cooldownMs: 60_000 } });
+    const errors: { operation: string }[] = [];
+    store.on('error', (e: { operation: string }) => errors.push(e));
+    const l = createLimiter({
+      rules: [{ name: 'tokens', key: (q: { k: string }) => q.k, algorithm: 'token-bucket', limit: 10, window: '1m' }],
+      store,
+      prefix: 'away',
+    });
+    try {
+      const r = await l.reserve({ k: 'a' }, { cost: 4 });
+      expect(r.allowed).toBe(true);
+      await server.stop();
+      await r.settle(25);
+      expect(r.settled).toBe(true);
+      expect(errors.map((e) => e.operation)).toEqual(['settle']);
+      expect(store.breakerState).toBe('open');
+      // Decided locally now: a reservation settled above its estimate leaves the local key in debt.
+      const local = await l.reserve({ k: 'b' }, { cost: 2 });
+      expect(local.decision.degraded).toBe('local');
+      await local.settle(30);
+      const after = await l.consume({ k: 'b' });
+      expect(after).toMatchObject({ allowed: false, degraded: 'local' });
+      expect(after.rules[0]?.remaining).toBe(0);
+    } finally {
+      c.disconnect();
+      await server.destroy();
+    }
+  });
+});
