@@ -108,6 +108,7 @@ export {
   type OperationSource,
   type OperationValues,
 } from './operations.js';
+export { ACTUAL_COST_FACTOR, actualCostMax, type Reservation } from './reserve.js';
 export {
   CAPACITY_RETRY_AFTER_MS,
   capacityProblem,
@@ -125,7 +126,7 @@ export {
   retryAfterSeconds,
 } from './response.js';
 export { type CompiledRule, compileRule, compileRules, type KeyFn, type Rule, type RuleChanges, type ValueFn } from './rules.js';
-export { checkRule, decideStack, type Entry, entryExpiresAt, refundEntry } from './stack.js';
+export { CHARGE_MAX, chargeState, checkRule, decideStack, type Entry, entryExpiresAt, refundEntry, settleEntry } from './stack.js';
 export { closest, didYouMean, editDistance, unknownOptionFix } from './suggest.js';
 export type {
   AlgorithmName,

@@ -18,7 +18,7 @@ import { channels, type HeldEvictionMessage } from './diagnostics.js';
 import { configError, describe, TollgateError } from './errors.js';
 import { AppliedIds, applyKeyOp, keyFigures } from './key-ops.js';
 import { ObjectTable, SlabTable, STATE_WIDTH, type Table } from './memory-table.js';
-import { decideStack, type Entry, refundEntry } from './stack.js';
+import { checkRule, decideStack, type Entry, refundEntry, settleEntry } from './stack.js';
 import { unknownOptionFix } from './suggest.js';
 import type { KeyOp, Outcome, RuleSpec, Store, StoreDecision, StoreKeyState, StoreOp } from './types.js';
 
@@ -505,6 +505,28 @@ export class MemoryStore implements Store {
         // A refund changes the count, not whether the key's last decision refused.
         if (e === undefined) table.delete(op.key);
         else this.#setIn(table, op.rule, op.key, e.s, e.b, t, table.held);
+      }
+      return Promise.resolve();
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** Settles a reservation (see `Store.settle`); synchronous inside, so atomic. */
+  settle(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+    try {
+      const t = this.#now(now);
+      for (const op of ops) {
+        if (op.cost === 0) continue;
+        const table = this.#table(op.rule);
+        const e = settleEntry(this.#get(op.rule, op.key, t), t, op.rule, op.cost, at);
+        if (e === undefined) table.delete(op.key);
+        // A key left in debt is held like a refused one: a flood of new keys must not evict
+        // it into a fresh budget. A give-back leaves the mark as it was, as a refund does.
+        else {
+          const owes = op.cost > 0 && !checkRule(e, t, op.rule, 1).outcome.allowed;
+          this.#setIn(table, op.rule, op.key, e.s, e.b, t, owes || table.held);
+        }
       }
       return Promise.resolve();
     } catch (err) {

@@ -160,6 +160,14 @@ export interface Store {
   peek(ops: readonly StoreOp[], now?: number): Promise<StoreDecision>;
   /** Give back what a decision made at `at` consumed. */
   refund(ops: readonly StoreOp[], at: number, now?: number): Promise<void>;
+  /**
+   * Optional ability: settle a reservation made by a decision at `at`, atomically (one round
+   * trip). Each op's `cost` is the actual cost less the estimate: below zero the difference
+   * is given back as `refund` gives it (never more than the reservation still weighs),
+   * above zero it is charged without refusing, into a debt later requests wait out. A store
+   * without it makes `limiter.reserve` reject with `TG_STORE_UNSUPPORTED`.
+   */
+  settle?(ops: readonly StoreOp[], at: number, now?: number): Promise<void>;
   /** Forget a key's state for a rule (`raw`: the key before sanitising, as in `StoreOp`). */
   reset(rule: RuleSpec, key: string, raw?: string): Promise<void>;
   /** Release timers and connections owned by the store. */

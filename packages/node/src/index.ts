@@ -27,6 +27,7 @@ import {
   nodePort,
   normalizeLimiterOptions,
   RATE_LIMIT_WORDING,
+  type RequestRateLimit,
   type RouteOptionsOf,
   routeOptionsOf,
   type SlowDownFlowOptions,
@@ -41,8 +42,8 @@ export type { ClientAddressOptions, NodeNext } from '@tollgate/core/http';
 
 declare module 'node:http' {
   interface IncomingMessage {
-    /** The rate-limit decision: every tollgate limiter this request has met, combined. */
-    rateLimit?: Decision;
+    /** The rate-limit decision: every tollgate limiter this request has met, combined, with `settle(actual)` for a cost known after the work (docs/reserve.md). */
+    rateLimit?: RequestRateLimit;
     /** What the slow-down throttle decided for this request (hits and delay). */
     slowDown?: ThrottleResult;
   }

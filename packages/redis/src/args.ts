@@ -296,6 +296,19 @@ export function refundArgs(
   return b.finish([shape], [now === undefined ? '' : num(now), num(at)]);
 }
 
+/** A settle's call (see `s` in lua/stack.ts): each op's cost is the actual cost less the estimate. */
+export function settleArgs(
+  ops: readonly StoreOp[],
+  keys: readonly string[],
+  now: number | undefined,
+  at: number,
+  minTtl: string,
+): ScriptCall {
+  const b = new CallBuilder('s', minTtl);
+  const shape = b.shape('s', ops, keys, 0, false);
+  return b.finish([shape], [now === undefined ? '' : num(now), num(at)]);
+}
+
 /**
  * The arguments of an operation by key (see lua/keyops.ts): rule, operation, time, least
  * TTL, the operation id ('' for none) and how long the id is remembered.

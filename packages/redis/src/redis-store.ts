@@ -27,7 +27,7 @@ import {
   sanitizeKey,
   unknownOptionFix,
 } from '@tollgate/core';
-import { type Command, decideArgs, keyOpArgs, parseDecisions, parseKeyState, refundArgs, type StackCall } from './args.js';
+import { type Command, decideArgs, keyOpArgs, parseDecisions, parseKeyState, refundArgs, type StackCall, settleArgs } from './args.js';
 import { Breaker, type BreakerOptions, type BreakerState } from './breaker.js';
 import { redisChannels } from './channels.js';
 import { checkOnConnect } from './checks.js';
@@ -114,7 +114,7 @@ export interface RedisStoreOptions {
 
 export interface StoreErrorEvent {
   error: unknown;
-  operation: 'consume' | 'peek' | 'refund' | 'reset';
+  operation: 'consume' | 'peek' | 'refund' | 'settle' | 'reset';
   /** What answered instead: the policy, or `'none'` for refund and reset. */
   policy: StoreErrorPolicy | 'none';
   breaker: BreakerState;
@@ -407,20 +407,33 @@ export class RedisStore extends EventEmitter implements Store {
     return this.#decide('p', ops, now);
   }
 
-  async refund(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+  refund(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+    return this.#giveBack('refund', ops, at, now);
+  }
+
+  /**
+   * Settles a reservation (see `Store.settle`): one atomic call (per slot on a Cluster
+   * whose keys span slots, as a refund), each op's cost the actual cost less the estimate.
+   */
+  settle(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+    return this.#giveBack('settle', ops, at, now);
+  }
+
+  async #giveBack(operation: 'refund' | 'settle', ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
     if (this.#closed) throw closedError();
     if (ops.length === 0) return;
     this.#deny?.clear();
     const t = this.#time(now);
-    checkTime(at, 'RedisStore.refund: at');
+    checkTime(at, `RedisStore.${operation}: at`);
     if (!this.#breaker.tryCall()) {
-      // Decisions are being made locally: give back there.
-      if (this.onStoreError === 'local') await this.#local.store.refund(this.#local.ops(ops), at, t);
+      // Decisions are being made locally: give back (or charge) there.
+      if (this.onStoreError === 'local') await this.#local.store[operation](this.#local.ops(ops), at, t);
       return;
     }
     try {
       await this.#deadline(
         this.#refundRemote(
+          operation === 'refund' ? refundArgs : settleArgs,
           ops,
           ops.map((op) => this.keyOf(op.rule, op.key, op.raw)),
           at,
@@ -429,7 +442,7 @@ export class RedisStore extends EventEmitter implements Store {
       );
       this.#breaker.success();
     } catch (err) {
-      this.#failed(err, 'refund', 'none');
+      this.#failed(err, operation, 'none');
     }
   }
 
@@ -783,10 +796,16 @@ export class RedisStore extends EventEmitter implements Store {
     }
   }
 
-  async #refundRemote(ops: readonly StoreOp[], keys: string[], at: number, now: number | undefined): Promise<void> {
+  async #refundRemote(
+    argsOf: typeof refundArgs,
+    ops: readonly StoreOp[],
+    keys: string[],
+    at: number,
+    now: number | undefined,
+  ): Promise<void> {
     const groups = this.#groups(keys);
     if (groups === undefined) {
-      await runScript(this.#port, refundArgs(ops, keys, now, at, this.#minTtl));
+      await runScript(this.#port, argsOf(ops, keys, now, at, this.#minTtl));
       return;
     }
     await Promise.all(
@@ -795,7 +814,7 @@ export class RedisStore extends EventEmitter implements Store {
         const groupAt = this.#groupTimes.get(`${at}|${k[0]}`) ?? at;
         return runScript(
           this.#port,
-          refundArgs(
+          argsOf(
             idx.map((i) => ops[i] as StoreOp),
             k,
             now,

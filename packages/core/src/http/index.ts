@@ -80,6 +80,7 @@ export {
   type RateLimitSource,
   type RouteMode,
 } from './rate-limit.js';
+export type { RequestRateLimit } from './settle.js';
 export {
   FORWARDED_UNTRUSTED_WARNING,
   PROXY_WARNING_CHANNEL,

@@ -30,6 +30,7 @@ import { type Access, deniedRefusal } from './access.js';
 import { asAny, asMessageBody, asSkip, call, isThenable, settle } from './callbacks.js';
 import { holdRequest } from './lifetime.js';
 import { type HttpPort, localsOf as localsOn, sendRefusal, writeRefusalHead } from './port.js';
+import { exposeSettle, reservations } from './settle.js';
 import { proxyWarnings } from './warnings.js';
 
 /** How a route's rules combine with the app-level (plugin-level) ones. */
@@ -374,6 +375,7 @@ function pipeline<Req, Res, Next>(
   const { handler, message, onRejected, onStoreError } = s;
   const timers = o.timers ?? systemTimers;
   const counted = countedRules(lim);
+  const reserved = reservations(lim, name);
   const firstUnit = nextAdmission(lim);
   const deadline = storeDeadline(lim.store);
   const checkMessage = asMessageBody(`${o.path}.message`);
@@ -429,6 +431,8 @@ function pipeline<Req, Res, Next>(
     if (format !== undefined) headers(req, res, shown, all, nextMs, fresh);
     publishDecision(d, req, name, dryRun);
     if (d.allowed || dryRun) {
+      if (d.allowed) reserved(req, port.rawResponse(res), d);
+      exposeSettle(req);
       if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, req, port.rawResponse(res), d, name);
       if (d.delayMs > 0 && !dryRun) {
         // A client that leaves while waiting never reaches the handler.
