@@ -4,7 +4,7 @@
  */
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { unknownOptionFix } from '@tollgate/core';
-import { CliError, cliError } from './errors.js';
+import { CliError, cliError, show } from './errors.js';
 
 const POLICY_OPTIONS = {
   config: { type: 'string', short: 'c', multiple: true },
@@ -190,8 +190,9 @@ export function parse(
   options: NonNullable<ParseArgsConfig['options']>,
   command: string,
 ): { values: Record<string, string | boolean | (string | boolean)[] | undefined> } {
+  let parsed: ReturnType<typeof parseArgs> & { tokens?: unknown[] };
   try {
-    return parseArgs({ args, options, allowPositionals: false, strict: true });
+    parsed = parseArgs({ args, options, allowPositionals: false, strict: true, tokens: true });
   } catch (err) {
     if (err instanceof CliError) throw err;
     const message = (err as Error).message.split('\n')[0] ?? '';
@@ -208,5 +209,29 @@ export function parse(
       },
       err,
     );
+  }
+  repeatedOnce(parsed.tokens ?? [], options, command);
+  return { values: parsed.values };
+}
+
+/**
+ * An option that takes one value, given twice, is a usage error: parseArgs keeps the last
+ * one silently, so `--key a --key b` acted on b (and `-r 10/s -r 20/s` simulated 20/s).
+ */
+function repeatedOnce(tokens: unknown[], options: NonNullable<ParseArgsConfig['options']>, command: string): void {
+  const seen = new Map<string, string | undefined>();
+  for (const t of tokens as { kind: string; name?: string; value?: string }[]) {
+    if (t.kind !== 'option' || t.name === undefined) continue;
+    const o = options[t.name];
+    if (o === undefined || o.multiple === true || o.type === 'boolean') continue;
+    if (seen.has(t.name)) {
+      throw cliError('TG_CLI_INVALID_ARGUMENT', {
+        path: `--${t.name}`,
+        expected: 'one value',
+        received: `${show(seen.get(t.name))} and ${show(t.value)}`,
+        fix: `Give --${t.name} once (run "tollgate ${command}" again for another value).`,
+      });
+    }
+    seen.set(t.name, t.value);
   }
 }

@@ -211,6 +211,9 @@ describe('standalone', () => {
       [['get', '--rule', 'ip', '--rate', '5/min', '-a', 'fixed', '--key', 'k'], 'TG_CLI_INVALID_ARGUMENT'],
       [['get', '--rule', 'ip', '--rate', '0/min', '--key', 'k'], 'TG_INVALID_RATE'],
       [['get', ...base, '--bogus'], 'TG_CLI_INVALID_ARGUMENT'],
+      // bug: a repeated option kept its last value silently (--key k --key other acted on other)
+      [['block', ...base, '--key', 'other', '--for', '1h'], 'TG_CLI_INVALID_ARGUMENT'],
+      [['get', ...base, '--rate', '50/min'], 'TG_CLI_INVALID_ARGUMENT'],
     ];
     const before = Number(/keys=(\d+)/.exec(await client.info('keyspace'))?.[1] ?? 0);
     for (const [args, code] of cases) {

@@ -422,9 +422,15 @@ export class MemoryStore implements Store {
             // Already equivalent to no state: dropped (see #setIn).
             table.delete(op.key);
             moved = true;
-          } else if (table.admit(op.key, v, v.x) && this.size > this.maxKeys) {
-            this.#evict(table, op.key, t);
-            moved = true;
+          } else {
+            const fresh = table.admit(op.key, v, v.x);
+            // Left empty, the key refuses its next request: held as a refused one, or a flood
+            // of new keys would evict it into a fresh budget before that request comes.
+            if (v.remaining === 0) table.hold(op.key);
+            if (fresh && this.size > this.maxKeys) {
+              this.#evict(table, op.key, t);
+              moved = true;
+            }
           }
         }
       }
@@ -473,8 +479,10 @@ export class MemoryStore implements Store {
     for (let i = 0; i < ops.length; i++) {
       const w = d.writes[i];
       const op = ops[i] as StoreOp;
-      const refused = !(d.outcomes[i] as Outcome).allowed;
-      if (w !== undefined) this.#set(op.rule, op.key, w.s, w.b, t, refused);
+      const o = d.outcomes[i] as Outcome;
+      const refused = !o.allowed;
+      // An admission that leaves the key empty holds it too (see DECIDE).
+      if (w !== undefined) this.#set(op.rule, op.key, w.s, w.b, t, refused || o.remaining === 0);
       else if (refused) this.#table(op.rule).hold(op.key);
     }
     return { allowed: d.allowed, now: t, outcomes: d.outcomes };
