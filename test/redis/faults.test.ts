@@ -19,7 +19,23 @@ const TIMEOUT = 50;
 /** Slack beyond a plain timer of TIMEOUT ms started at the same moment. */
 const SLACK = 15;
 
-const rules = [{ name: 'r', key: () => 'k', algorithm: 'sliding-window' as const, limit: 10, window: '1m' as const }];
+// sliding-log: the local share (5 of 8) is exact wherever a minute boundary falls (a sliding-window
+// counter's estimate drops across one and let a sixth through).
+const rules = [{ name: 'r', key: () => 'k', algorithm: 'sliding-log' as const, limit: 10, window: '1m' as const }];
+
+/**
+ * Consumes until a decision comes from Redis (at most `tries`): on a busy machine a healthy call
+ * can miss a 50 ms deadline, which is the failure policy working, not the outage under test. Give
+ * it a limiter of its own (another prefix): what a missed call counts in the fallback stays there.
+ */
+async function onRedis(l: Limiter<unknown>, tries = 100): Promise<Decision> {
+  let d = await l.consume({});
+  for (let i = 1; i < tries && d.degraded !== undefined; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    d = await l.consume({});
+  }
+  return d;
+}
 
 /**
  * Runs one decision and measures it against a plain `setTimeout(TIMEOUT)` started at the
@@ -73,7 +89,9 @@ describe.each([
     const lAllow = createLimiter({ rules, store: allow, prefix: `${prefix}a` });
     const lDeny = createLimiter({ rules, store: deny, prefix: `${prefix}d` });
     try {
-      for (const l of [lLocal, lAllow, lDeny]) expect((await l.consume({})).degraded).toBeUndefined();
+      // On Redis before the kill (the library loaded, every breaker closed), through limiters of their own.
+      for (const store of [local, allow, deny])
+        expect((await onRedis(createLimiter({ rules, store, prefix: `${prefix}w` }))).degraded).toBeUndefined();
 
       await server.stop();
 
@@ -104,9 +122,9 @@ describe.each([
 
       // Restart: the store goes back to Redis by itself (cool-down + reconnect + one probe).
       await server.start();
-      const restarted = performance.now();
       let back: Decision | undefined;
-      while (performance.now() - restarted < 3000) {
+      // Bounded by tries, not by time: a busy machine takes longer to reconnect.
+      for (let tries = 0; tries < 150; tries++) {
         const { d, ms, bound } = await timed(lLocal);
         expect(ms).toBeLessThanOrEqual(bound);
         if (d.degraded === undefined) {
@@ -137,7 +155,7 @@ describe('latency', () => {
     const store = new RedisStore({ client: c, prefix: 'slow:', timeoutMs: TIMEOUT, breaker: { failures: 3, cooldownMs: 100 } });
     const l = createLimiter({ rules, store, prefix: 'slow' });
     try {
-      expect((await l.consume({})).degraded).toBeUndefined();
+      expect((await onRedis(l)).degraded).toBeUndefined();
       const sleeping = blocker.call('DEBUG', 'SLEEP', '0.6');
       await new Promise((r) => setTimeout(r, 10));
       // Concurrent and sequential decisions while Redis is stuck.
@@ -150,13 +168,7 @@ describe('latency', () => {
       }
       await sleeping;
       // Redis answers again: back to Redis after the cool-down.
-      const t = performance.now();
-      let d = await l.consume({});
-      while (d.degraded !== undefined && performance.now() - t < 2000) {
-        await new Promise((r) => setTimeout(r, 20));
-        d = await l.consume({});
-      }
-      expect(d.degraded).toBeUndefined();
+      expect((await onRedis(l)).degraded).toBeUndefined();
     } finally {
       c.disconnect();
       blocker.disconnect();
