@@ -2,11 +2,18 @@
  * A small load generator for the reliability suite, run as a child process so that the
  * app, the load and the test each have their own event loop. Closed loop: `workers`
  * concurrent senders, each sends a request, waits for its answer, pauses `pauseMs`, and
- * goes again, until `durationMs` has passed or `maxRequests` have been sent. Every
+ * goes again, until the parent says stop, `durationMs` has passed or `maxRequests` have
+ * been sent (the last two are safety caps for a test driven by counts). Every
  * response is recorded (send time from the start, status, latency); a request with no
  * answer within `requestTimeoutMs` is recorded as status 0 (a hung request), a socket
  * error as -1. `{ type: 'started' }` is sent when the load begins; the results go back
  * over IPC as one message at the end, then the child exits.
+ *
+ * Driven by counts (children.ts `answered`, `stop`): the parent sends `{ type: 'mark', id,
+ * count }` and gets `{ type: 'mark', id }` back once `count` more requests have been
+ * answered, whatever their status; `{ type: 'stop' }` ends the load after the requests in
+ * flight. A test then says "100 answers after the fault" rather than "400 ms after the
+ * fault", which a busy machine fills with fewer requests.
  */
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
@@ -43,6 +50,29 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: config.workers });
 const start = performance.now();
 const result: LoadResult = { type: 'done', t: [], status: [], ms: [], degraded: [] };
 let sent = 0;
+let stopped = false;
+/** Marks waiting for a number of answers: id and the answer count that fulfils it. */
+const marks: { id: number; at: number }[] = [];
+
+export type LoadCommand = { type: 'stop' } | { type: 'mark'; id: number; count: number };
+
+process.on('message', (m: LoadCommand) => {
+  if (m.type === 'stop') stopped = true;
+  else if (m.type === 'mark') {
+    marks.push({ id: m.id, at: result.status.length + m.count });
+    answered();
+  }
+});
+
+/** Reports every mark whose count of answers has been reached. */
+function answered(): void {
+  for (let i = marks.length - 1; i >= 0; i--) {
+    const mark = marks[i] as { id: number; at: number };
+    if (result.status.length < mark.at) continue;
+    marks.splice(i, 1);
+    process.send?.({ type: 'mark', id: mark.id });
+  }
+}
 
 function once(port: number): Promise<void> {
   const t0 = performance.now();
@@ -56,6 +86,7 @@ function once(port: number): Promise<void> {
       result.status.push(status);
       result.ms.push(performance.now() - t0);
       result.degraded.push(degraded ? 1 : 0);
+      if (marks.length > 0) answered();
       resolve();
     };
     const headers = { ...config.headers };
@@ -75,7 +106,7 @@ function once(port: number): Promise<void> {
 }
 
 async function worker(i: number): Promise<void> {
-  while (performance.now() - start < config.durationMs && sent < config.maxRequests) {
+  while (!stopped && performance.now() - start < config.durationMs && sent < config.maxRequests) {
     const port = config.ports[(sent + i) % config.ports.length] as number;
     sent++;
     await once(port);
