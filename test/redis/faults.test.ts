@@ -42,7 +42,7 @@ async function onRedis(l: Limiter<unknown>, tries = 100): Promise<Decision> {
  * same moment: on a loaded machine timers fire late, and the store's deadline is a timer
  * too. `bound` is when the decision must have answered: that timer's actual delay + SLACK.
  */
-async function timed(l: Limiter<unknown>): Promise<{ d: Decision; ms: number; bound: number }> {
+async function timed(l: Limiter<unknown>): Promise<{ d: Decision; ms: number; bound: number; at: number }> {
   const t = performance.now();
   let timer = 0;
   const probe = new Promise<void>((resolve) =>
@@ -52,9 +52,9 @@ async function timed(l: Limiter<unknown>): Promise<{ d: Decision; ms: number; bo
     }, TIMEOUT),
   );
   const d = await l.consume({});
-  const ms = performance.now() - t;
+  const at = performance.now();
   await probe;
-  return { d, ms, bound: Math.max(TIMEOUT, timer) + SLACK };
+  return { d, ms: at - t, bound: Math.max(TIMEOUT, timer) + SLACK, at };
 }
 
 async function client(port: number, offlineQueue: boolean): Promise<Redis> {
@@ -156,16 +156,21 @@ describe('latency', () => {
     const l = createLimiter({ rules, store, prefix: 'slow' });
     try {
       expect((await onRedis(l)).degraded).toBeUndefined();
+      // Redis cannot answer before this: it gets the command after it is sent and sleeps 600 ms.
+      const asleepUntil = performance.now() + 600;
       const sleeping = blocker.call('DEBUG', 'SLEEP', '0.6');
       await new Promise((r) => setTimeout(r, 10));
       // Concurrent and sequential decisions while Redis is stuck.
       const concurrent = await Promise.all(Array.from({ length: 20 }, () => timed(l)));
       const sequential = [];
       for (let i = 0; i < 5; i++) sequential.push(await timed(l));
-      for (const { d, ms, bound } of [...concurrent, ...sequential]) {
-        expect(ms).toBeLessThanOrEqual(bound);
-        expect(d.degraded).toBe('local');
-      }
+      const all = [...concurrent, ...sequential];
+      for (const { ms, bound } of all) expect(ms).toBeLessThanOrEqual(bound);
+      // Answered while Redis slept: by the failure policy. Judged by when each was answered, not
+      // by the count: on a busy machine Redis woke before the 25th and rightly answered the rest.
+      const whileAsleep = all.filter((r) => r.at < asleepUntil);
+      expect(whileAsleep.length).toBeGreaterThanOrEqual(concurrent.length);
+      for (const { d } of whileAsleep) expect(d.degraded).toBe('local');
       await sleeping;
       // Redis answers again: back to Redis after the cool-down.
       expect((await onRedis(l)).degraded).toBeUndefined();
