@@ -12,7 +12,7 @@ import { startApp, startLoad, summarize } from './helpers/children.js';
 
 const TIMEOUT_MS = 50;
 /** Answers each app gives before the first command and after each one: the test is driven by counts, not by sleeps. */
-const ANSWERS = 100;
+const ANSWERS = 60;
 /** As in redis-outage.test.ts: p99 beyond the deadline and the pre-fault p99; worst answer. */
 const P99_MARGIN_MS = 150;
 const MAX_MARGIN_MS = 600;

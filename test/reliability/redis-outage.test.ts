@@ -30,7 +30,7 @@ const MAX_MARGIN_MS = 600;
 const OUTAGE_MS = 1500;
 /** Answers before the kill and after the restart: the phases are counted, so a busy machine cannot thin them out. */
 const BEFORE = 150;
-const AFTER = 150;
+const AFTER = 50;
 
 let redis: RedisServer;
 beforeAll(async () => {
