@@ -13,9 +13,16 @@ import { startApp, startLoad, summarize } from './helpers/children.js';
 const TIMEOUT_MS = 50;
 /** Answers each app gives before the first command and after each one: the test is driven by counts, not by sleeps. */
 const ANSWERS = 60;
-/** As in redis-outage.test.ts: p99 beyond the deadline and the pre-fault p99; worst answer. */
+/** As in redis-outage.test.ts: p99 beyond the deadline and the pre-fault p99. */
 const P99_MARGIN_MS = 150;
-const MAX_MARGIN_MS = 600;
+/**
+ * Any single answer, measured in the app (helpers/app.ts LATE_HEADER): at most this much
+ * later than a plain deadline timer started as the request reached the limiter. A request
+ * waiting for Redis is late by a reconnect or a script load; a busy machine delays that timer as much as the
+ * store's own deadline timer, so it cannot change the verdict (beside a CPU hog: late by at
+ * most 98 ms, where the load generator's round trips took up to 1.7 s).
+ */
+const MAX_LATE_MS = 600;
 
 let redis: RedisServer;
 beforeAll(async () => {
@@ -88,7 +95,7 @@ describe('SCRIPT FLUSH, CLIENT KILL and FLUSHALL mid-load', () => {
         );
         expect(s.byStatus).toEqual({ 200: s.total });
         expect(s.p99).toBeLessThanOrEqual(TIMEOUT_MS + P99_MARGIN_MS + baseline);
-        expect(s.max).toBeLessThanOrEqual(TIMEOUT_MS + MAX_MARGIN_MS);
+        expect(s.lateMax).toBeLessThanOrEqual(MAX_LATE_MS);
         // FLUSHALL emptied Redis; the app's keys are back, so its decisions reach Redis again.
         expect(await keysOf(redis.port, `admin-${framework}:*`)).toEqual([
           `admin-${framework}:tg:all:f3600000{all}`,

@@ -22,11 +22,13 @@ const TIMEOUT_MS = 100;
  */
 const P99_MARGIN_MS = 150;
 /**
- * Any single answer beyond the deadline: a generous scheduling allowance for a loaded CI
- * machine, still well under the outage (1 500 ms), which a request waiting for Redis
- * would have to sit out.
+ * Any single answer, measured in the app (helpers/app.ts LATE_HEADER): at most this much
+ * later than a plain deadline timer started as the request reached the limiter. A request
+ * waiting for Redis is late by the fault (1 500 ms); a busy machine delays that timer as much as the
+ * store's own deadline timer, so it cannot change the verdict (beside a CPU hog: late by at
+ * most 98 ms, where the load generator's round trips took up to 1.7 s).
  */
-const MAX_MARGIN_MS = 600;
+const MAX_LATE_MS = 600;
 const OUTAGE_MS = 1500;
 /** Answers before the kill and after the restart: the phases are counted, so a busy machine cannot thin them out. */
 const BEFORE = 150;
@@ -116,7 +118,7 @@ describe.each(CASES)('%s on %s: redis-server killed and restarted mid-load', (fr
         // Only 200s: no 5xx, no hung request (0), no socket error (-1), no refusal.
         expect(s.byStatus).toEqual({ 200: s.total });
         expect(s.p99).toBeLessThanOrEqual(TIMEOUT_MS + P99_MARGIN_MS + baseline);
-        expect(s.max).toBeLessThanOrEqual(TIMEOUT_MS + MAX_MARGIN_MS);
+        expect(s.lateMax).toBeLessThanOrEqual(MAX_LATE_MS);
         // Back on Redis: the restarted server is empty, so these keys were written after it.
         expect(await redisKeys(redis.port, `out-${framework}-${tag}-${policy}:*`)).not.toEqual([]);
         const changes = apps[policy].breakerChanges();
@@ -143,7 +145,7 @@ describe.each(CASES)('%s on %s: redis-server killed and restarted mid-load', (fr
       );
       expect(Object.keys(s.byStatus).sort()).toEqual(['200', '503']);
       expect(s.p99).toBeLessThanOrEqual(TIMEOUT_MS + P99_MARGIN_MS + baseline);
-      expect(s.max).toBeLessThanOrEqual(TIMEOUT_MS + MAX_MARGIN_MS);
+      expect(s.lateMax).toBeLessThanOrEqual(MAX_LATE_MS);
       // Admitted again after the restart: Redis decides once more.
       expect(d.t.some((t, i) => t > back && d.status[i] === 200)).toBe(true);
       expect(apps.deny.closedSince(restartedAt)).toBe(true);

@@ -18,10 +18,13 @@ const TIMEOUT_MS = 50;
  */
 const P99_MARGIN_MS = 150;
 /**
- * Any single answer: the deadline plus a generous scheduling allowance for a loaded CI
- * machine, still well under the added delay, which a request waiting for Redis would pay.
+ * Any single answer, measured in the app (helpers/app.ts LATE_HEADER): at most this much
+ * later than a plain deadline timer started as the request reached the limiter. A request
+ * waiting for Redis is late by the fault (1 500 ms); a busy machine delays that timer as much as the
+ * store's own deadline timer, so it cannot change the verdict (beside a CPU hog: late by at
+ * most 98 ms, where the load generator's round trips took up to 1.7 s).
  */
-const MAX_MARGIN_MS = 600;
+const MAX_LATE_MS = 600;
 const SLOW_MS = 1500;
 /** Answers before the delay starts and after it stops: the phases are counted, so a busy machine cannot thin them out. */
 const BEFORE = 150;
@@ -89,7 +92,7 @@ describe('Redis slowed by a delaying proxy', () => {
         expect(summarize(r, slowFrom - startedAt, fastAgain - startedAt).total).toBeGreaterThan(20);
         expect(s.byStatus).toEqual({ 200: s.total });
         expect(s.p99).toBeLessThanOrEqual(TIMEOUT_MS + P99_MARGIN_MS + baseline);
-        expect(s.max).toBeLessThanOrEqual(TIMEOUT_MS + MAX_MARGIN_MS);
+        expect(s.lateMax).toBeLessThanOrEqual(MAX_LATE_MS);
         expect(changes).toEqual(expect.arrayContaining(['closed>open', 'open>half-open']));
         // Recovered by itself once the delay stopped (chunks already held still arrive late).
         expect(app.closedSince(fastAgain)).toBe(true);

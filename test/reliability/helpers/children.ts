@@ -99,9 +99,10 @@ export interface RunningLoad {
   done: Promise<LoadResult>;
   /**
    * Resolves once `count` more requests have been answered (any status, a hung one when its
-   * requestTimeoutMs is up); rejects if the load ends first (its durationMs or maxRequests cap).
+   * requestTimeoutMs is up), or with `clean` once `count` answers in a row were 200 and decided
+   * by Redis; rejects if the load ends first (its durationMs or maxRequests cap).
    */
-  answered(count: number): Promise<void>;
+  answered(count: number, options?: { clean?: boolean }): Promise<void>;
   /** Ends the load after the requests in flight; resolves with every response, as `done`. */
   stop(): Promise<LoadResult>;
 }
@@ -137,7 +138,7 @@ export function startLoad(config: LoadConfig): RunningLoad {
   return {
     started,
     done,
-    answered: (count) =>
+    answered: (count, options) =>
       new Promise<void>((resolve, reject) => {
         if (!child.connected) {
           reject(new Error('the load has ended'));
@@ -145,7 +146,7 @@ export function startLoad(config: LoadConfig): RunningLoad {
         }
         const id = nextMark++;
         marks.set(id, { resolve, reject });
-        send({ type: 'mark', id, count });
+        send({ type: 'mark', id, count, clean: options?.clean === true });
       }),
     stop: () => {
       send({ type: 'stop' });
@@ -172,6 +173,8 @@ export interface LoadSummary {
   p50: number;
   p99: number;
   max: number;
+  /** The latest answer beyond a plain deadline timer in the app (app.ts LATE_HEADER); NaN when a response lacked it. */
+  lateMax: number;
 }
 
 export function summarize(r: LoadResult, from = 0, to = Number.POSITIVE_INFINITY): LoadSummary {
@@ -179,7 +182,15 @@ export function summarize(r: LoadResult, from = 0, to = Number.POSITIVE_INFINITY
   const ms = idx.map((i) => r.ms[i] as number);
   const byStatus: Record<string, number> = {};
   for (const i of idx) byStatus[String(r.status[i])] = (byStatus[String(r.status[i])] ?? 0) + 1;
-  return { total: idx.length, byStatus, p50: quantile(ms, 0.5), p99: quantile(ms, 0.99), max: Math.max(...ms) };
+  const late = idx.map((i) => r.late[i] as number);
+  return {
+    total: idx.length,
+    byStatus,
+    p50: quantile(ms, 0.5),
+    p99: quantile(ms, 0.99),
+    max: Math.max(...ms),
+    lateMax: late.some(Number.isNaN) ? Number.NaN : Math.max(0, ...late),
+  };
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
