@@ -52,8 +52,10 @@ describe('standalone', () => {
 
   it('get, block, unblock, penalize, reward and reset act on the keys the application uses', async () => {
     const prefix = `cli${++n}:`;
-    const { limiter, store } = app([{ name: 'ip', rate: '5/min' }], prefix);
-    const flags = ['--prefix', prefix, '--rule', 'ip', '--rate', '5/min', '--key', '203.0.113.7'];
+    // sliding-log: its counts are exact wherever a minute boundary falls among the CLI's runs,
+    // which take seconds (a sliding-window counter's estimate drops across one).
+    const { limiter, store } = app([{ name: 'ip', rate: '5/min', algorithm: 'sliding-log' }], prefix);
+    const flags = ['--prefix', prefix, '--rule', 'ip', '--rate', '5/min', '--algorithm', 'sliding-log', '--key', '203.0.113.7'];
     await limiter.consume(req('203.0.113.7'));
     await limiter.consume(req('203.0.113.7'));
 
@@ -62,7 +64,7 @@ describe('standalone', () => {
     expect(got.json).toMatchObject({
       command: 'keys',
       operation: 'get',
-      redisKey: `${prefix}tg:ip:w60000{203.0.113.7}`,
+      redisKey: `${prefix}tg:ip:s60000{203.0.113.7}`,
       state: { rule: 'ip', key: '203.0.113.7', limit: 5, windowMs: 60_000, remaining: 3, exists: true, blocked: false },
     });
 
@@ -307,7 +309,11 @@ describe('Cluster', () => {
     const prefix = `clc${++n}:`;
     const store = new RedisStore({ client, prefix, timeoutMs: 2000, denyCache: false });
     const tagged = new RedisStore({ client, prefix, timeoutMs: 2000, denyCache: false, hashTag: (_r, k) => k.split(':')[0] as string });
-    const plain = createLimiter({ rules: [{ name: 'user', key: (r: { u: string }) => r.u, limit: 4, window: '1m' }], store });
+    // sliding-log: exact wherever a minute boundary falls among the CLI's runs, which take seconds.
+    const plain = createLimiter({
+      rules: [{ name: 'user', key: (r: { u: string }) => r.u, limit: 4, window: '1m', algorithm: 'sliding-log' }],
+      store,
+    });
     const byTenant = createLimiter({ rules: [{ name: 'tenant', key: (r: { u: string }) => r.u, limit: 4, window: '1m' }], store: tagged });
     await plain.consume({ u: 'alice' });
     await byTenant.consume({ u: 'acme:bob' });
@@ -325,6 +331,8 @@ describe('Cluster', () => {
       '4',
       '--window',
       '1m',
+      '--algorithm',
+      'sliding-log',
       '--key',
       'alice',
       '--units',
