@@ -13,6 +13,7 @@ const alias = {
   '@tollgate/fastify': pkg('fastify'),
   '@tollgate/nestjs': pkg('nestjs'),
   '@tollgate/node': pkg('node'),
+  '@tollgate/koa': pkg('koa'),
   '@tollgate/client': pkg('client'),
   '@tollgate/cli': pkg('cli'),
   '@tollgate/otel': pkg('otel'),

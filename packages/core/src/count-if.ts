@@ -10,6 +10,8 @@ import type { Limiter } from './limiter.js';
 import type { CompiledRule } from './rules.js';
 import type { Decision } from './types.js';
 
+const noop = () => {};
+
 /** The part of Node's `ServerResponse` counting by outcome reads. */
 export interface FinishingResponse {
   once(event: 'finish', listener: () => void): unknown;
@@ -45,7 +47,10 @@ export function refundUncountedOnFinish<R>(
     for (const r of counted) {
       let counts = true;
       try {
-        counts = (r.countIf as NonNullable<CompiledRule['countIf']>)(res.statusCode) !== false;
+        const v: unknown = (r.countIf as NonNullable<CompiledRule['countIf']>)(res.statusCode);
+        // A promise is never awaited (the response is over): it counts, and its rejection is caught.
+        if (typeof v === 'object' && v !== null && typeof (v as { then?: unknown }).then === 'function') Promise.resolve(v).catch(noop);
+        else counts = v !== false;
       } catch {
         // A throwing countIf counts the request: failing closed keeps the limit.
       }

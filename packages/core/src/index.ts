@@ -78,7 +78,7 @@ export {
   windowSeconds,
 } from './headers.js';
 export type { ClientAddressOptions, HttpLimiterOptions } from './http-options.js';
-export { applyKeyOp, keyFigures } from './key-ops.js';
+export { applyKeyOp, keyFigures, OPERATION_ID_TTL_MS } from './key-ops.js';
 export {
   compileTrust,
   constant,
@@ -104,9 +104,11 @@ export {
   type KeyState,
   keyOperations,
   type OperationKey,
+  type OperationOptions,
   type OperationSource,
   type OperationValues,
 } from './operations.js';
+export { ACTUAL_COST_FACTOR, actualCostMax, type Reservation } from './reserve.js';
 export {
   CAPACITY_RETRY_AFTER_MS,
   capacityProblem,
@@ -124,12 +126,13 @@ export {
   retryAfterSeconds,
 } from './response.js';
 export { type CompiledRule, compileRule, compileRules, type KeyFn, type Rule, type RuleChanges, type ValueFn } from './rules.js';
-export { checkRule, decideStack, type Entry, entryExpiresAt, refundEntry } from './stack.js';
+export { CHARGE_MAX, chargeState, checkRule, decideStack, type Entry, entryExpiresAt, refundEntry, settleEntry } from './stack.js';
 export { closest, didYouMean, editDistance, unknownOptionFix } from './suggest.js';
 export type {
   AlgorithmName,
   Decision,
   KeyOp,
+  KeyOpId,
   Outcome,
   RejectReason,
   RuleResult,

@@ -30,17 +30,20 @@ export { messageContentType, messageText, storeFailureRefusal } from '../respons
 export { type Access, type AccessList, compileAccess, deniedRefusal, type Verdict } from './access.js';
 export { asMessage, asSkip, isThenable, settle } from './callbacks.js';
 export {
+  type ConcurrencyCarried,
   type ConcurrencyFlowOptions,
   type ControlCarried,
   type ControlName,
   concurrencyFlow,
   controlMakers,
+  type ShedCarried,
+  type SlowDownCarried,
   type SlowDownFlowOptions,
   type Stage,
   shedFlow,
   slowDownFlow,
 } from './controls.js';
-export { holdRequest, isGone, onceOver, whenGone } from './lifetime.js';
+export { holdRequest, isGone, onceOver, untilOver, whenGone } from './lifetime.js';
 export { type GroupOperations, groupOperations, type LimiterMethods, limiterMethods } from './methods.js';
 export {
   type AdapterWording,
@@ -58,7 +61,17 @@ export {
   type StoreErrorPolicyOf,
 } from './options.js';
 export { EXPRESS_RATE_LIMIT_OPTIONS, FASTIFY_RATE_LIMIT_OPTIONS, NESTJS_THROTTLER_OPTIONS, peerHint } from './peers.js';
-export { type HttpPort, lowerHeaderName, type NodeNext, nodePort, sendRefusal, writeFields, writeRefusalHead } from './port.js';
+export {
+  type HttpPort,
+  localsOf,
+  lowerHeaderName,
+  type NodeNext,
+  nodePort,
+  type RequestLocals,
+  sendRefusal,
+  writeFields,
+  writeRefusalHead,
+} from './port.js';
 export {
   createRateLimit,
   type Decide,
@@ -68,6 +81,7 @@ export {
   type RouteMode,
 } from './rate-limit.js';
 export { type DoneLike, type RawRequestHolder, type ReplyLike, replyPort } from './reply-port.js';
+export type { RequestRateLimit } from './settle.js';
 export {
   FORWARDED_UNTRUSTED_WARNING,
   PROXY_WARNING_CHANNEL,

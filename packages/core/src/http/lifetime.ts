@@ -66,30 +66,48 @@ export function isGone(req: IncomingMessage, res: ServerResponse): boolean {
  * comes first. Returns a function that does the same at once (idempotent).
  */
 export function onceOver(req: IncomingMessage, res: ServerResponse, fn: () => void): () => void {
+  return watchOver(req, res, fn).run;
+}
+
+/**
+ * Calls `fn` once when the request is over, as {@link onceOver} does, unless the returned
+ * function is called first (it stops watching; `fn` then never runs). How an awaited
+ * stage settles when its client leaves while held: a queued pipelined response emits
+ * neither `finish` nor `close`, the connection's `close` still comes.
+ */
+export function untilOver(req: IncomingMessage, res: ServerResponse, fn: () => void): () => void {
+  return watchOver(req, res, fn).off;
+}
+
+function watchOver(req: IncomingMessage, res: ServerResponse, fn: () => void): { run: () => void; off: () => void } {
   let done = false;
   let unwatch = () => {};
   const onRequestClose = () => {
     if (departed(req)) run();
   };
-  const run = () => {
+  const off = () => {
     if (done) return;
     done = true;
     res.removeListener('finish', run);
     res.removeListener('close', run);
     req.removeListener('close', onRequestClose);
     unwatch();
+  };
+  const run = () => {
+    if (done) return;
+    off();
     fn();
   };
   // A request already over emits nothing more: run now rather than leak.
   if (res.closed || isGone(req, res)) {
     run();
-    return run;
+    return { run, off };
   }
   res.once('finish', run);
   res.once('close', run);
   req.on('close', onRequestClose);
   unwatch = watchSocket(req, run);
-  return run;
+  return { run, off };
 }
 
 /**
