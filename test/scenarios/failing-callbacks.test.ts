@@ -3,6 +3,10 @@
  * port added later joins with one more entry.
  */
 import http from 'node:http';
+import { Catch, Controller, Get, Module } from '@nestjs/common';
+import { APP_GUARD, HttpAdapterHost, NestFactory } from '@nestjs/core';
+import { ExpressAdapter } from '@nestjs/platform-express';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
 import {
   concurrency as expressConcurrency,
   rateLimit as expressRateLimit,
@@ -11,6 +15,7 @@ import {
 } from '@tollgate/express';
 import tollgate, { concurrency as fastifyConcurrency, shed as fastifyShed, slowDown as fastifySlowDown } from '@tollgate/fastify';
 import { concurrency as koaConcurrency, rateLimit as koaRateLimit, shed as koaShed, slowDown as koaSlowDown } from '@tollgate/koa';
+import { TollgateGuard, TollgateModule } from '@tollgate/nestjs';
 import * as node from '@tollgate/node';
 import express5 from 'express';
 import express4 from 'express4';
@@ -187,6 +192,44 @@ const koaPort: FailingPort = {
   },
 };
 
+/** NestJS: a failing callback rejects the guard and reaches Nest's exception handling (a catch-all filter). */
+function nestPort(platform: 'express' | 'fastify'): FailingPort {
+  return {
+    name: `NestJS on ${platform === 'express' ? 'Express' : 'Fastify'}`,
+    onError: false,
+    controls: false,
+    async makeApp(spec) {
+      class Hello {
+        hello() {
+          return { ok: true };
+        }
+      }
+      Get()(Hello.prototype, 'hello', Object.getOwnPropertyDescriptor(Hello.prototype, 'hello') as PropertyDescriptor);
+      Controller()(Hello);
+      const { handler } = spec;
+      const tollgate = TollgateModule.forRoot({
+        ...(spec.rateLimit as object),
+        ...(handler ? { handler: (req: unknown, _res: unknown, d: never) => handler(req, d) } : {}),
+      } as never);
+      class AppModule {}
+      Module({ imports: [tollgate], controllers: [Hello], providers: [{ provide: APP_GUARD, useClass: TollgateGuard }] })(AppModule);
+      const adapter = platform === 'express' ? new ExpressAdapter() : new FastifyAdapter();
+      const app = await NestFactory.create(AppModule, adapter, { logger: false, abortOnError: false });
+      const { httpAdapter } = app.get(HttpAdapterHost);
+      class AnswerErrors {
+        catch(err: unknown, host: { switchToHttp(): { getResponse(): unknown } }) {
+          if (spec.errorHandlerFails) throw new Error('error handler bug');
+          httpAdapter.reply(host.switchToHttp().getResponse(), errorBody(err), 500);
+        }
+      }
+      Catch()(AnswerErrors);
+      app.useGlobalFilters(new AnswerErrors());
+      await app.listen(0, '127.0.0.1');
+      return { port: (app.getHttpServer().address() as { port: number }).port, close: () => app.close() };
+    },
+  };
+}
+
 failingCallbackSuite([
   expressPort('Express 5', express5),
   expressPort('Express 4', express4 as unknown as typeof express5),
@@ -194,6 +237,8 @@ failingCallbackSuite([
   nodeAsyncPort,
   nodeMiddlewarePort,
   koaPort,
+  nestPort('express'),
+  nestPort('fastify'),
 ]);
 
 describe('middleware called by hand with a bare request (a mock without headers or socket)', () => {

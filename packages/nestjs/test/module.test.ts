@@ -1,9 +1,9 @@
 /**
  * The module's wiring through real servers: `forRootAsync` building a RedisStore from
- * injected configuration, two app instances on one Redis sharing one budget, failing
- * callbacks going to Nest's exception handling (never an unhandled rejection), contexts
+ * injected configuration, two app instances on one Redis sharing one budget, contexts
  * that are not HTTP refused with TG_UNSUPPORTED_CONTEXT, and bad options failing when the
- * app is created.
+ * app is created. Failing callbacks are in the shared failing-callback suite
+ * (test/scenarios/failing-callbacks.test.ts), on both platforms.
  */
 import { Controller, Get, Module } from '@nestjs/common';
 import { APP_GUARD, NestFactory } from '@nestjs/core';
@@ -14,7 +14,7 @@ import { RedisStore } from '@tollgate/redis';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../../test/setup/redis.js';
-import { listen, type Platform, platforms, type Running } from './apps.js';
+import { listen, type Running } from './apps.js';
 
 @Controller()
 class PingController {
@@ -91,38 +91,6 @@ describe('two Nest instances on one Redis', () => {
     const refusedB = await b.get('/ping');
     expect([refusedA.status, refusedB.status]).toEqual([429, 429]);
     expect(refusedB.headers.ratelimit).toMatch(/^"api";r=0;t=\d+$/);
-  });
-});
-
-describe.each(platforms)('failing callbacks on Nest %s', (platform: Platform) => {
-  const unhandled: unknown[] = [];
-  const record = (e: unknown) => unhandled.push(e);
-  beforeAll(() => {
-    process.on('unhandledRejection', record);
-  });
-  afterAll(() => {
-    process.off('unhandledRejection', record);
-    expect(unhandled).toEqual([]);
-  });
-
-  const boom = () => {
-    throw new Error('boom');
-  };
-  // [case, options, the statuses of two requests]: a refusal's callbacks fail on the second.
-  const cases: [string, TollgateModuleOptions, number[]][] = [
-    ['a key that throws', { rules: [{ name: 'k', limit: 5, window: '1m', key: boom }] }, [500, 500]],
-    ['a key that rejects', { rules: [{ name: 'k', limit: 5, window: '1m', key: (async () => boom()) as never }] }, [500, 500]],
-    ['a cost that returns a string', { rules: [{ name: 'k', limit: 5, window: '1m', cost: (() => 'two') as never }] }, [500, 500]],
-    ['a skip that rejects', { rules: [{ name: 'k', limit: 5, window: '1m' }], skip: async () => boom() }, [500, 500]],
-    ['a message that throws', { rules: [{ name: 'k', limit: 1, window: '1m' }], message: boom }, [200, 500]],
-    ['a handler that rejects', { rules: [{ name: 'k', limit: 1, window: '1m' }], handler: async () => boom() }, [200, 500]],
-  ];
-  it.each(cases)('%s goes to Nest exception handling (500), the handler never runs', async (_name, options, statuses) => {
-    const app = await listen(platform, appWith({ ...options, clock: new ManualClock(0) }));
-    running.push(app);
-    const replies = [await app.get('/ping'), await app.get('/ping')];
-    expect(replies.map((r) => r.status)).toEqual(statuses);
-    for (const r of replies.filter((r) => r.status === 500)) expect(r.body).toEqual({ statusCode: 500, message: 'Internal server error' });
   });
 });
 
