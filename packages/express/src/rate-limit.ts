@@ -6,7 +6,8 @@
  * app-level ones (or replaces them), decided as one all-or-nothing decision.
  */
 import type { Decision } from '@tollgate/core';
-import { createRateLimit, type HttpPort, limiterMethods, nodePort, routeOptionsOf } from '@tollgate/core/http';
+import { createRateLimit, type HttpPort, limiterMethods, routeOptionsOf } from '@tollgate/core/http';
+import { nodePort } from '@tollgate/core/node';
 import type { NextFunction, Request, Response } from 'express';
 import { normalise, type RateLimitMiddleware, type RateLimitOptions } from './options.js';
 

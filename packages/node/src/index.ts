@@ -22,8 +22,6 @@ import {
   type LimiterMethods,
   type LimiterOptionsOf,
   limiterMethods,
-  type NodeNext,
-  nodePort,
   normalizeLimiterOptions,
   RATE_LIMIT_WORDING,
   type RouteOptionsOf,
@@ -33,9 +31,11 @@ import {
   shedFlow,
   slowDownFlow,
 } from '@tollgate/core/http';
+import { type NodeNext, nodePort } from '@tollgate/core/node';
 
 export * from '@tollgate/core/essentials';
-export type { ClientAddressOptions, NodeNext } from '@tollgate/core/http';
+export type { ClientAddressOptions } from '@tollgate/core/http';
+export type { NodeNext } from '@tollgate/core/node';
 
 declare module 'node:http' {
   interface IncomingMessage {

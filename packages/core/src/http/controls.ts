@@ -10,7 +10,6 @@
  * takes the site down); a callback of the app that throws, rejects or returns the wrong
  * type is the app's error and goes to the framework's error handler.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isAppError } from '../app-errors.js';
 import {
   type ConcurrencyLimit,
@@ -30,8 +29,8 @@ import { compileHeaders, type HeadersOption } from '../headers.js';
 import { type ClientAddressOptions, splitClientAddress } from '../http-options.js';
 import type { TrustProxy } from '../keys.js';
 import { type AccessList, compileAccess } from './access.js';
-import { holdRequest, isGone, onceOver, whenGone } from './lifetime.js';
-import { type HttpPort, sendRefusal, writeFields } from './port.js';
+import { holdRequest } from './lifetime.js';
+import { type HttpPort, readerMark, sendRefusal, writeFields } from './port.js';
 
 /** A control as a request handler in the framework's continuation style. */
 export type Stage<Req, Res, Next> = (req: Req, res: Res, next: Next) => void;
@@ -66,6 +65,16 @@ export interface ConcurrencyFlowOptions<Req> extends Omit<ConcurrencyOptions<Req
   allow?: AccessList<Req>;
 }
 
+/** `stage` read through the port when its requests are not Node-shaped (the key functions' default). */
+function reading<Req, Res, Next>(port: HttpPort<Req, Res, Next>, stage: Stage<Req, Res, Next>): Stage<Req, Res, Next> {
+  const mark = readerMark(port);
+  if (mark === undefined) return stage;
+  return (req, res, next) => {
+    mark(req);
+    stage(req, res, next);
+  };
+}
+
 /** `stage` behind a control's `allow` list: a listed client passes on untouched. */
 function allowing<Req, Res, Next>(
   port: HttpPort<Req, Res, Next>,
@@ -74,13 +83,14 @@ function allowing<Req, Res, Next>(
   stage: Stage<Req, Res, Next>,
 ): Stage<Req, Res, Next> {
   const access = compileAccess<Req>(allow, undefined, o);
-  if (access === undefined) return stage;
-  return (req, res, next) =>
+  if (access === undefined) return reading(port, stage);
+  return reading(port, (req, res, next) =>
     access(
       req,
       (verdict) => (verdict === 'allow' ? port.pass(next) : stage(req, res, next)),
       (err) => port.fail(next, err),
-    );
+    ),
+  );
 }
 
 type WithSlowDown = { slowDown?: ThrottleResult };
@@ -117,7 +127,7 @@ export function slowDownFlow<Req, Res, Next>(
       return;
     }
     // A client that leaves while delayed never reaches the handler.
-    holdRequest(port.rawRequest(req), port.rawResponse(res), t.delayMs, timers).then((stillThere) => {
+    holdRequest(port, req, res, t.delayMs, timers).then((stillThere) => {
       if (stillThere) port.pass(next);
     });
   }
@@ -153,7 +163,7 @@ export function concurrencyFlow<Req, Res, Next>(
   const [core, defaultKey] = splitClientAddress<Req, typeof rest>(rest);
   const limit = createConcurrency<Req>({ ...core, defaultKey } as ConcurrencyOptions<Req>);
 
-  function answer(req: Req, res: Res, next: Next, raw: IncomingMessage, out: ServerResponse, o: ConcurrencyOutcome | undefined): void {
+  function answer(req: Req, res: Res, next: Next, o: ConcurrencyOutcome | undefined): void {
     if (o === undefined) {
       port.pass(next);
       return;
@@ -165,25 +175,23 @@ export function concurrencyFlow<Req, Res, Next>(
       sendRefusal(port, res, concurrencyRefusal(o));
       return;
     }
-    if (isGone(raw, out)) {
+    if (port.isGone(req, res)) {
       o.release();
       return;
     }
-    onceOver(raw, out, o.release);
+    port.onceOver(req, res, o.release);
     if (headers) writeFields(port, res, concurrencyHeaderFields(o.figures));
     port.pass(next);
   }
 
   const stage: Stage<Req, Res, Next> = (req, res, next) => {
-    const raw = port.rawRequest(req);
-    const out = port.rawResponse(res);
     // Give up waiting in the queue as soon as the client goes away.
     const abort = new AbortController();
-    const stop = whenGone(raw, out, () => abort.abort());
+    const stop = port.whenGone(req, res, () => abort.abort());
     limit.acquire(req, abort.signal).then(
       (o) => {
         stop();
-        answer(req, res, next, raw, out, o);
+        answer(req, res, next, o);
       },
       (err) => {
         stop();
@@ -192,7 +200,7 @@ export function concurrencyFlow<Req, Res, Next>(
           return;
         }
         publishStoreError(err, req, limit.name, 'allow');
-        answer(req, res, next, raw, out, undefined);
+        answer(req, res, next, undefined);
       },
     );
   };
@@ -223,12 +231,10 @@ export function shedFlow<Req, Res, Next>(
       sendRefusal(port, res, shedRefusal(o));
       return;
     }
-    const raw = port.rawRequest(req);
-    const out = port.rawResponse(res);
-    onceOver(raw, out, o.release);
-    if (!isGone(raw, out)) port.pass(next);
+    port.onceOver(req, res, o.release);
+    if (!port.isGone(req, res)) port.pass(next);
   };
-  return { stage, shedder, close: () => shedder.close() };
+  return { stage: reading(port, stage), shedder, close: () => shedder.close() };
 }
 
 /** The controls by name, as a route's opt-out and a handler's name spell them. */

@@ -1,6 +1,7 @@
 /**
  * @tollgate/core/http — the request pipeline every HTTP adapter shares: the framework
- * port an adapter implements, the limiter's flow (`createRateLimit`), the controls'
+ * port an adapter implements (runtime-neutral: the Node implementations are in
+ * `@tollgate/core/node`), the limiter's flow (`createRateLimit`), the controls'
  * flows (`slowDownFlow`, `concurrencyFlow`, `shedFlow`), option normalisation and the
  * request-lifetime helpers. Plumbing for adapters: applications import an adapter
  * (`@tollgate/express`, `@tollgate/fastify`, `@tollgate/node`) instead.
@@ -9,7 +10,7 @@ export { guardAppFn, guardRules, isAppError, markAppError } from '../app-errors.
 export { acquireWhileConnected } from '../controls/concurrency.js';
 export { hold, onceDone, type ResponseLike } from '../controls/hold.js';
 export { publishControl } from '../controls/publish.js';
-export { countedRules, type FinishingResponse, refundUncountedOnFinish } from '../count-if.js';
+export { countedRules, type OnFinish, refundUncountedOnFinish } from '../count-if.js';
 export { appendHeaderValue, applyHeaders } from '../headers.js';
 export {
   type ClientAddressOptions,
@@ -23,7 +24,7 @@ export {
   type OptionNameFixes,
   splitClientAddress,
 } from '../http-options.js';
-export { clientAddress } from '../keys.js';
+export { clientAddress, REQUEST_READER, type RequestReader, readerOf } from '../keys.js';
 export { mergeDecisions } from '../merge.js';
 export { type NextAdmission, nextAdmission } from '../next-admission.js';
 export { messageContentType, messageText, storeFailureRefusal } from '../response.js';
@@ -40,7 +41,7 @@ export {
   shedFlow,
   slowDownFlow,
 } from './controls.js';
-export { holdRequest, isGone, onceOver, whenGone } from './lifetime.js';
+export { holdRequest } from './lifetime.js';
 export { type GroupOperations, groupOperations, type LimiterMethods, limiterMethods } from './methods.js';
 export {
   type AdapterWording,
@@ -58,7 +59,7 @@ export {
   type StoreErrorPolicyOf,
 } from './options.js';
 export { EXPRESS_RATE_LIMIT_OPTIONS, FASTIFY_RATE_LIMIT_OPTIONS, peerHint } from './peers.js';
-export { type HttpPort, lowerHeaderName, type NodeNext, nodePort, sendRefusal, writeFields, writeRefusalHead } from './port.js';
+export { type HttpPort, lowerHeaderName, readerMark, sendRefusal, writeFields, writeRefusalHead } from './port.js';
 export {
   createRateLimit,
   type Decide,
@@ -74,4 +75,5 @@ export {
   proxyWarnings,
   resetProxyWarnings,
   TRUST_PROXY_UNSET_WARNING,
+  type WarningSource,
 } from './warnings.js';
