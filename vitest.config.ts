@@ -13,6 +13,7 @@ const alias = {
   '@tollgate/express': pkg('express'),
   '@tollgate/fastify': pkg('fastify'),
   '@tollgate/node': pkg('node'),
+  '@tollgate/hono': pkg('hono'),
   '@tollgate/client': pkg('client'),
   '@tollgate/cli': pkg('cli'),
   '@tollgate/otel': pkg('otel'),
