@@ -15,7 +15,12 @@ export type ConcurrencyMiddlewareOptions = ConcurrencyFlowOptions<Context> & Con
 export type ShedMiddlewareOptions = ShedOptions<Context>;
 
 /** `c.get('slowDown')`: what the throttle decided for this request. */
-export type SlowDownEnv = { Variables: { slowDown?: ThrottleResult } };
+export type SlowDownVariables = { slowDown: ThrottleResult | undefined };
+export type SlowDownEnv = { Variables: SlowDownVariables };
+
+declare module 'hono' {
+  interface ContextVariableMap extends SlowDownVariables {}
+}
 
 export type SlowDownMiddleware = MiddlewareHandler<SlowDownEnv> & {
   /** Forgets the request key's arrivals. */

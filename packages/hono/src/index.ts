@@ -16,6 +16,7 @@ export {
   type SlowDownEnv,
   type SlowDownMiddleware,
   type SlowDownOptions,
+  type SlowDownVariables,
   shed,
   slowDown,
 } from './controls.js';

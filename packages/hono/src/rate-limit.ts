@@ -4,7 +4,7 @@
  * `c.get('rateLimit')`. A route-level extension (`limiter.route`) adds its rules to the
  * app-level ones (or replaces them), decided as one all-or-nothing decision.
  */
-import { configError, type Decision, describeValue } from '@tollgate/core';
+import { configError, type Decision, describeValue, type ThrottleResult } from '@tollgate/core';
 import {
   createRateLimit,
   type LimiterMethods,
@@ -19,8 +19,12 @@ import type { Context, MiddlewareHandler } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
 import { endNow, enter, follow, type HonoNext, honoPort } from './port.js';
 
-/** What tollgate leaves on a request: `c.get('rateLimit')` (and the controls' `slowDown`). */
-export type RateLimitVariables = { rateLimit?: Decision };
+/** What tollgate leaves on a request: `c.get('rateLimit')`, typed in every app (Hono's `ContextVariableMap`). */
+export type RateLimitVariables = { rateLimit: Decision | undefined };
+
+declare module 'hono' {
+  interface ContextVariableMap extends RateLimitVariables {}
+}
 /** The env of tollgate's middleware: `new Hono<RateLimitEnv>()`, or carried by `app.use`. */
 export type RateLimitEnv = { Variables: RateLimitVariables };
 
@@ -69,7 +73,7 @@ const WORDING = {
   notObject: "Call rateLimit({ rules: [{ name: 'ip', rate: '100/min' }], connInfo: getConnInfo }).",
 };
 
-type Carried = { rateLimit?: Decision; slowDown?: unknown };
+type Carried = { rateLimit?: Decision; slowDown?: ThrottleResult };
 
 /** Copies what the pipeline left on the request into Hono's variables. */
 function publish(c: Context): void {

@@ -3,12 +3,12 @@
  * client address from a `connInfo` of the test's own (a runtime's bindings in
  * `c.env`), so nothing Node-shaped is anywhere near the pipeline.
  */
-import { concurrency, constant, ManualClock, MemoryStore, rateLimit } from '@tollgate/hono';
+import { concurrency, constant, type Decision, ManualClock, MemoryStore, rateLimit } from '@tollgate/hono';
 import { Hono } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
 import { afterEach, describe, expect, it } from 'vitest';
 
-type Env = { Bindings: { ip: string }; Variables: { rateLimit?: unknown } };
+type Env = { Bindings: { ip: string } };
 const connInfo: GetConnInfo = (c) => ({ remote: { address: (c.env as { ip: string }).ip } });
 const from = (ip: string) => ({ ip });
 
@@ -37,7 +37,8 @@ describe('rateLimit in fetch style (no Node objects)', () => {
     for (let i = 0; i < 3; i++) {
       const ok = await a.request('/', {}, from('203.0.113.7'));
       expect(ok.status).toBe(200);
-      expect((await ok.json()).rateLimit.rules.map((r: { name: string }) => r.name)).toEqual(['burst', 'daily']);
+      const body = (await ok.json()) as { rateLimit: Decision };
+      expect(body.rateLimit.rules.map((r) => r.name)).toEqual(['burst', 'daily']);
     }
     const refused = await a.request('/', {}, from('203.0.113.7'));
     expect(refused.status).toBe(429);
@@ -45,7 +46,7 @@ describe('rateLimit in fetch style (no Node objects)', () => {
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(60);
     expect(refused.headers.get('ratelimit-policy')).toBe('"burst";q=3;w=60, "daily";q=100;w=86400');
     expect(refused.headers.get('ratelimit')).toMatch(/^"burst";r=0;t=6\d/);
-    expect((await refused.json()).status).toBe(429);
+    expect(((await refused.json()) as { status: number }).status).toBe(429);
     // Another client has its own budget: the key is the address connInfo gives.
     expect((await a.request('/', {}, from('203.0.113.8'))).status).toBe(200);
   });
@@ -79,7 +80,16 @@ describe('rateLimit in fetch style (no Node objects)', () => {
     });
     const a = new Hono();
     a.use(limiter);
-    a.get('/stream', (c) => c.body(new ReadableStream({ start: (ctrl) => (ctrl.enqueue(new Uint8Array([1, 2])), ctrl.close()) })));
+    a.get('/stream', (c) =>
+      c.body(
+        new ReadableStream({
+          start(ctrl) {
+            ctrl.enqueue(new Uint8Array([1, 2]));
+            ctrl.close();
+          },
+        }),
+      ),
+    );
     const res = await a.request('/stream');
     // Not read yet: the unit is still counted.
     expect(await limiter.get('errors', 'k')).toMatchObject({ remaining: 4 });

@@ -25,7 +25,7 @@ beforeAll(async () => {
       connInfo: getConnInfo,
     }),
   );
-  app.get('/', (c) => c.json({ remaining: c.get('rateLimit')?.remaining }));
+  app.get('/', (c) => c.json({ rules: c.get('rateLimit')?.rules.length }));
   server = await new Promise<Server>((resolve) => {
     const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server));
   });
