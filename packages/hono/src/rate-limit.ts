@@ -17,7 +17,7 @@ import {
 } from '@tollgate/core/http';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
-import { endNow, enter, follow, type HonoNext, honoPort } from './port.js';
+import { type HonoNext, honoPort, lifetime } from './port.js';
 
 /** What tollgate leaves on a request: `c.get('rateLimit')`, typed in every app (Hono's `ContextVariableMap`). */
 export type RateLimitVariables = { rateLimit: Decision | undefined };
@@ -84,34 +84,33 @@ function publish(c: Context): void {
 
 /** A stage of core's pipeline as Hono middleware. */
 export function middleware(stage: Stage<Context, Context, HonoNext>): MiddlewareHandler<RateLimitEnv> {
-  return (c, next) => {
-    const { exchange, owner } = enter(c);
-    return new Promise<Response | undefined>((resolve, reject) => {
+  return (c, next) =>
+    new Promise<Response | undefined>((resolve, reject) => {
       const run: HonoNext = {
         pass() {
           publish(c);
           resolve(
             next().then(() => {
-              if (owner) follow(c);
+              // The outermost tollgate middleware follows the response the client gets.
+              if (opened) c.res = lifetime.follow(c, c.res);
               return undefined;
             }),
           );
         },
         answer(res) {
           publish(c);
-          if (owner) endNow(c, res.status);
+          if (opened) lifetime.end(c, res.status);
           resolve(res);
         },
         fail(err) {
-          if (owner) endNow(c, undefined);
+          if (opened) lifetime.end(c, undefined);
           // Hono's error handler takes Errors only.
           reject(err instanceof Error ? err : new Error(String(err)));
         },
       };
-      exchange.current = run;
+      const opened = lifetime.enter(c, run.answer);
       stage(c, c, run);
     });
-  };
 }
 
 /** A callback that answers with a Response, or lets the request on when it returns nothing. */

@@ -77,3 +77,4 @@ export {
   TRUST_PROXY_UNSET_WARNING,
   type WarningSource,
 } from './warnings.js';
+export { type GoneOverride, type WebLifetime, webLifetime } from './web.js';
