@@ -8,7 +8,7 @@ import type { ConcurrencyLimit, Shedder, ShedOptions, ThrottleResult } from '@to
 import { type ConcurrencyFlowOptions, controlMakers, type SlowDownFlowOptions } from '@tollgate/core/http';
 import type { Context, MiddlewareHandler } from 'hono';
 import { honoPort } from './port.js';
-import { type ConnInfoOption, middleware, type RateLimitEnv } from './rate-limit.js';
+import { type ConnInfoOption, checkConnInfo, middleware, type RateLimitEnv } from './rate-limit.js';
 
 export type SlowDownOptions = SlowDownFlowOptions<Context> & ConnInfoOption;
 export type ConcurrencyMiddlewareOptions = ConcurrencyFlowOptions<Context> & ConnInfoOption;
@@ -44,8 +44,8 @@ export type ShedMiddleware = MiddlewareHandler<RateLimitEnv> & {
 };
 
 /** The controls over the port of one `connInfo`, each as middleware carrying its `close` and core object. */
-const makers = (connInfo: ConnInfoOption['connInfo']) =>
-  controlMakers(honoPort(connInfo), (_name, stage, carried) => Object.assign(middleware(stage), carried));
+const makers = (connInfo: ConnInfoOption['connInfo'], path: string) =>
+  controlMakers(honoPort(checkConnInfo(connInfo, path)), (_name, stage, carried) => Object.assign(middleware(stage), carried));
 
 /**
  * Delays requests from a key once it has sent more than `delayAfter` in `window`.
@@ -53,7 +53,7 @@ const makers = (connInfo: ConnInfoOption['connInfo']) =>
  */
 export function slowDown(options: SlowDownOptions): SlowDownMiddleware {
   const { connInfo, ...rest } = options ?? ({} as SlowDownOptions);
-  return makers(connInfo).slowDown(rest) as unknown as SlowDownMiddleware;
+  return makers(connInfo, 'slowDown').slowDown(rest) as unknown as SlowDownMiddleware;
 }
 
 /**
@@ -62,7 +62,7 @@ export function slowDown(options: SlowDownOptions): SlowDownMiddleware {
  */
 export function concurrency(options: ConcurrencyMiddlewareOptions): ConcurrencyMiddleware {
   const { connInfo, ...rest } = options ?? ({} as ConcurrencyMiddlewareOptions);
-  return makers(connInfo).concurrency(rest) as unknown as ConcurrencyMiddleware;
+  return makers(connInfo, 'concurrency').concurrency(rest) as unknown as ConcurrencyMiddleware;
 }
 
 /**
@@ -70,5 +70,5 @@ export function concurrency(options: ConcurrencyMiddlewareOptions): ConcurrencyM
  * @example app.use(shed({ maxInFlight: 500 }));
  */
 export function shed(options: ShedMiddlewareOptions): ShedMiddleware {
-  return makers(undefined).shed(options) as unknown as ShedMiddleware;
+  return makers(undefined, 'shed').shed(options) as unknown as ShedMiddleware;
 }

@@ -128,17 +128,23 @@ function answering(fn: (c: Context) => unknown, path: string): (c: Context, next
   };
 }
 
-/** The options as core's pipeline calls them: Hono's `(c, decision)` signatures adapted. */
-function adapt(options: RateLimitOptions) {
-  const { connInfo, handler, onRejected, onStoreError, ...rest } = options ?? ({} as RateLimitOptions);
+/** Validates a `connInfo` option (`path`: the middleware's name). */
+export function checkConnInfo<T>(connInfo: T, path: string): T {
   if (connInfo !== undefined && typeof connInfo !== 'function') {
     throw configError('TG_INVALID_OPTION', {
-      path: 'rateLimit.connInfo',
+      path: `${path}.connInfo`,
       expected: "the runtime's getConnInfo, a function (c) => ConnInfo",
       received: describeValue(connInfo),
       fix: "On Node: import { getConnInfo } from '@hono/node-server/conninfo'.",
     });
   }
+  return connInfo;
+}
+
+/** The options as core's pipeline calls them: Hono's `(c, decision)` signatures adapted. */
+function adapt(options: RateLimitOptions) {
+  const { connInfo, handler, onRejected, onStoreError, ...rest } = options ?? ({} as RateLimitOptions);
+  checkConnInfo(connInfo, 'rateLimit');
   const storeFn = typeof onStoreError === 'function' ? onStoreError : undefined;
   const given = {
     ...rest,

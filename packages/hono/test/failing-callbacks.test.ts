@@ -59,4 +59,13 @@ describe('failing callbacks', () => {
     expect(await (await app.request('/')).text()).toBe('handled');
     expect(errors).toMatchObject([{ code: 'TG_INVALID_CALLBACK_RESULT' }]);
   });
+
+  it('a connInfo that is not a function is a coded configuration error', () => {
+    expect(() => rateLimit({ rules: [{ name: 'ip', rate: '1/s' }], connInfo: 'node' as never })).toThrow(
+      expect.objectContaining({ code: 'TG_INVALID_OPTION', message: expect.stringContaining('rateLimit.connInfo') }),
+    );
+    expect(() => slowDown({ window: '1m', delayAfter: 1, delay: 10, connInfo: {} as never })).toThrow(
+      expect.objectContaining({ code: 'TG_INVALID_OPTION', message: expect.stringContaining('slowDown.connInfo') }),
+    );
+  });
 });
