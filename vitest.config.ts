@@ -14,6 +14,7 @@ const alias = {
   '@tollgate/fastify': pkg('fastify'),
   '@tollgate/node': pkg('node'),
   '@tollgate/hono': pkg('hono'),
+  '@tollgate/koa': pkg('koa'),
   '@tollgate/client': pkg('client'),
   '@tollgate/cli': pkg('cli'),
   '@tollgate/otel': pkg('otel'),

@@ -1,5 +1,5 @@
 // Where the instructions of one optimised function go, source line by source line
-// (docs/benchmarks.md, "Fifth pass"): runs one variant of consume.callgrind.mjs under
+// (docs/benchmarks-history.md, "Kept rows, kept keys"): runs one variant of consume.callgrind.mjs under
 // callgrind with instruction-level counts, asks node to print its optimised code
 // (`--print-opt-code`, with each code object's table of source positions) and its perf map
 // (`--perf-basic-prof`, to find the code object callgrind counted), and prints the

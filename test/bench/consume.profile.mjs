@@ -1,5 +1,5 @@
 // Where the instructions of one `await limiter.consume(req)` go, function by function
-// (docs/benchmarks.md, "Third pass"): runs one variant of consume.callgrind.mjs under
+// (docs/benchmarks-history.md, "A stack's per-rule work"): runs one variant of consume.callgrind.mjs under
 // callgrind twice, as that script does (after the warm-up, with no further call and with
 // `--calls` more), names V8's compiled JavaScript functions through node's
 // `--perf-basic-prof` map (callgrind sees only their addresses), and prints the difference

@@ -4,7 +4,7 @@
 // draft-7 headers, validations off), beside a middleware that only calls next(). One process, rounds
 // interleaved, median of 9 rounds of 100 000 calls after warm-up. Complements
 // express.bench.mjs, whose HTTP figures are dominated by Node's HTTP stack and by
-// whatever else runs on the machine (docs/benchmarks.md, "Express").
+// whatever else runs on the machine (docs/benchmarks-history.md, "Express").
 //
 //   pnpm build && node test/bench/express-middleware.bench.mjs
 //   TOLLGATE_EXPRESS=/path/to/dist/index.mjs node test/bench/express-middleware.bench.mjs

@@ -1,4 +1,4 @@
-// The Fastify plugins' own work per request, in process (docs/benchmarks.md, "Fastify"):
+// The Fastify plugins' own work per request, in process (docs/benchmarks-history.md, "Fastify"):
 // tollgate's onRequest hook (one rule) beside @fastify/rate-limit's, each called on a real
 // Fastify request and reply, so what is measured is the plugin alone (key, decision,
 // headers, how it hands control back), without sockets, a load generator or the rest of

@@ -1,4 +1,4 @@
-// MemoryStore at its bound (docs/benchmarks.md, "MemoryStore at maxKeys"): heap (+ typed
+// MemoryStore at its bound (docs/benchmarks-history.md, "MemoryStore at maxKeys"): heap (+ typed
 // array) bytes per key with 1 000 000 keys held, and decisions per second once the store is
 // full, for a flood of new keys (every decision evicts one state) and for keys in the store,
 // with 0% or 10% of the held keys refused (which eviction must keep). Decisions per second

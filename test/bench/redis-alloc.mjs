@@ -1,5 +1,5 @@
 // Bytes the Node process allocates per RedisStore decision alone in its tick (docs/benchmarks.md,
-// "Over HTTP: instructions per request"): `await limiter.consume()` one at a time against a
+// "Per HTTP request, Redis store"): `await limiter.consume()` one at a time against a
 // private redis-server, ioredis with auto-pipelining, one rule or the four of the HTTP
 // benchmark. After `warmup` decisions, V8's sampling heap profiler (every 256 bytes on
 // average, objects a scavenge or a full GC collected included) records `decisions` more;

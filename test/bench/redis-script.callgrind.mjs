@@ -1,4 +1,4 @@
-// Instructions redis-server executes per decision (docs/benchmarks.md, "Redis store"),
+// Instructions redis-server executes per decision (docs/benchmarks.md, "Redis per decision"),
 // counted by valgrind's callgrind inside redis-server: tollgate's RedisStore with one rule
 // and with the three-rule stack of redis.bench.mjs (client, tenant, global), 64 decisions
 // in flight (one batched script run) and one at a time (one run each), beside

@@ -67,7 +67,8 @@ export async function run(cmd: string, args: string[], cwd: string, timeout = 12
 
 /**
  * The compiler options of a strict TypeScript user, for one `module` setting: `strict`,
- * `skipLibCheck: false` (our declarations are checked too), Node's types and the DOM lib, no emit.
+ * `skipLibCheck: false` (our declarations are checked too), Node's types and the DOM lib, no emit,
+ * and the one `paths` entry a project with both Koa's and Express 5.3's types needs.
  */
 export function strictCompilerOptions(module: 'node16' | 'nodenext' | 'preserve'): Record<string, unknown> {
   return {
@@ -80,6 +81,9 @@ export function strictCompilerOptions(module: 'node16' | 'nodenext' | 'preserve'
     strict: true,
     skipLibCheck: false,
     noEmit: true,
+    // Express 5.3 brings content-disposition 2, which ships its own types; hoisted, it
+    // shadows @types/content-disposition, which @types/koa is written against (docs/koa.md).
+    paths: { 'content-disposition': ['./node_modules/@types/content-disposition'] },
   };
 }
 

@@ -68,10 +68,13 @@ describe('Redis Cluster', () => {
     const rejected = await l.consume({ u: 'alice' });
     expect(rejected.allowed).toBe(false);
     expect(rejected.rejectedBy).toEqual(['global']);
-    // The user rule admitted in its slot, then was refunded: 3 units used, not 4. (A peek
-    // reports what would be left after this request: 10 - 3 - 1.)
+    // The user rule admitted in its slot, then was refunded: 3 units used, not 4. A peek the
+    // global rule refuses reports the user rule untouched, as on one slot: 10 - 3.
     const p = await l.peek({ u: 'alice' });
-    expect(p.rules[0]?.remaining).toBe(6);
+    expect(p.allowed).toBe(false);
+    expect(p.rules[0]?.remaining).toBe(7);
+    // And its resetMs is its state's: the oldest of the three entries leaves the window in 1 min.
+    expect(p.rules[0]?.resetMs).toBe(60_000);
   });
 
   it('refunds of a spanning stack decided on Redis time give back in every slot', async () => {

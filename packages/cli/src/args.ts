@@ -38,6 +38,7 @@ export const KEYS_OPTIONS = {
   'ipv6-subnet': { type: 'string' },
   for: { type: 'string' },
   units: { type: 'string', short: 'n' },
+  id: { type: 'string' },
   config: { type: 'string', short: 'c' },
   rate: { type: 'string', short: 'r' },
   limit: { type: 'string' },
@@ -114,6 +115,8 @@ What:
       --ipv6-subnet <n>   ip()'s ipv6Subnet (default 56; false for whole addresses)
       --for <duration>    block: how long (15m, 1h, 1d)
   -n, --units <n>         penalize / reward: how many units
+      --id <id>           an operation id: a change retried with the same id is
+                          not made twice (block, unblock, penalize, reward)
 
 The rule as the application defines it (its state is kept per algorithm and window):
   -a, --algorithm <name>  as for simulate (default sliding-window)
@@ -124,7 +127,8 @@ The rule as the application defines it (its state is kept per algorithm and wind
       --json              print JSON (for scripts)
   -h, --help              show this help
 
-Exit codes: 0 done, 2 bad usage, 3 Redis unreachable or failed.
+Exit codes: 0 done, 2 bad usage, 3 Redis unreachable or failed, or no answer in
+time (then it may have been applied: check with get, retry with the same --id).
 
 Examples:
   tollgate keys get --redis redis://localhost:6379 --rule ip --rate 100/min --ip 203.0.113.7

@@ -11,7 +11,7 @@ import { createLimiter, ip, type RequestLike, type Rule } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, type RedisCluster, type RedisServer, startCluster, startRedis } from '../../../test/setup/redis.js';
+import { freePort, type RedisCluster, type RedisServer, rawCommand, startCluster, startRedis } from '../../../test/setup/redis.js';
 import { cli } from './helpers.js';
 
 const bin = fileURLToPath(new URL('../bin/tollgate.js', import.meta.url));
@@ -84,6 +84,53 @@ describe('standalone', () => {
     const reset = await keys(['reset', ...flags]);
     expect(reset.json).toMatchObject({ operation: 'reset', state: { remaining: 5, exists: false } });
     expect((await limiter.peek(req('203.0.113.7'))).rules[0]?.remaining).toBe(4);
+    await store.close();
+  });
+
+  it('reset refused by Redis (an ACL without DEL) is TG_CLI_REDIS_FAILED with exit code 3, not "done"; the key stays blocked', async () => {
+    const prefix = `cli${++n}:`;
+    const { limiter, store } = app([{ name: 'ip', rate: '5/min' }], prefix);
+    expect(await rawCommand(server.port, 'ACL SETUSER cli-no-del on >no-del ~* &* +@all -del')).toMatch(/^\+OK/);
+    const flags = ['--prefix', prefix, '--rule', 'ip', '--rate', '5/min', '--key', '203.0.113.7'];
+    await limiter.block('ip', '203.0.113.7', '1h');
+    const r = await cli(['keys', 'reset', ...flags, '--redis', `redis://cli-no-del:no-del@127.0.0.1:${server.port}`]);
+    expect(r.code).toBe(3);
+    expect(r.stdout()).not.toMatch(/done/);
+    expect(r.stderr()).toMatch(/TG_CLI_REDIS_FAILED[\s\S]*NOPERM/);
+    expect((await limiter.get('ip', '203.0.113.7')).blocked).toBe(true);
+    await store.close();
+  });
+
+  it('Redis frozen (CLIENT PAUSE): penalize exits 3 saying it may have been applied; the retry with --id charges once either way', async () => {
+    const prefix = `cli${++n}:`;
+    const { limiter, store } = app([{ name: 'ip', rate: '100/min' }], prefix);
+    const flags = ['--prefix', prefix, '--rule', 'ip', '--rate', '100/min', '--key', '203.0.113.9', '--units', '40', '--id', 'freeze-1'];
+    expect(await rawCommand(server.port, 'CLIENT PAUSE 10000 WRITE')).toMatch(/^\+OK/);
+    let r: Awaited<ReturnType<typeof cli>>;
+    try {
+      r = await cli(['keys', 'penalize', ...flags, '--redis', url, '--timeout', '200']);
+    } finally {
+      expect(await rawCommand(server.port, 'CLIENT UNPAUSE')).toMatch(/^\+OK/);
+    }
+    expect(r.code).toBe(3);
+    expect(r.stdout()).not.toMatch(/done/);
+    expect(r.stderr()).toMatch(/TG_CLI_REDIS_FAILED[\s\S]*may have been applied[\s\S]*--id/);
+    // Whether Redis ran it depends on whether it read the command before the CLI hung up:
+    // either way, the retry with the same --id leaves the key charged once.
+    expect([60, 100]).toContain((await limiter.get('ip', '203.0.113.9')).remaining);
+    expect((await keys(['penalize', ...flags])).json.state.remaining).toBe(60);
+    await store.close();
+  });
+
+  it('--id: a penalize repeated with the same id is applied once', async () => {
+    const prefix = `cli${++n}:`;
+    const { limiter, store } = app([{ name: 'ip', rate: '100/min' }], prefix);
+    const flags = ['--prefix', prefix, '--rule', 'ip', '--rate', '100/min', '--key', '203.0.113.7', '--units', '40'];
+    expect((await keys(['penalize', ...flags, '--id', 'incident-7'])).json.state.remaining).toBe(60);
+    expect((await keys(['penalize', ...flags, '--id', 'incident-7'])).json.state.remaining).toBe(60);
+    expect((await limiter.get('ip', '203.0.113.7')).remaining).toBe(60);
+    const bad = await keys(['get', '--prefix', prefix, '--rule', 'ip', '--rate', '100/min', '--key', 'k', '--id', 'x']);
+    expect(bad.code).toBe(2);
     await store.close();
   });
 

@@ -9,6 +9,8 @@ import type { Limiter } from './limiter.js';
 import type { CompiledRule } from './rules.js';
 import type { Decision } from './types.js';
 
+const noop = () => {};
+
 /** Calls its listener once with the response's status when the response has finished (never when it was cut short). */
 export type OnFinish = (listener: (status: number) => void) => void;
 
@@ -41,7 +43,10 @@ export function refundUncountedOnFinish<R>(
     for (const r of counted) {
       let counts = true;
       try {
-        counts = (r.countIf as NonNullable<CompiledRule['countIf']>)(status) !== false;
+        const v: unknown = (r.countIf as NonNullable<CompiledRule['countIf']>)(status);
+        // A promise is never awaited (the response is over): it counts, and its rejection is caught.
+        if (typeof v === 'object' && v !== null && typeof (v as { then?: unknown }).then === 'function') Promise.resolve(v).catch(noop);
+        else counts = v !== false;
       } catch {
         // A throwing countIf counts the request: failing closed keeps the limit.
       }

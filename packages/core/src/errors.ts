@@ -25,6 +25,7 @@ export const ERROR_CODES = {
   TG_STORE_CLOSED: 'A store was used after close().',
   TG_STORE_ERROR: 'A store failed to decide (wraps the cause).',
   TG_STORE_TIMEOUT: 'A store call did not answer within its deadline.',
+  TG_STORE_UNCONFIRMED: 'An operation by key was sent but not answered within its deadline: it may have been applied.',
   TG_INVALID_TIME: 'A clock gave a time that is not a finite number of milliseconds.',
   TG_INVALID_CALLBACK_RESULT: 'A callback (key, cost, skip, message, handler, delay) returned a value of the wrong type at request time.',
   TG_UNKNOWN_RULE: 'An operation by key or limiter.update names a rule the limiter does not have.',

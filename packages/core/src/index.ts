@@ -78,7 +78,7 @@ export {
   windowSeconds,
 } from './headers.js';
 export type { ClientAddressOptions, HttpLimiterOptions } from './http-options.js';
-export { applyKeyOp, keyFigures } from './key-ops.js';
+export { applyKeyOp, keyFigures, OPERATION_ID_TTL_MS } from './key-ops.js';
 export {
   compileTrust,
   constant,
@@ -104,6 +104,7 @@ export {
   type KeyState,
   keyOperations,
   type OperationKey,
+  type OperationOptions,
   type OperationSource,
   type OperationValues,
 } from './operations.js';
@@ -130,6 +131,7 @@ export type {
   AlgorithmName,
   Decision,
   KeyOp,
+  KeyOpId,
   Outcome,
   RejectReason,
   RuleResult,

@@ -228,7 +228,16 @@ export function compileTrust(value: TrustProxy | undefined, path = 'trustProxy')
   }
   if (typeof value === 'function') {
     const fn = value;
-    return (addr, hop) => fn(addr, hop) === true;
+    return (addr, hop) => {
+      const v: unknown = fn(addr, hop);
+      if (v === true) return true;
+      if (typeof v === 'object' && v !== null && typeof (v as { then?: unknown }).then === 'function') {
+        // Keys are found at once: a promise is never awaited, and its rejection is caught here.
+        Promise.resolve(v).catch(() => {});
+        throw callbackResultError(path, 'true or false (not a promise)', v, 'Decide from the address itself, e.g. a list of your proxies.');
+      }
+      return false;
+    };
   }
   const list = typeof value === 'string' ? value.split(',') : Array.isArray(value) ? value : undefined;
   if (list === undefined) {

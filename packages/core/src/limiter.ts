@@ -177,7 +177,15 @@ const HASHED_MAX = 4096;
 
 /** Turns any key into a bounded store-safe string. Exported for stores and tests. */
 export function sanitizeKey(key: string): string {
-  if (plainKey(key)) return key;
+  return plainKey(key) ? key : hashedKey(key);
+}
+
+/**
+ * The stored form `sanitizeKey` gives a key it does not keep verbatim: `#` and 32
+ * base64url characters, a shape no plain key has (a plain key never starts with `#`).
+ * Controls use it to keep a client's key off a name they reserve for themselves.
+ */
+export function hashedKey(key: string): string {
   let h = hashed.get(key);
   if (h === undefined) {
     // Hash the UTF-16 code units themselves: as UTF-8, every lone surrogate becomes U+FFFD,

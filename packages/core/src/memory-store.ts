@@ -16,7 +16,7 @@ import { algorithms, type Check, type State, Verdict } from './algorithms/index.
 import { type Clock, checkTime, systemClock } from './clock.js';
 import { channels, type HeldEvictionMessage } from './diagnostics.js';
 import { configError, describe, TollgateError } from './errors.js';
-import { applyKeyOp, keyFigures } from './key-ops.js';
+import { AppliedIds, applyKeyOp, keyFigures } from './key-ops.js';
 import { ObjectTable, SlabTable, STATE_WIDTH, type Table } from './memory-table.js';
 import { decideStack, type Entry, refundEntry } from './stack.js';
 import { unknownOptionFix } from './suggest.js';
@@ -118,6 +118,8 @@ export class MemoryStore implements Store {
   /** Whether a limiter has passed its own time; then the sweep must not read this store's clock. */
   #external = false;
   #timer: ReturnType<typeof setInterval> | undefined;
+  /** Operation ids applied (see keyOp). */
+  readonly #ids = new AppliedIds();
   #closed = false;
   #heldEvictions = 0;
 
@@ -400,6 +402,7 @@ export class MemoryStore implements Store {
         if (!r.dryRun) allowed = false;
       }
     }
+    if (!allowed) this.#untouched(ops, t);
     // Taken now: close() from an eviction's subscriber replaces the arrays.
     const tables = this.#atTables;
     this.#writing = true;
@@ -413,11 +416,7 @@ export class MemoryStore implements Store {
         if (!v.allowed) {
           // A plain refusal writes nothing but holds the key (see #evict).
           if (!v.held) table.hold(op.key);
-        } else if (!allowed) {
-          // An admitting rule of a refused stack consumed nothing: report it untouched.
-          v.remaining += op.cost;
-          v.delayMs = 0;
-        } else {
+        } else if (allowed) {
           if (moved) v.row = -1;
           if (v.x <= t) {
             // Already equivalent to no state: dropped (see #setIn).
@@ -436,6 +435,31 @@ export class MemoryStore implements Store {
     d.allowed = allowed;
     d.now = t;
     return d;
+  }
+
+  /**
+   * The admitting rules of a refused stack consumed nothing: each reports the state it found,
+   * as `untouched` (stack.ts) does, decided again at cost 0 where the first pass read it
+   * (before any write, so every row found is still where it was).
+   */
+  #untouched(ops: readonly StoreOp[], t: number): void {
+    const tables = this.#atTables;
+    for (let i = 0; i < ops.length; i++) {
+      const v = this.#verdicts[i] as Verdict;
+      if (!v.allowed) continue;
+      const op = ops[i] as StoreOp;
+      const r = op.rule;
+      const table = tables[i] as Table;
+      const remaining = v.remaining + op.cost;
+      if (table.kernel === undefined) v.resetMs = algorithms[r.algorithm].check(table.read(op.key, t), t, r, 0).resetMs;
+      else {
+        const o = v.off + 1;
+        // A cost-0 check admits wherever the cost itself was admitted: v stays an admission.
+        table.kernel(v.page, o, v.row >= 0 && !Number.isNaN(v.page[o]), t, r, 0, v);
+      }
+      v.remaining = remaining;
+      v.delayMs = 0;
+    }
   }
 
   /** A stack in general: every rule's verdict (checkRule), and the writes they call for. */
@@ -500,9 +524,11 @@ export class MemoryStore implements Store {
       const t = this.#now(now);
       const table = this.#table(rule);
       const before = this.#get(rule, key, t);
-      const after = applyKeyOp(before, t, rule, op);
+      // A retry of an operation already applied (same id) changes nothing: it reads.
+      const fresh = this.#ids.first(rule, key, op, t);
+      const after = fresh ? applyKeyOp(before, t, rule, op) : before;
       const state = keyFigures(after, t, rule);
-      if (op.kind !== 'get') {
+      if (op.kind !== 'get' && fresh) {
         // A key left refusing (blocked, or penalized to empty) is held like a refused one:
         // a flood of new keys must not evict it into a fresh budget.
         if (after === undefined) table.delete(key);
@@ -525,6 +551,7 @@ export class MemoryStore implements Store {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
     this.#tables.clear();
+    this.#ids.clear();
     this.#recentRules = [];
     this.#recentTables = [];
     this.#atRules = [];

@@ -102,10 +102,19 @@ export function decideStack(
     if (!allowed) {
       v.outcome.delayMs = 0;
       // An admitting rule of a refused stack consumed nothing: report it untouched.
-      if (v.outcome.allowed) v.outcome.remaining += (ops[i] as StoreOp).cost;
+      if (v.outcome.allowed) untouched(v.outcome, entries[i]?.s, now, ops[i] as StoreOp);
     }
   }
   return { allowed, outcomes, writes };
+}
+
+/**
+ * An admitting rule's outcome as if nothing had been consumed: `cost` back in `remaining`, and
+ * the `resetMs` of the state as found (a check of cost 0), not of the state after `cost`.
+ */
+function untouched(o: Outcome, s: State | undefined, now: number, op: StoreOp): void {
+  o.remaining += op.cost;
+  o.resetMs = algorithms[op.rule.algorithm].check(s, now, op.rule, 0).resetMs;
 }
 
 /** The entry after giving back `cost` consumed at `at`. */

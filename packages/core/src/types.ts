@@ -119,10 +119,18 @@ export interface StoreDecision {
 /** One operation on a key's state, as a store receives it (validated by the limiter). */
 export type KeyOp =
   | { readonly kind: 'get' }
-  | { readonly kind: 'block'; readonly ms: number }
-  | { readonly kind: 'unblock' }
-  | { readonly kind: 'penalize'; readonly units: number }
-  | { readonly kind: 'reward'; readonly units: number };
+  | ({ readonly kind: 'block'; readonly ms: number } & KeyOpId)
+  | ({ readonly kind: 'unblock' } & KeyOpId)
+  | ({ readonly kind: 'penalize'; readonly units: number } & KeyOpId)
+  | ({ readonly kind: 'reward'; readonly units: number } & KeyOpId);
+
+/**
+ * An operation's id (sanitised like a key): a store applies a change once per (rule, key,
+ * id) for a day, so a retried call changes nothing more; a store may ignore it.
+ */
+export interface KeyOpId {
+  readonly id?: string;
+}
 
 /** A key's state as a store reports it, after the operation. */
 export interface StoreKeyState {

@@ -19,6 +19,7 @@ import {
   type ConcurrencyFlowOptions,
   concurrencyFlow,
   createRateLimit,
+  isThenable,
   type LimiterMethods,
   type LimiterOptionsOf,
   limiterMethods,
@@ -31,7 +32,7 @@ import {
   shedFlow,
   slowDownFlow,
 } from '@tollgate/core/http';
-import { type NodeNext, nodePort } from '@tollgate/core/node';
+import { type NodeNext, nodePort, untilOver } from '@tollgate/core/node';
 
 export * from '@tollgate/core/essentials';
 export type { ClientAddressOptions } from '@tollgate/core/http';
@@ -49,7 +50,10 @@ declare module 'node:http' {
 type Req = IncomingMessage;
 type Res = ServerResponse;
 
-/** What the async form does with the app's errors (a throwing key function, ...). @default a 500, logged to stderr */
+/**
+ * What the async form does with the app's errors (a throwing key function, ...). One that
+ * throws or rejects itself gets the default answer. @default a 500, logged to stderr
+ */
 export type ErrorHandler = (err: unknown, req: Req, res: Res) => void;
 
 interface Common {
@@ -73,6 +77,7 @@ export type NodeLimiter = ((req: Req, res: Res) => Promise<boolean>) & { middlew
 
 const defaultOnError: ErrorHandler = (err, _req, res) => {
   console.error(err);
+  if (res.writableEnded) return;
   if (!res.headersSent) {
     res.statusCode = 500;
     res.setHeader('Content-Type', 'text/plain; charset=utf-8');
@@ -80,13 +85,29 @@ const defaultOnError: ErrorHandler = (err, _req, res) => {
   res.end('Internal Server Error');
 };
 
+/**
+ * Hands the app's error to `onError`. An `onError` that fails too (throws, or rejects: one
+ * written Express-style, `res.status(500)`, or async) gets the default answer, a 500, so the
+ * request is still answered and nothing is left unhandled.
+ */
+function handOver(handleError: ErrorHandler, err: unknown, req: Req, res: Res): void {
+  let r: unknown;
+  try {
+    r = handleError(err, req, res);
+  } catch (thrown) {
+    defaultOnError(thrown, req, res);
+    return;
+  }
+  if (isThenable(r)) Promise.resolve(r).catch((thrown: unknown) => defaultOnError(thrown, req, res));
+}
+
 /** Both forms of one stage. The async form settles `false` once tollgate answered the request. */
 function forms<T extends object>(stage: Stage<Req, Res, NodeNext>, onError: ErrorHandler | undefined, extra: T): NodeLimiter & T {
   const handleError = onError ?? defaultOnError;
   const limit = (req: Req, res: Res) =>
     new Promise<boolean>((resolve) => {
       let settled = false;
-      let listening = false;
+      let unwatch = () => {};
       const answered = () => {
         if (settled) return;
         settled = true;
@@ -95,26 +116,20 @@ function forms<T extends object>(stage: Stage<Req, Res, NodeNext>, onError: Erro
       stage(req, res, (err?: unknown) => {
         if (settled) return;
         settled = true;
-        if (listening) {
-          res.removeListener('finish', answered);
-          res.removeListener('close', answered);
-        }
+        unwatch();
         if (err === undefined) {
           resolve(true);
           return;
         }
-        handleError(err, req, res);
         resolve(false);
+        handOver(handleError, err, req, res);
       });
       if (settled) return;
       // Answered in this tick (an in-process refusal), or later: a refusal, a custom
-      // handler's answer, or a client that left while held.
+      // handler's answer, or a client that left while held (seen on the connection too:
+      // a queued pipelined response emits neither `finish` nor `close`).
       if (res.writableEnded) answered();
-      else {
-        listening = true;
-        res.once('finish', answered);
-        res.once('close', answered);
-      }
+      else unwatch = untilOver(req, res, answered);
     });
   const middleware = (req: Req, res: Res, next: NodeNext) => stage(req, res, next);
   return Object.assign(limit, { middleware }, extra);

@@ -36,6 +36,7 @@ import { DenyCache } from './deny-cache.js';
 import { clientError, closedError, optionError, timeoutError } from './errors.js';
 import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
 import { redisKey, slotOf } from './keys.js';
+import { operatorCall } from './operator.js';
 import { type RedisClientLike, runKeyOp, runnerOf, runScript, type ScriptRunner, STORE_CODE } from './script.js';
 
 export interface RedisStoreOptions {
@@ -432,25 +433,31 @@ export class RedisStore extends EventEmitter implements Store {
     }
   }
 
+  /**
+   * Forgets a (rule, key) in Redis and in the local fallback. An explicit call, not a
+   * decision: it goes to Redis whatever the breaker's state, and rejects when Redis did
+   * not reset (see operator.ts); the failure is reported too, without counting towards the
+   * breaker (a `DEL` refused by an ACL says nothing about decisions).
+   */
   async reset(rule: RuleSpec, key: string, raw?: string): Promise<void> {
     if (this.#closed) throw closedError();
     this.#deny?.clear();
     await this.#local.store.reset(rule, key);
-    if (!this.#breaker.tryCall()) return;
+    const k = this.keyOf(rule, key, raw);
     try {
-      const k = this.keyOf(rule, key, raw);
-      await this.#deadline(this.#port.command(['DEL', k], k));
-      this.#breaker.success();
+      await operatorCall(() => this.#port.command(['DEL', k], k), 'reset', this.timeoutMs);
     } catch (err) {
-      this.#failed(err, 'reset', 'none');
+      this.#failed(err, 'reset', 'none', false);
+      throw err;
     }
   }
 
   /**
    * One operation on a (rule, key) entry without a request: one atomic call of the
    * library's keys function (or its script), on the key's node of a Cluster. An operator's
-   * call is not answered by the failure policy: a failure or a timeout rejects. A change
-   * drops this instance's deny-cache answers for the key (other instances' run out by
+   * call is not answered by the failure policy: a failure or a timeout rejects (see
+   * operator.ts). An operation id's mark is `<key> op <id>` (no key has a space), in the
+   * key's slot. A change drops this instance's deny-cache answers for the key (other instances' run out by
    * themselves, at most at the retry time they were given; see docs/operations.md); a block
    * or unblock is applied to the local fallback too, so it holds while Redis is away.
    */
@@ -458,7 +465,9 @@ export class RedisStore extends EventEmitter implements Store {
     if (this.#closed) throw closedError();
     const t = this.#time(now);
     const k = this.keyOf(rule, key, raw);
-    const reply = await this.#deadline(runKeyOp(this.#port, k, keyOpArgs(rule, op, t, this.#minTtl)));
+    const keys = op.kind !== 'get' && op.id !== undefined ? [k, `${k} op ${op.id}`] : [k];
+    const args = keyOpArgs(rule, op, t, this.#minTtl);
+    const reply = await operatorCall(() => runKeyOp(this.#port, keys, args), op.kind, this.timeoutMs, op.kind === 'get');
     const state = parseKeyState(reply);
     if (op.kind !== 'get') {
       this.#deny?.written([k]);
@@ -564,34 +573,30 @@ export class RedisStore extends EventEmitter implements Store {
       });
     }
     const first = parts[0] as StoreDecision;
-    if (cmd === 'c' && !allowed) {
-      // Reserve-then-refund: slots that admitted give back what they consumed.
+    if (!allowed) {
+      // The slots that admitted: a consume's gave what they admitted back (reserve-then-refund).
+      // Their admitting rules then report the state as found, as on one slot: the cost back
+      // in `remaining`, and `resetMs` read again at the slot's decision time at cost 0 (a
+      // check of cost 0 is the state's own), not the admission's.
       await Promise.all(
-        groups.map((idx, g) => {
+        groups.map(async (idx, g) => {
           const part = parts[g] as StoreDecision;
-          if (!part.allowed) return undefined;
+          if (!part.allowed) return;
           const back = idx.filter((_, j) => (part.outcomes[j] as StoreDecision['outcomes'][number]).allowed);
-          if (back.length === 0) return undefined;
-          return runScript(
-            this.#port,
-            refundArgs(
-              back.map((i) => ops[i] as StoreOp),
-              back.map((i) => keys[i] as string),
-              now,
-              part.now,
-              this.#minTtl,
-            ),
-          );
+          if (back.length === 0) return;
+          const backOps = back.map((i) => ops[i] as StoreOp);
+          const backKeys = back.map((i) => keys[i] as string);
+          if (cmd === 'c') await runScript(this.#port, refundArgs(backOps, backKeys, now, part.now, this.#minTtl));
+          const unchanged = backOps.map((op) => ({ ...op, cost: 0 }));
+          const reply = await runScript(this.#port, decideArgs([{ cmd: 'p', ops: unchanged, now: part.now }], backKeys, this.#minTtl));
+          const found = parseDecisions(reply, [back.length])[0] as StoreDecision;
+          back.forEach((i, j) => {
+            const o = outcomes[i] as StoreDecision['outcomes'][number];
+            o.remaining += (ops[i] as StoreOp).cost;
+            o.resetMs = (found.outcomes[j] as StoreDecision['outcomes'][number]).resetMs;
+          });
         }),
       );
-      for (const [g, idx] of groups.entries()) {
-        // Slots that admitted were refunded above: their admitting rules consumed nothing.
-        if (!(parts[g] as StoreDecision).allowed) continue;
-        for (const i of idx) {
-          const o = outcomes[i] as StoreDecision['outcomes'][number];
-          if (o.allowed) o.remaining += (ops[i] as StoreOp).cost;
-        }
-      }
       for (const o of outcomes) o.delayMs = 0;
     } else if (cmd === 'c' && now === undefined) {
       // Each slot decided at its own node's TIME; a later refund must name those times.
@@ -849,8 +854,8 @@ export class RedisStore extends EventEmitter implements Store {
     return d;
   }
 
-  #failed(error: unknown, operation: StoreErrorEvent['operation'], policy: StoreErrorEvent['policy']): void {
-    this.#breaker.failure();
+  #failed(error: unknown, operation: StoreErrorEvent['operation'], policy: StoreErrorEvent['policy'], breaker = true): void {
+    if (breaker) this.#breaker.failure();
     const event: StoreErrorEvent = { error, operation, policy, breaker: this.#breaker.state };
     if (this.listenerCount('error') > 0) this.emit('error', event);
     if (redisChannels.error.hasSubscribers) redisChannels.error.publish({ store: this, ...event });

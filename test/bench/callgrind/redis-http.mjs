@@ -1,5 +1,5 @@
 // Instructions per HTTP request of the Redis-backed limiters (docs/benchmarks.md,
-// "Redis over HTTP"), counted by valgrind's callgrind on both sides at once: in the
+// "Per HTTP request, Redis store"), counted by valgrind's callgrind on both sides at once: in the
 // server process (Node: framework, limiter, Redis client) and in redis-server (every
 // instruction it ran while the batch was served). Each variant gets its own redis-server,
 // both under callgrind, so the Redis side of one limiter is never mixed with another's;

@@ -1,5 +1,5 @@
-// Node instructions per decision of RedisStore in process (docs/benchmarks.md, "Redis CPU
-// per decision and over HTTP"), counted by valgrind's callgrind in the Node process: one
+// Node instructions per decision of RedisStore in process (docs/benchmarks-history.md, "The
+// one-op call"), counted by valgrind's callgrind in the Node process: one
 // `await limiter.consume()` at a time against a native redis-server, the path of a request
 // alone in its tick (batching, deadline, reply decoding), without HTTP, for one rule and
 // for four (the HTTP benchmark's rules). Instruction counts do not depend on the load.

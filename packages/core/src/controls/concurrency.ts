@@ -19,11 +19,12 @@ import type { Duration } from '../duration.js';
 import { configError } from '../errors.js';
 import type { HeaderField } from '../headers.js';
 import { ip } from '../keys.js';
-import { sanitizeKey } from '../limiter.js';
+import { hashedKey, sanitizeKey } from '../limiter.js';
+import { type NodeResponse, whenGone } from '../node/lifetime.js';
 import { capacityRefusal, type Refusal, refusal } from '../response.js';
 import type { KeyFn } from '../rules.js';
 import type { Decision, RuleResult } from '../types.js';
-import type { ResponseLike } from './hold.js';
+import { type ResponseLike, requestOf } from './hold.js';
 import { boundedDuration, checkOptions, MAX_TIMER_MS, optionalFn, wholeNumber } from './options.js';
 import { controlDecision } from './publish.js';
 import { MemorySlotStore, type SlotGrant, type SlotStore } from './slot-store.js';
@@ -175,6 +176,8 @@ const KNOWN = [
   'defaultKey',
 ] as const;
 const NAME_RE = /^[\x21\x23-\x5b\x5d-\x7e]{1,57}$/;
+/** The global slot's last segment, `<prefix>:<name>:*`, kept as it was so instances of either version count together. */
+const GLOBAL = '*';
 
 /**
  * Creates a concurrency limit.
@@ -221,8 +224,10 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
   const ownStore = o.store === undefined;
   const timers = o.timers ?? systemTimers;
   const globalName = `${name}-global`;
-  const globalSlot = `${prefix}:${encodeURIComponent(name)}:*`;
-  const keySlot = (k: string) => `${prefix}:${encodeURIComponent(name)}:${k}`;
+  const globalSlot = `${prefix}:${encodeURIComponent(name)}:${GLOBAL}`;
+  // A client whose key is `*` is stored hashed, as any key sanitizeKey does not keep: the
+  // global slot's name is never a client's (see docs/decisions.md, "Key namespaces").
+  const keySlot = (k: string) => `${prefix}:${encodeURIComponent(name)}:${k === GLOBAL ? hashedKey(k) : k}`;
   const instance = randomUUID().slice(0, 12);
   let seq = 0;
 
@@ -556,14 +561,18 @@ export function acquireWhileConnected<R, S, N>(
 ): void {
   const abort = new AbortController();
   const onClose = () => abort.abort();
-  raw.once('close', onClose);
+  const nodeReq = requestOf(raw);
+  // A Node response: the client's departure as the pipeline sees it (pipelined requests too).
+  const stop =
+    nodeReq !== undefined ? whenGone(nodeReq, raw as unknown as NodeResponse, onClose) : () => raw.removeListener('close', onClose);
+  if (nodeReq === undefined) raw.once('close', onClose);
   limit.acquire(req, abort.signal).then(
     (o) => {
-      raw.removeListener('close', onClose);
+      stop();
       answer(req, res, next, o);
     },
     (err) => {
-      raw.removeListener('close', onClose);
+      stop();
       publishStoreError(err, req, limit.name, 'allow');
       answer(req, res, next, undefined);
     },

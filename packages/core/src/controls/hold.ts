@@ -4,8 +4,12 @@
  *
  * Both adapters hand over Node's `ServerResponse` (Fastify: `reply.raw`), whose `close`
  * event fires when the response has been sent or the connection was lost, whichever
- * comes first; `finish` fires when the last byte was handed to the OS.
+ * comes first; `finish` fires when the last byte was handed to the OS. A response queued
+ * behind another on a pipelined connection emits neither when the client leaves, so a
+ * Node response is followed through its request and connection too (`../node/lifetime.ts`).
  */
+import { holdRequest } from '../http/lifetime.js';
+import { type NodeRequest, type NodeResponse, isGone as nodeIsGone, onceOver, whenGone } from '../node/lifetime.js';
 import { systemTimers, type Timers } from './timers.js';
 
 /** The parts of a Node `ServerResponse` the controls use. */
@@ -16,6 +20,15 @@ export interface ResponseLike {
   readonly destroyed?: boolean;
   /** True once `close` has been emitted (Node 18+). */
   readonly closed?: boolean;
+}
+
+/** Node's lifetimes as the part of a port `holdRequest` uses. */
+const nodeLifetimes = { isGone: nodeIsGone, whenGone } as const;
+
+/** Node's request behind a `ServerResponse` (its `req`), when `res` is one. */
+export function requestOf(res: ResponseLike): NodeRequest | undefined {
+  const req = (res as { req?: unknown }).req as (NodeRequest & { once?: unknown }) | null | undefined;
+  return req !== null && typeof req === 'object' && typeof req.once === 'function' ? req : undefined;
 }
 
 /** True when the response can no longer be delivered (the connection is gone). */
@@ -32,6 +45,8 @@ export function isGone(res: ResponseLike): boolean {
  * next();
  */
 export function hold(res: ResponseLike, ms: number, timers: Timers = systemTimers): Promise<boolean> {
+  const req = requestOf(res);
+  if (req !== undefined) return holdRequest(nodeLifetimes, req, res as NodeResponse, ms, timers);
   if (isGone(res)) return Promise.resolve(false);
   if (!(ms > 0)) return Promise.resolve(true);
   return new Promise((resolve) => {
@@ -54,6 +69,8 @@ export function hold(res: ResponseLike, ms: number, timers: Timers = systemTimer
  * starts).
  */
 export function onceDone(res: ResponseLike, fn: () => void): () => void {
+  const req = requestOf(res);
+  if (req !== undefined) return onceOver(req, res as NodeResponse, fn);
   let done = false;
   const run = () => {
     if (done) return;

@@ -30,7 +30,7 @@ import { type ClientAddressOptions, splitClientAddress } from '../http-options.j
 import type { TrustProxy } from '../keys.js';
 import { type AccessList, compileAccess } from './access.js';
 import { holdRequest } from './lifetime.js';
-import { type HttpPort, readerMark, sendRefusal, writeFields } from './port.js';
+import { type HttpPort, localsOf, readerMark, sendRefusal, writeFields } from './port.js';
 
 /** A control as a request handler in the framework's continuation style. */
 export type Stage<Req, Res, Next> = (req: Req, res: Res, next: Next) => void;
@@ -93,8 +93,6 @@ function allowing<Req, Res, Next>(
   );
 }
 
-type WithSlowDown = { slowDown?: ThrottleResult };
-
 /**
  * The slow-down throttle's flow.
  * @example const { stage, throttle } = slowDownFlow(port, { window: '10s', delayAfter: 5, delay: 500 })
@@ -108,13 +106,14 @@ export function slowDownFlow<Req, Res, Next>(
   const throttle = createThrottle<Req>({ ...core, defaultKey } as ThrottleOptions<Req>);
   const format = headers === undefined ? undefined : compileHeaders(headers);
   const clock = core.clock;
+  const locals = localsOf(port);
 
   function proceed(req: Req, res: Res, next: Next, t: ThrottleResult | undefined): void {
     if (t === undefined) {
       port.pass(next);
       return;
     }
-    (req as WithSlowDown).slowDown = t;
+    locals(req).slowDown = t;
     const at = clock?.now() ?? Date.now();
     if (format !== undefined) {
       // A delayed response is still admitted: never `r=0`, which announces a refusal.
@@ -187,7 +186,14 @@ export function concurrencyFlow<Req, Res, Next>(
   const stage: Stage<Req, Res, Next> = (req, res, next) => {
     // Give up waiting in the queue as soon as the client goes away.
     const abort = new AbortController();
-    const stop = port.whenGone(req, res, () => abort.abort());
+    let stop: () => void;
+    try {
+      stop = port.whenGone(req, res, () => abort.abort());
+    } catch (err) {
+      // A request or response without the runtime's events (a mock): the app's error, never a throw out of the stage.
+      port.fail(next, err);
+      return;
+    }
     limit.acquire(req, abort.signal).then(
       (o) => {
         stop();
@@ -231,7 +237,14 @@ export function shedFlow<Req, Res, Next>(
       sendRefusal(port, res, shedRefusal(o));
       return;
     }
-    port.onceOver(req, res, o.release);
+    try {
+      port.onceOver(req, res, o.release);
+    } catch (err) {
+      // A request or response without the runtime's events (a mock): counted out again, handed to the error handler.
+      o.release();
+      port.fail(next, err);
+      return;
+    }
     if (!port.isGone(req, res)) port.pass(next);
   };
   return { stage: reading(port, stage), shedder, close: () => shedder.close() };
@@ -240,11 +253,32 @@ export function shedFlow<Req, Res, Next>(
 /** The controls by name, as a route's opt-out and a handler's name spell them. */
 export type ControlName = 'slowDown' | 'concurrency' | 'shed';
 
+/** What the slow-down throttle's handler carries. */
+export interface SlowDownCarried<Req> {
+  /** Forgets the request key's arrivals. */
+  reset(req: Req): Promise<void>;
+  /** Closes the store if the throttle created it. */
+  close(): Promise<void>;
+}
+
+/** What the concurrency limit's handler carries. */
+export interface ConcurrencyCarried<Req> {
+  /** The core limit (for `count`, `held`, `waiting`). */
+  readonly limit: ConcurrencyLimit<Req>;
+  /** Refuses waiters, stops timers, closes a store it created. */
+  close(): Promise<void>;
+}
+
+/** What load shedding's handler carries. */
+export interface ShedCarried<Req> {
+  /** The core shedder (for `inFlight` and `pressure()`). */
+  readonly shedder: Shedder<Req>;
+  /** Stops the event-loop monitor. */
+  close(): void;
+}
+
 /** What a control's handler carries beside itself: `close`, and the throttle's `reset`, the limit or the shedder. */
-export type ControlCarried<Req> =
-  | { reset(req: Req): Promise<void>; close(): Promise<void> }
-  | { readonly limit: ConcurrencyLimit<Req>; close(): Promise<void> }
-  | { readonly shedder: Shedder<Req>; close(): void };
+export type ControlCarried<Req> = SlowDownCarried<Req> | ConcurrencyCarried<Req> | ShedCarried<Req>;
 
 /**
  * The three controls over one port: each maker runs its control's flow and hands `mount`

@@ -31,11 +31,14 @@ export { messageContentType, messageText, storeFailureRefusal } from '../respons
 export { type Access, type AccessList, compileAccess, deniedRefusal, type Verdict } from './access.js';
 export { asMessage, asSkip, isThenable, settle } from './callbacks.js';
 export {
+  type ConcurrencyCarried,
   type ConcurrencyFlowOptions,
   type ControlCarried,
   type ControlName,
   concurrencyFlow,
   controlMakers,
+  type ShedCarried,
+  type SlowDownCarried,
   type SlowDownFlowOptions,
   type Stage,
   shedFlow,
@@ -59,7 +62,16 @@ export {
   type StoreErrorPolicyOf,
 } from './options.js';
 export { EXPRESS_RATE_LIMIT_OPTIONS, FASTIFY_RATE_LIMIT_OPTIONS, peerHint } from './peers.js';
-export { type HttpPort, lowerHeaderName, readerMark, sendRefusal, writeFields, writeRefusalHead } from './port.js';
+export {
+  type HttpPort,
+  localsOf,
+  lowerHeaderName,
+  type RequestLocals,
+  readerMark,
+  sendRefusal,
+  writeFields,
+  writeRefusalHead,
+} from './port.js';
 export {
   createRateLimit,
   type Decide,

@@ -11,7 +11,7 @@ import type { HttpPort } from './port.js';
  * @example if (await holdRequest(port, req, res, d.delayMs)) port.pass(next);
  */
 export function holdRequest<Req, Res, Next>(
-  port: HttpPort<Req, Res, Next>,
+  port: Pick<HttpPort<Req, Res, Next>, 'isGone' | 'whenGone'>,
   req: Req,
   res: Res,
   ms: number,

@@ -16,9 +16,11 @@
  * The Node implementations of the reading and lifetime operations are shared by every
  * Node-based port: `nodeOperations` and `nodePort` in `@tollgate/core/node`.
  */
+import type { ThrottleResult } from '../controls/throttle.js';
 import type { HeaderField } from '../headers.js';
 import { nodeReader, REQUEST_READER, type RequestReader } from '../keys.js';
 import type { Refusal } from '../response.js';
+import type { Decision } from '../types.js';
 
 export interface HttpPort<Req, Res, Next> extends RequestReader<Req> {
   /** The adapter's name in warnings (`express`, `fastify`, `node`). */
@@ -60,6 +62,25 @@ export interface HttpPort<Req, Res, Next> extends RequestReader<Req> {
   pass(next: Next): void;
   /** Hands an error to the framework's error handler. */
   fail(next: Next, err: unknown): void;
+  /**
+   * Where the app reads what tollgate keeps for a request (`rateLimit`, the combined
+   * decision; `slowDown`, the throttle's figures), when the framework keeps per-request
+   * values elsewhere than on its request object (Koa: `ctx.state`). Left out: the request's
+   * own properties (`req.rateLimit`). Route stages read the decision back from here.
+   */
+  locals?(req: Req): RequestLocals;
+}
+
+/** What tollgate keeps for the app on a request (see {@link HttpPort.locals}). */
+export interface RequestLocals {
+  rateLimit?: Decision | undefined;
+  slowDown?: ThrottleResult | undefined;
+}
+
+/** A port's {@link HttpPort.locals} as a function: the request itself when the port leaves it out. */
+export function localsOf<Req, Res, Next>(port: HttpPort<Req, Res, Next>): (req: Req) => RequestLocals {
+  const locals = port.locals;
+  return locals === undefined ? (req) => req as RequestLocals : (req) => locals.call(port, req);
 }
 
 /**

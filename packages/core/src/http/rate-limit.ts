@@ -23,13 +23,13 @@ import { MemoryStore } from '../memory-store.js';
 import { mergeDecisions } from '../merge.js';
 import { nextAdmission } from '../next-admission.js';
 import { type KeyOperations, keyOperations, type OperationSource } from '../operations.js';
-import { isCapacityRefusal, messageContentType, messageText, refusal, storeFailureRefusal } from '../response.js';
+import { isCapacityRefusal, refusal, storeFailureRefusal } from '../response.js';
 import type { CompiledRule, KeyFn, Rule, RuleChanges } from '../rules.js';
 import type { Decision, RuleResult, RuleSpec, Store } from '../types.js';
 import { type Access, deniedRefusal } from './access.js';
-import { asAny, asMessage, asSkip, call, isThenable, settle } from './callbacks.js';
+import { asAny, asMessageBody, asSkip, call, isThenable, settle } from './callbacks.js';
 import { holdRequest } from './lifetime.js';
-import { type HttpPort, readerMark, sendRefusal, writeRefusalHead } from './port.js';
+import { type HttpPort, localsOf as localsOn, readerMark, sendRefusal, writeRefusalHead } from './port.js';
 import { proxyWarnings } from './warnings.js';
 
 /** How a route's rules combine with the app-level (plugin-level) ones. */
@@ -111,7 +111,7 @@ export interface RateLimitCore<Req, Res, Next> {
   close(): Promise<void>;
 }
 
-type WithDecision = { rateLimit?: Decision | undefined } & Record<symbol, Decision | null | undefined>;
+type WithDecision = Record<symbol, Decision | null | undefined>;
 type NextMs = readonly (number | undefined)[] | undefined;
 type Port<Req, Res, Next> = HttpPort<Req, Res, Next>;
 
@@ -170,6 +170,7 @@ export function createRateLimit<Req, Res, Next>(
   const slot = Symbol(`tollgate:${o.name}`);
   // Whether route stages may read `slot` (see RateLimitSetup.routeStages).
   const marking = s.routeStages !== false;
+  const localsOf = localsOn(port);
   const checkSkip = asSkip(`${o.path}.skip`);
   const skip = s.skip;
 
@@ -293,8 +294,9 @@ export function createRateLimit<Req, Res, Next>(
         }
         // 'replace' after the app-level stage: its units go back, the route's rules decide alone.
         (req as WithDecision)[slot] = undefined;
-        const fresh = (req as WithDecision).rateLimit === prior;
-        if (fresh) (req as WithDecision).rateLimit = undefined;
+        const locals = localsOf(req);
+        const fresh = locals.rateLimit === prior;
+        if (fresh) locals.rateLimit = undefined;
         limiter?.refund(req, prior).then(
           () => decideAlone(req, res, next, undefined, fresh),
           (err) => {
@@ -383,7 +385,8 @@ function pipeline<Req, Res, Next>(
   const counted = countedRules(lim);
   const firstUnit = nextAdmission(lim);
   const deadline = storeDeadline(lim.store);
-  const checkMessage = asMessage(`${o.path}.message`);
+  const checkMessage = asMessageBody(`${o.path}.message`);
+  const localsOf = localsOn(port);
 
   function headers(req: Req, res: Res, d: Decision, all: Decision, nextMs: NextMs, fresh: boolean): void {
     const f = format as NonNullable<typeof format>;
@@ -424,7 +427,7 @@ function pipeline<Req, Res, Next>(
       return;
     }
     if (message !== undefined && !isCapacityRefusal(d)) {
-      settle(call(message, req, d), checkMessage, (body) => port.send(res, r.status, messageContentType(body), messageText(body)), fail);
+      settle(call(message, req, d), checkMessage, (body) => port.send(res, r.status, body.contentType, body.text), fail);
       return;
     }
     port.send(res, r.status, r.contentType, JSON.stringify(r.body));
@@ -460,15 +463,16 @@ function pipeline<Req, Res, Next>(
 
   function decided(req: Req, res: Res, next: Next, prior: Decision | undefined, fresh: boolean, d: Decision, t0: number): void {
     if (remember !== undefined) (req as WithDecision)[remember] = d;
-    const all = mergeDecisions((req as WithDecision).rateLimit, d);
-    (req as WithDecision).rateLimit = all;
+    const locals = localsOf(req);
+    const all = mergeDecisions(locals.rateLimit, d);
+    locals.rateLimit = all;
     if (!d.allowed && !dryRun && prior !== undefined && owner !== undefined) {
       // A route-level refusal: the app-level units go back first, so that the headers and
       // `rateLimit` show the state after the refund.
       owner.refund(req, prior).then(
         () => {
           const after = afterRefund(all, prior);
-          (req as WithDecision).rateLimit = after;
+          locals.rateLimit = after;
           // Every item again, in place of what the earlier stages wrote before the refund.
           safely(req, res, next, d, after, undefined, true, after);
         },
@@ -542,7 +546,15 @@ function pipeline<Req, Res, Next>(
   }
 
   return function decide(req, res, next, prior, fresh = false): void {
-    if (warnings !== undefined) warnings(port, req);
+    if (warnings !== undefined) {
+      try {
+        warnings(port, req);
+      } catch (err) {
+        // A request without the fields the port reads (a mock in the app's tests): the app's error, not a throw out of the middleware.
+        port.fail(next, err);
+        return;
+      }
+    }
     const t0 = deadline === undefined ? 0 : performance.now();
     let d: Decision | Promise<Decision>;
     try {

@@ -3,7 +3,7 @@
  * "Process warnings"): as a process warning (`process.emitWarning`, type
  * `TollgateWarning`) and on the `tollgate:warning` diagnostics channel.
  *
- * - `TOLLGATE_TRUST_PROXY_UNSET`: the framework trusts a proxy (Express' `trust proxy`)
+ * - `TOLLGATE_TRUST_PROXY_UNSET`: the framework trusts a proxy (Express' `trust proxy`, Koa's `app.proxy`)
  *   while tollgate's `trustProxy` is not set, so `req.ip` and tollgate's key differ.
  * - `TOLLGATE_FORWARDED_UNTRUSTED`: a request from a loopback or private peer carries
  *   `X-Forwarded-For` or `Forwarded` while no proxy is trusted: the app is most likely
@@ -72,7 +72,7 @@ export function proxyWarnings(o: ProxyWarningOptions): <R>(port: WarningSource<R
       if (frameworkTrusts !== undefined && frameworkTrusts !== false && frameworkTrusts !== 0) {
         warn(
           TRUST_PROXY_UNSET_WARNING,
-          `The ${o.adapter} app trusts a proxy ('trust proxy' is set) but tollgate's trustProxy is not: ` +
+          `The ${o.adapter} app trusts a proxy (its own setting is on: Express' 'trust proxy', Koa's app.proxy) but tollgate's trustProxy is not: ` +
             'tollgate keys on the socket address, so every client behind the proxy shares one budget. ' +
             "Set trustProxy to the same proxies (e.g. trustProxy: 'loopback'); see docs/keys-and-proxies.md.",
           o.adapter,

@@ -14,7 +14,7 @@ import { lowerHeaderName } from '../http/port.js';
 import { nodeReader } from '../keys.js';
 import { isGone, onceOver, whenGone } from './lifetime.js';
 
-export { isGone, onceOver, whenGone } from './lifetime.js';
+export { isGone, onceOver, untilOver, whenGone } from './lifetime.js';
 
 /** The continuation of the node adapter and of connect-style middleware. */
 export type NodeNext = (err?: unknown) => void;

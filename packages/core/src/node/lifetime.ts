@@ -15,9 +15,32 @@
  * when the body was cut short (`complete` false) or the connection is gone; otherwise the
  * connection's own `close` reports a later departure.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 
-type Socket = IncomingMessage['socket'];
+/** The part of Node's connection (`net.Socket`) the lifetimes follow. */
+interface Socket {
+  once(event: 'close', listener: () => void): unknown;
+  readonly destroyed: boolean;
+}
+
+/**
+ * The part of Node's `IncomingMessage` the lifetimes follow. Structural, so the older
+ * controls helpers that `@tollgate/core/http` exports use these without loading `node:http`.
+ */
+export interface NodeRequest {
+  readonly socket: Socket | null;
+  readonly complete: boolean;
+  on(event: 'close', listener: () => void): unknown;
+  removeListener(event: 'close', listener: () => void): unknown;
+}
+
+/** The part of Node's `ServerResponse` the lifetimes follow. */
+export interface NodeResponse {
+  once(event: 'finish' | 'close', listener: () => void): unknown;
+  removeListener(event: 'finish' | 'close', listener: () => void): unknown;
+  readonly writableEnded: boolean;
+  readonly destroyed: boolean;
+  readonly closed: boolean;
+}
 
 /**
  * The callbacks waiting for each connection's `close`: one listener per connection
@@ -26,7 +49,7 @@ type Socket = IncomingMessage['socket'];
  */
 const onSocketClose = new WeakMap<Socket, Set<() => void>>();
 
-function watchSocket(req: IncomingMessage, fn: () => void): () => void {
+function watchSocket(req: NodeRequest, fn: () => void): () => void {
   const socket = req.socket as Socket | null | undefined;
   if (socket === null || socket === undefined || typeof socket.once !== 'function') return () => {};
   let waiting = onSocketClose.get(socket);
@@ -47,17 +70,17 @@ function watchSocket(req: IncomingMessage, fn: () => void): () => void {
 }
 
 /** Whether the request's `close` means the client went away (see the file's comment). */
-function departed(req: IncomingMessage): boolean {
+function departed(req: NodeRequest): boolean {
   if (req.complete === false) return true;
   const socket = req.socket as Socket | null | undefined;
   return socket === null || socket === undefined || socket.destroyed === true;
 }
 
 /** True when the response can no longer be delivered: the connection is gone. */
-export function isGone(req: IncomingMessage, res: ServerResponse): boolean {
+export function isGone(req: NodeRequest, res: NodeResponse): boolean {
   if (res.writableEnded) return false;
   if (res.destroyed) return true;
-  const socket = req.socket as IncomingMessage['socket'] | null;
+  const socket = req.socket as Socket | null | undefined;
   return socket !== null && socket !== undefined && socket.destroyed === true;
 }
 
@@ -65,38 +88,56 @@ export function isGone(req: IncomingMessage, res: ServerResponse): boolean {
  * Calls `fn` once, when the response finishes or closes or the request closes, whichever
  * comes first. Returns a function that does the same at once (idempotent).
  */
-export function onceOver(req: IncomingMessage, res: ServerResponse, fn: () => void): () => void {
+export function onceOver(req: NodeRequest, res: NodeResponse, fn: () => void): () => void {
+  return watchOver(req, res, fn).run;
+}
+
+/**
+ * Calls `fn` once when the request is over, as {@link onceOver} does, unless the returned
+ * function is called first (it stops watching; `fn` then never runs). How an awaited
+ * stage settles when its client leaves while held: a queued pipelined response emits
+ * neither `finish` nor `close`, the connection's `close` still comes.
+ */
+export function untilOver(req: NodeRequest, res: NodeResponse, fn: () => void): () => void {
+  return watchOver(req, res, fn).off;
+}
+
+function watchOver(req: NodeRequest, res: NodeResponse, fn: () => void): { run: () => void; off: () => void } {
   let done = false;
   let unwatch = () => {};
   const onRequestClose = () => {
     if (departed(req)) run();
   };
-  const run = () => {
+  const off = () => {
     if (done) return;
     done = true;
     res.removeListener('finish', run);
     res.removeListener('close', run);
     req.removeListener('close', onRequestClose);
     unwatch();
+  };
+  const run = () => {
+    if (done) return;
+    off();
     fn();
   };
   // A request already over emits nothing more: run now rather than leak.
   if (res.closed || isGone(req, res)) {
     run();
-    return run;
+    return { run, off };
   }
   res.once('finish', run);
   res.once('close', run);
   req.on('close', onRequestClose);
   unwatch = watchSocket(req, run);
-  return run;
+  return { run, off };
 }
 
 /**
  * Calls `fn` if the client goes away (the response or the request closes) before the
  * returned cancel function is called.
  */
-export function whenGone(req: IncomingMessage, res: ServerResponse, fn: () => void): () => void {
+export function whenGone(req: NodeRequest, res: NodeResponse, fn: () => void): () => void {
   let over = false;
   const gone = () => {
     if (over) return;

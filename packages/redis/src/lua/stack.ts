@@ -437,8 +437,8 @@ end
 
 -- Per op of the stack being decided (arrays reused by every stack and call): whether its
 -- rule admitted, and what it would write: state, block deadline (false: nothing), and the
--- expiry its key's TTL was set for (see read).
-local OK, WS, WB, X0, XS = {}, {}, {}, {}, {}
+-- expiry its key's TTL was set for (see read); and the state it read (nil: none).
+local OK, WS, WB, X0, XS, S0 = {}, {}, {}, {}, {}, {}
 -- The ops' keys and their indexes in KEYS.
 local KEY, KIDX = {}, {}
 -- The reply: numbers, packed as little-endian doubles at the end (see OUT_FIELDS).
@@ -664,7 +664,7 @@ store_rest = function(plan, keys, argv, now0, vals0)
           if not ok and not r.dry then allowed = false end
         end
         -- Each op's outcome is kept for the write pass below (see single for one op).
-        OK[i], WS[i], WB[i], X0[i], XS[i] = ok, nx, wb, x0, xs or false
+        OK[i], WS[i], WB[i], X0[i], XS[i], S0[i] = ok, nx, wb, x0, xs or false, s
         -- An admitting rule's retryAfterMs is 0 and a refusing rule's delayMs is 0: the first
         -- field is 1 or the refusal's reason code, the last the delay or the retry time.
         R[k + 2] = rem
@@ -682,11 +682,14 @@ store_rest = function(plan, keys, argv, now0, vals0)
       else
         R[base + 1] = 0
         -- An admitting rule of a refused stack consumed nothing: report it untouched, with no
-        -- delay.
+        -- delay, and the resetMs of the state it read (a check of cost 0), as core's untouched.
         for i = 1, n do
           if OK[i] then
             local p = base + 4 * i - 2
+            local r = rules[i]
+            local _, _, reset0 = r.alg.check(S0[i], now, r, 0)
             R[p + 2] = R[p + 2] + costs[i]
+            R[p + 3] = reset0
             R[p + 4] = 0
           end
         end
