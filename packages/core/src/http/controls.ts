@@ -126,24 +126,30 @@ export function slowDownFlow<Req, Res, Next>(
       return;
     }
     // A client that leaves while delayed never reaches the handler.
-    holdRequest(port, req, res, t.delayMs, timers).then((stillThere) => {
-      if (stillThere) port.pass(next);
-    });
+    holdRequest(port, req, res, t.delayMs, timers)
+      .then((stillThere) => {
+        if (stillThere) port.pass(next);
+      })
+      .catch((err: unknown) => port.fail(next, err));
   }
 
   const stage: Stage<Req, Res, Next> = (req, res, next) => {
-    throttle.hit(req).then(
-      (t) => proceed(req, res, next, t),
-      (err) => {
-        if (isAppError(err)) {
-          port.fail(next, err);
-          return;
-        }
-        // It slows, it never blocks: a failing store lets the request through undelayed.
-        publishStoreError(err, req, throttle.name, 'allow');
-        port.pass(next);
-      },
-    );
+    throttle
+      .hit(req)
+      .then(
+        (t) => proceed(req, res, next, t),
+        (err) => {
+          if (isAppError(err)) {
+            port.fail(next, err);
+            return;
+          }
+          // It slows, it never blocks: a failing store lets the request through undelayed.
+          publishStoreError(err, req, throttle.name, 'allow');
+          port.pass(next);
+        },
+      )
+      // A port operation that throws on this promise's branch (a mock request): the app's error, never unhandled.
+      .catch((err: unknown) => port.fail(next, err));
   };
   const guarded = allowing(port, allow, { path: 'slowDown', trustProxy: rest.trustProxy }, stage);
   return { stage: guarded, throttle, close: () => throttle.close() };

@@ -441,9 +441,11 @@ function pipeline<Req, Res, Next>(
       if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, req, (fn) => port.onFinish(req, res, fn), d, name);
       if (d.delayMs > 0 && !dryRun) {
         // A client that leaves while waiting never reaches the handler.
-        holdRequest(port, req, res, d.delayMs, timers).then((stillThere) => {
-          if (stillThere) port.pass(next);
-        });
+        holdRequest(port, req, res, d.delayMs, timers)
+          .then((stillThere) => {
+            if (stillThere) port.pass(next);
+          })
+          .catch((err: unknown) => port.fail(next, err));
         return;
       }
       port.pass(next);
