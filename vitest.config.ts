@@ -7,11 +7,13 @@ const pkg = (name: string) => fileURLToPath(new URL(`./packages/${name}/src/inde
 const alias = {
   '@tollgate/core/http': fileURLToPath(new URL('./packages/core/src/http/index.ts', import.meta.url)),
   '@tollgate/core/essentials': fileURLToPath(new URL('./packages/core/src/essentials/index.ts', import.meta.url)),
+  '@tollgate/core/node': fileURLToPath(new URL('./packages/core/src/node/index.ts', import.meta.url)),
   '@tollgate/core': pkg('core'),
   '@tollgate/redis': pkg('redis'),
   '@tollgate/express': pkg('express'),
   '@tollgate/fastify': pkg('fastify'),
   '@tollgate/node': pkg('node'),
+  '@tollgate/hono': pkg('hono'),
   '@tollgate/koa': pkg('koa'),
   '@tollgate/client': pkg('client'),
   '@tollgate/cli': pkg('cli'),
