@@ -9,8 +9,8 @@
  * - a small program using every package's main API type-checks with `strict` and
  *   `skipLibCheck: false` under `module` node16, nodenext and preserve (bundler
  *   resolution), on the newest TypeScript 5.x and 6.x;
- * - a tiny Express, Fastify, node:http, Koa and NestJS (on both platforms) app runs against
- *   the memory store and Redis.
+ * - a tiny Express, Fastify, node:http, Koa, Hono and NestJS (on both platforms) app runs
+ *   against the memory store and Redis.
  * The install is done once per run and shared by every case. A package that lands later
  * joins by itself; one without a program in consumer/types is still type-checked through
  * its declarations (all.mts / all.cts import every package). Requires `pnpm build` first
@@ -37,6 +37,7 @@ import {
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const hasNode = names.includes('@tollgate/node');
+const hasHono = names.includes('@tollgate/hono');
 
 /** What a tarball holds: its manifest, the docs a user reads, every file its exports name, and the bin shims. */
 function expectedFiles(p: Pkg): string[] {
@@ -94,6 +95,8 @@ beforeAll(async () => {
   await installTarballs(app, tarballs, {
     express: '^5.1.0',
     fastify: '^5.4.0',
+    hono: '^4.13.0',
+    '@hono/node-server': '^2.1.0',
     ioredis: '^5.6.0',
     '@opentelemetry/api': '^1.9.0',
     '@nestjs/common': '^12.0.0',
@@ -191,6 +194,7 @@ describe.concurrent('apps', () => {
   const frameworks = [
     ...(hasNode ? ['express', 'fastify', 'node-http'] : ['express', 'fastify']),
     'koa',
+    ...(hasHono ? ['hono'] : []),
     'nestjs-express',
     'nestjs-fastify',
   ];

@@ -3,6 +3,8 @@
  * port added later joins with one more entry.
  */
 import http from 'node:http';
+import { serve } from '@hono/node-server';
+import { getConnInfo } from '@hono/node-server/conninfo';
 import { Catch, Controller, Get, Module } from '@nestjs/common';
 import { APP_GUARD, HttpAdapterHost, NestFactory } from '@nestjs/core';
 import { ExpressAdapter } from '@nestjs/platform-express';
@@ -14,12 +16,14 @@ import {
   slowDown as expressSlowDown,
 } from '@tollgate/express';
 import tollgate, { concurrency as fastifyConcurrency, shed as fastifyShed, slowDown as fastifySlowDown } from '@tollgate/fastify';
+import { concurrency as honoConcurrency, rateLimit as honoRateLimit, shed as honoShed, slowDown as honoSlowDown } from '@tollgate/hono';
 import { concurrency as koaConcurrency, rateLimit as koaRateLimit, shed as koaShed, slowDown as koaSlowDown } from '@tollgate/koa';
 import { TollgateGuard, TollgateModule } from '@tollgate/nestjs';
 import * as node from '@tollgate/node';
 import express5 from 'express';
 import express4 from 'express4';
 import Fastify from 'fastify';
+import { Hono, type MiddlewareHandler } from 'hono';
 import Koa from 'koa';
 import { describe, expect, it } from 'vitest';
 import { errorBody, type FailingApp, type FailingPort, type FailSpec, failingCallbackSuite } from './failing-callbacks.js';
@@ -192,6 +196,44 @@ const koaPort: FailingPort = {
   },
 };
 
+/** Hono on @hono/node-server: a failing callback reaches `app.onError`; when that throws too, node-server answers 500. */
+const honoPort: FailingPort = {
+  name: 'Hono',
+  onError: false,
+  makeApp(spec) {
+    const app = new Hono();
+    app.onError((err, c) => {
+      if (spec.errorHandlerFails) throw new Error('error handler bug');
+      return c.json(errorBody(err), 500);
+    });
+    const controls = { slowDown: honoSlowDown, concurrency: honoConcurrency, shed: honoShed };
+    // Shedding reads no client address, so it takes no connInfo.
+    const own = spec.control?.kind === 'shed' ? {} : { connInfo: getConnInfo };
+    if (spec.control) app.use(controls[spec.control.kind]({ ...spec.control.options, ...own } as never) as MiddlewareHandler);
+    const { handler } = spec;
+    app.use(
+      honoRateLimit({
+        ...(spec.rateLimit as object),
+        connInfo: getConnInfo,
+        ...(handler ? { handler: (c: unknown, d: never) => handler(c, d) } : {}),
+      } as never),
+    );
+    app.get('/', (c) => c.json({ ok: true }));
+    return new Promise<FailingApp>((resolve) => {
+      const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) =>
+        resolve({
+          port: info.port,
+          close: () =>
+            new Promise<void>((done) => {
+              (server as http.Server).closeAllConnections();
+              server.close(() => done());
+            }),
+        }),
+      );
+    });
+  },
+};
+
 /** NestJS: a failing callback rejects the guard and reaches Nest's exception handling (a catch-all filter). */
 function nestPort(platform: 'express' | 'fastify'): FailingPort {
   return {
@@ -237,6 +279,7 @@ failingCallbackSuite([
   nodeAsyncPort,
   nodeMiddlewarePort,
   koaPort,
+  honoPort,
   nestPort('express'),
   nestPort('fastify'),
 ]);
@@ -264,6 +307,50 @@ describe('middleware called by hand with a bare request (a mock without headers 
       expect(() => stage(bare(), res(), next)).not.toThrow();
       await new Promise((r) => setTimeout(r, 20));
       expect(calls).toHaveLength(1);
+    });
+  }
+});
+
+describe('Hono middleware called by hand with a bare context (a mock without req, env or set)', () => {
+  const stages: [string, (c: never, next: () => Promise<void>) => Promise<unknown>][] = [
+    ['rateLimit', honoRateLimit({ rules: [{ name: 'r', limit: 5, window: '1m' }] })],
+    [
+      'route stage',
+      honoRateLimit({ rules: [{ name: 'r', limit: 5, window: '1m' }] }).route({ rules: [{ name: 'route', limit: 5, window: '1m' }] }),
+    ],
+    ['slowDown', honoSlowDown({ window: '1m', delayAfter: 5 })],
+    ['concurrency', honoConcurrency({ max: 2 })],
+    ['shed', honoShed({ maxInFlight: 10 })],
+  ];
+  for (const [name, stage] of stages) {
+    it(`${name} never throws, rejects for Hono's onError, nothing escapes`, async () => {
+      const escaped: unknown[] = [];
+      const onEscape = (err: unknown) => escaped.push(err);
+      process.on('unhandledRejection', onEscape);
+      process.on('uncaughtException', onEscape);
+      try {
+        let nexts = 0;
+        let run: Promise<unknown> | undefined;
+        expect(() => {
+          run = stage({} as never, async () => {
+            nexts++;
+          });
+        }).not.toThrow();
+        const settled = await Promise.race([
+          (run as Promise<unknown>).then(
+            () => 'resolved',
+            (err: unknown) => (err instanceof Error ? 'rejected' : 'rejected with a non-Error'),
+          ),
+          new Promise((r) => setTimeout(() => r('pending'), 200)),
+        ]);
+        await new Promise((r) => setImmediate(r));
+        expect(settled).toBe('rejected');
+        expect(nexts).toBe(0);
+        expect(escaped).toEqual([]);
+      } finally {
+        process.off('unhandledRejection', onEscape);
+        process.off('uncaughtException', onEscape);
+      }
     });
   }
 });

@@ -1,5 +1,5 @@
 /**
- * Costs known after the response, on every port (Express, Fastify, node:http), over real
+ * Costs known after the response, on every port (Express, Fastify, node:http, Koa, Hono), over real
  * loopback sockets: a streamed response (server-sent events) settled by the rule's
  * `actualCost` when its stream ends, a debt refusing the next request with an exact
  * `Retry-After`, a handler settling itself with `req.rateLimit.settle(n)` (once), and an
@@ -8,12 +8,18 @@
 import http from 'node:http';
 import { Readable } from 'node:stream';
 import { setImmediate as tick } from 'node:timers/promises';
+import { serve } from '@hono/node-server';
+import { getConnInfo } from '@hono/node-server/conninfo';
 import { ManualClock, MemoryStore, type Rule, TollgateError } from '@tollgate/core';
 import { rateLimit as expressLimit } from '@tollgate/express';
 import tollgate from '@tollgate/fastify';
+import { rateLimit as honoLimit } from '@tollgate/hono';
+import { rateLimit as koaLimit } from '@tollgate/koa';
 import { rateLimit as nodeLimit } from '@tollgate/node';
 import express from 'express';
 import Fastify from 'fastify';
+import { Hono } from 'hono';
+import Koa from 'koa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { send } from '../setup/http.js';
 
@@ -106,7 +112,7 @@ const PORTS: { name: string; make: MakeApp }[] = [
           if (!reply.raw.writableFinished) aborted = true;
         });
         reply.header('Content-Type', 'text/event-stream');
-        return reply.send(events(reply.raw, Number((request.query as { n: string }).n)));
+        return reply.send(events(reply as never, Number((request.query as { n: string }).n)));
       });
       app.get('/settle', (request) => settleTwice(request.rateLimit, Number((request.query as { n: string }).n)));
       await app.listen({ port: 0, host: '127.0.0.1' });
@@ -142,6 +148,69 @@ const PORTS: { name: string; make: MakeApp }[] = [
       return {
         port: (server.address() as { port: number }).port,
         remaining: async () => (await limit.get('tokens', 'key1')).remaining,
+        aborted: () => aborted,
+        close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+      };
+    },
+  },
+  {
+    name: 'koa',
+    async make(clock) {
+      const limiter = koaLimit({ rules: RULES as never, store: new MemoryStore({ clock, sweepIntervalMs: 0 }), clock });
+      const app = new Koa();
+      let aborted = false;
+      app.use(limiter);
+      app.use(async (ctx) => {
+        const n = Number(ctx.query.n);
+        if (ctx.path === '/stream') {
+          ctx.res.on('close', () => {
+            if (!ctx.res.writableFinished) aborted = true;
+          });
+          ctx.type = 'text/event-stream';
+          // Counted on the context: Koa's actualCost is given the context.
+          ctx.body = events(ctx as never, n);
+          return;
+        }
+        ctx.body = await settleTwice(ctx.state.rateLimit, n);
+      });
+      const server = http.createServer(app.callback());
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      return {
+        port: (server.address() as { port: number }).port,
+        remaining: async () => (await limiter.get('tokens', 'key1')).remaining,
+        aborted: () => aborted,
+        close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+      };
+    },
+  },
+  {
+    name: 'hono',
+    async make(clock) {
+      const limiter = honoLimit({
+        rules: RULES as never,
+        store: new MemoryStore({ clock, sweepIntervalMs: 0 }),
+        clock,
+        connInfo: getConnInfo,
+      });
+      const app = new Hono();
+      let aborted = false;
+      app.use(limiter);
+      app.get('/stream', (c) => {
+        const outgoing = (c.env as { outgoing: http.ServerResponse }).outgoing;
+        outgoing.on('close', () => {
+          if (!outgoing.writableFinished) aborted = true;
+        });
+        // Counted on the context: Hono's actualCost is given the context.
+        const body = Readable.toWeb(events(c as never, Number(c.req.query('n')))) as ReadableStream;
+        return c.body(body, 200, { 'Content-Type': 'text/event-stream' });
+      });
+      app.get('/settle', async (c) => c.json(await settleTwice(c.get('rateLimit'), Number(c.req.query('n')))));
+      const server = await new Promise<http.Server>((resolve) => {
+        const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as http.Server));
+      });
+      return {
+        port: (server.address() as { port: number }).port,
+        remaining: async () => (await limiter.get('tokens', 'key1')).remaining,
         aborted: () => aborted,
         close: () => new Promise<void>((resolve) => server.close(() => resolve())),
       };

@@ -2,7 +2,6 @@
  * Rules: the user-facing shape, and `compileRules`, which validates a stack
  * once and turns it into what the engine and stores use on every request.
  */
-import type { ServerResponse } from 'node:http';
 import { callbackResultError } from './app-errors.js';
 import { type Duration, parseDuration, parseRate, type Rate } from './duration.js';
 import { configError, describe, TollgateError } from './errors.js';
@@ -72,10 +71,11 @@ export interface Rule<R = unknown> {
    * The request's actual cost, known once the response has finished (adapters): the rule's
    * `cost` is then an estimate, reserved when the request is admitted and settled with this
    * value when the response finishes (a streamed one: when its stream ends; an aborted one
-   * keeps the estimate). `res` is Node's response (Fastify: `reply.raw`).
-   * @example actualCost: (req, res) => Number(res.getHeader('x-tokens-used'))
+   * keeps the estimate). `res` is the response as the adapter's handlers see it (Express
+   * and node: Node's response; Fastify: the reply; Koa: the context; Hono: the context).
+   * @example actualCost: (req, res) => (res as { tokensSent: number }).tokensSent
    */
-  actualCost?: (req: R, res: ServerResponse) => number | Promise<number>;
+  actualCost?: (req: R, res: unknown) => number | Promise<number>;
   /** Refund requests that end with a status below 400 (adapters). @default false */
   skipSuccessful?: boolean;
   /** Refund requests that end with a status of 400 or more (adapters). @default false */

@@ -5,7 +5,8 @@
  * answers alike. A route-level extension (`limiter.route`) adds its rules to the
  * app-level ones (or replaces them), decided as one all-or-nothing decision.
  */
-import { createRateLimit, type HttpPort, limiterMethods, nodePort, type RequestRateLimit, routeOptionsOf } from '@tollgate/core/http';
+import { createRateLimit, type HttpPort, limiterMethods, type RequestRateLimit, routeOptionsOf } from '@tollgate/core/http';
+import { nodePort } from '@tollgate/core/node';
 import type { NextFunction, Request, Response } from 'express';
 import { normalise, type RateLimitMiddleware, type RateLimitOptions } from './options.js';
 

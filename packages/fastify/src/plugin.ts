@@ -10,12 +10,13 @@
  * plugin loaded (`app.register` without `await`) never reach `onRoute`: a scope-level hook
  * decides those, so no route is left unlimited whatever the order.
  */
-import { createRateLimit, type Decide, groupOperations, type HttpPort, replyPort } from '@tollgate/core/http';
+import { createRateLimit, type Decide, groupOperations, type HttpPort } from '@tollgate/core/http';
+import { replyPort } from '@tollgate/core/node';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
 import { normalise, routeOption, type TollgateHook, type TollgateOptions } from './options.js';
 
-/** Fastify's request and reply, through core's port for Fastify-style replies. */
+/** Fastify's request and reply, through core's port for Fastify-style replies (Node's lifetimes on `request.raw` and `reply.raw`). */
 export const fastifyPort = replyPort as unknown as HttpPort<FastifyRequest, FastifyReply, HookHandlerDoneFunction>;
 
 type Hook = Decide<FastifyRequest, FastifyReply, HookHandlerDoneFunction>;

@@ -12,6 +12,7 @@
  */
 import type { Decision } from '@tollgate/core';
 import { createRateLimit, type HttpPort, isThenable, limiterMethods, lowerHeaderName, routeOptionsOf } from '@tollgate/core/http';
+import { nodeOperations } from '@tollgate/core/node';
 import type { Context, Middleware, Next } from 'koa';
 import { normalise, type RateLimitMiddleware, type RateLimitOptions } from './options.js';
 
@@ -33,10 +34,14 @@ export interface Turn {
 /** The request is `ctx`; the response and the continuation are the request's {@link Turn}. */
 export const koaPort: HttpPort<Context, Turn, Turn> = {
   name: 'koa',
+  // A rule's actualCost is given the context, as the app's middleware see it.
+  handlerResponse: (ctx) => ctx,
   // Koa's own proxy trust (`app.proxy`): tollgate warns once when it is on and trustProxy is not.
   frameworkTrust: (ctx) => ctx.app?.proxy,
-  rawRequest: (ctx) => ctx.req,
-  rawResponse: (t) => t.ctx.res,
+  ...nodeOperations<Context, Turn>(
+    (ctx) => ctx.req,
+    (t) => t.ctx.res,
+  ),
   getHeader: (t, name) => t.ctx.res.getHeader(lowerHeaderName(name)),
   setHeader: (t, name, value) => {
     t.ctx.res.setHeader(name, value);

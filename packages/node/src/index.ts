@@ -23,8 +23,6 @@ import {
   type LimiterMethods,
   type LimiterOptionsOf,
   limiterMethods,
-  type NodeNext,
-  nodePort,
   normalizeLimiterOptions,
   RATE_LIMIT_WORDING,
   type RequestRateLimit,
@@ -34,11 +32,12 @@ import {
   type Stage,
   shedFlow,
   slowDownFlow,
-  untilOver,
 } from '@tollgate/core/http';
+import { type NodeNext, nodePort, untilOver } from '@tollgate/core/node';
 
 export * from '@tollgate/core/essentials';
-export type { ClientAddressOptions, NodeNext } from '@tollgate/core/http';
+export type { ClientAddressOptions } from '@tollgate/core/http';
+export type { NodeNext } from '@tollgate/core/node';
 
 declare module 'node:http' {
   interface IncomingMessage {

@@ -10,7 +10,6 @@
  * takes the site down); a callback of the app that throws, rejects or returns the wrong
  * type is the app's error and goes to the framework's error handler.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isAppError } from '../app-errors.js';
 import {
   type ConcurrencyLimit,
@@ -30,8 +29,8 @@ import { compileHeaders, type HeadersOption } from '../headers.js';
 import { type ClientAddressOptions, splitClientAddress } from '../http-options.js';
 import type { TrustProxy } from '../keys.js';
 import { type AccessList, compileAccess } from './access.js';
-import { holdRequest, isGone, onceOver, whenGone } from './lifetime.js';
-import { type HttpPort, localsOf, sendRefusal, writeFields } from './port.js';
+import { holdRequest } from './lifetime.js';
+import { type HttpPort, localsOf, readerMark, sendRefusal, writeFields } from './port.js';
 
 /** A control as a request handler in the framework's continuation style. */
 export type Stage<Req, Res, Next> = (req: Req, res: Res, next: Next) => void;
@@ -66,6 +65,16 @@ export interface ConcurrencyFlowOptions<Req> extends Omit<ConcurrencyOptions<Req
   allow?: AccessList<Req>;
 }
 
+/** `stage` read through the port when its requests are not Node-shaped (the key functions' default). */
+function reading<Req, Res, Next>(port: HttpPort<Req, Res, Next>, stage: Stage<Req, Res, Next>): Stage<Req, Res, Next> {
+  const mark = readerMark(port);
+  if (mark === undefined) return stage;
+  return (req, res, next) => {
+    mark(req);
+    stage(req, res, next);
+  };
+}
+
 /** `stage` behind a control's `allow` list: a listed client passes on untouched. */
 function allowing<Req, Res, Next>(
   port: HttpPort<Req, Res, Next>,
@@ -74,13 +83,14 @@ function allowing<Req, Res, Next>(
   stage: Stage<Req, Res, Next>,
 ): Stage<Req, Res, Next> {
   const access = compileAccess<Req>(allow, undefined, o);
-  if (access === undefined) return stage;
-  return (req, res, next) =>
+  if (access === undefined) return reading(port, stage);
+  return reading(port, (req, res, next) =>
     access(
       req,
       (verdict) => (verdict === 'allow' ? port.pass(next) : stage(req, res, next)),
       (err) => port.fail(next, err),
-    );
+    ),
+  );
 }
 
 /**
@@ -116,24 +126,30 @@ export function slowDownFlow<Req, Res, Next>(
       return;
     }
     // A client that leaves while delayed never reaches the handler.
-    holdRequest(port.rawRequest(req), port.rawResponse(res), t.delayMs, timers).then((stillThere) => {
-      if (stillThere) port.pass(next);
-    });
+    holdRequest(port, req, res, t.delayMs, timers)
+      .then((stillThere) => {
+        if (stillThere) port.pass(next);
+      })
+      .catch((err: unknown) => port.fail(next, err));
   }
 
   const stage: Stage<Req, Res, Next> = (req, res, next) => {
-    throttle.hit(req).then(
-      (t) => proceed(req, res, next, t),
-      (err) => {
-        if (isAppError(err)) {
-          port.fail(next, err);
-          return;
-        }
-        // It slows, it never blocks: a failing store lets the request through undelayed.
-        publishStoreError(err, req, throttle.name, 'allow');
-        port.pass(next);
-      },
-    );
+    throttle
+      .hit(req)
+      .then(
+        (t) => proceed(req, res, next, t),
+        (err) => {
+          if (isAppError(err)) {
+            port.fail(next, err);
+            return;
+          }
+          // It slows, it never blocks: a failing store lets the request through undelayed.
+          publishStoreError(err, req, throttle.name, 'allow');
+          port.pass(next);
+        },
+      )
+      // A port operation that throws on this promise's branch (a mock request): the app's error, never unhandled.
+      .catch((err: unknown) => port.fail(next, err));
   };
   const guarded = allowing(port, allow, { path: 'slowDown', trustProxy: rest.trustProxy }, stage);
   return { stage: guarded, throttle, close: () => throttle.close() };
@@ -152,7 +168,7 @@ export function concurrencyFlow<Req, Res, Next>(
   const [core, defaultKey] = splitClientAddress<Req, typeof rest>(rest);
   const limit = createConcurrency<Req>({ ...core, defaultKey } as ConcurrencyOptions<Req>);
 
-  function answer(req: Req, res: Res, next: Next, raw: IncomingMessage, out: ServerResponse, o: ConcurrencyOutcome | undefined): void {
+  function answer(req: Req, res: Res, next: Next, o: ConcurrencyOutcome | undefined): void {
     if (o === undefined) {
       port.pass(next);
       return;
@@ -164,32 +180,30 @@ export function concurrencyFlow<Req, Res, Next>(
       sendRefusal(port, res, concurrencyRefusal(o));
       return;
     }
-    if (isGone(raw, out)) {
+    if (port.isGone(req, res)) {
       o.release();
       return;
     }
-    onceOver(raw, out, o.release);
+    port.onceOver(req, res, o.release);
     if (headers) writeFields(port, res, concurrencyHeaderFields(o.figures));
     port.pass(next);
   }
 
   const stage: Stage<Req, Res, Next> = (req, res, next) => {
-    const raw = port.rawRequest(req);
-    const out = port.rawResponse(res);
     // Give up waiting in the queue as soon as the client goes away.
     const abort = new AbortController();
     let stop: () => void;
     try {
-      stop = whenGone(raw, out, () => abort.abort());
+      stop = port.whenGone(req, res, () => abort.abort());
     } catch (err) {
-      // A request or response without Node's events (a mock): the app's error, never a throw out of the stage.
+      // A request or response without the runtime's events (a mock): the app's error, never a throw out of the stage.
       port.fail(next, err);
       return;
     }
     limit.acquire(req, abort.signal).then(
       (o) => {
         stop();
-        answer(req, res, next, raw, out, o);
+        answer(req, res, next, o);
       },
       (err) => {
         stop();
@@ -198,7 +212,7 @@ export function concurrencyFlow<Req, Res, Next>(
           return;
         }
         publishStoreError(err, req, limit.name, 'allow');
-        answer(req, res, next, raw, out, undefined);
+        answer(req, res, next, undefined);
       },
     );
   };
@@ -229,19 +243,17 @@ export function shedFlow<Req, Res, Next>(
       sendRefusal(port, res, shedRefusal(o));
       return;
     }
-    const raw = port.rawRequest(req);
-    const out = port.rawResponse(res);
     try {
-      onceOver(raw, out, o.release);
+      port.onceOver(req, res, o.release);
     } catch (err) {
-      // A request or response without Node's events (a mock): counted out again, handed to the error handler.
+      // A request or response without the runtime's events (a mock): counted out again, handed to the error handler.
       o.release();
       port.fail(next, err);
       return;
     }
-    if (!isGone(raw, out)) port.pass(next);
+    if (!port.isGone(req, res)) port.pass(next);
   };
-  return { stage, shedder, close: () => shedder.close() };
+  return { stage: reading(port, stage), shedder, close: () => shedder.close() };
 }
 
 /** The controls by name, as a route's opt-out and a handler's name spell them. */

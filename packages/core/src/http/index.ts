@@ -1,6 +1,7 @@
 /**
  * @tollgate/core/http — the request pipeline every HTTP adapter shares: the framework
- * port an adapter implements, the limiter's flow (`createRateLimit`), the controls'
+ * port an adapter implements (runtime-neutral: the Node implementations are in
+ * `@tollgate/core/node`), the limiter's flow (`createRateLimit`), the controls'
  * flows (`slowDownFlow`, `concurrencyFlow`, `shedFlow`), option normalisation and the
  * request-lifetime helpers. Plumbing for adapters: applications import an adapter
  * (`@tollgate/express`, `@tollgate/fastify`, `@tollgate/node`) instead.
@@ -9,7 +10,7 @@ export { guardAppFn, guardRules, isAppError, markAppError } from '../app-errors.
 export { acquireWhileConnected } from '../controls/concurrency.js';
 export { hold, onceDone, type ResponseLike } from '../controls/hold.js';
 export { publishControl } from '../controls/publish.js';
-export { countedRules, type FinishingResponse, refundUncountedOnFinish } from '../count-if.js';
+export { countedRules, type OnFinish, refundUncountedOnFinish } from '../count-if.js';
 export { appendHeaderValue, applyHeaders } from '../headers.js';
 export {
   type ClientAddressOptions,
@@ -23,7 +24,7 @@ export {
   type OptionNameFixes,
   splitClientAddress,
 } from '../http-options.js';
-export { clientAddress } from '../keys.js';
+export { clientAddress, REQUEST_READER, type RequestReader, readerOf } from '../keys.js';
 export { mergeDecisions } from '../merge.js';
 export { type NextAdmission, nextAdmission } from '../next-admission.js';
 export { messageContentType, messageText, storeFailureRefusal } from '../response.js';
@@ -43,7 +44,7 @@ export {
   shedFlow,
   slowDownFlow,
 } from './controls.js';
-export { holdRequest, isGone, onceOver, untilOver, whenGone } from './lifetime.js';
+export { holdRequest } from './lifetime.js';
 export { type GroupOperations, groupOperations, type LimiterMethods, limiterMethods } from './methods.js';
 export {
   type AdapterWording,
@@ -65,9 +66,8 @@ export {
   type HttpPort,
   localsOf,
   lowerHeaderName,
-  type NodeNext,
-  nodePort,
   type RequestLocals,
+  readerMark,
   sendRefusal,
   writeFields,
   writeRefusalHead,
@@ -80,7 +80,6 @@ export {
   type RateLimitSource,
   type RouteMode,
 } from './rate-limit.js';
-export { type DoneLike, type RawRequestHolder, type ReplyLike, replyPort } from './reply-port.js';
 export type { RequestRateLimit } from './settle.js';
 export {
   FORWARDED_UNTRUSTED_WARNING,
@@ -89,4 +88,6 @@ export {
   proxyWarnings,
   resetProxyWarnings,
   TRUST_PROXY_UNSET_WARNING,
+  type WarningSource,
 } from './warnings.js';
+export { type GoneOverride, type WebLifetime, webLifetime } from './web.js';

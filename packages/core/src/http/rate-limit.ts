@@ -29,7 +29,7 @@ import type { Decision, RuleResult, RuleSpec, Store } from '../types.js';
 import { type Access, deniedRefusal } from './access.js';
 import { asAny, asMessageBody, asSkip, call, isThenable, settle } from './callbacks.js';
 import { holdRequest } from './lifetime.js';
-import { type HttpPort, localsOf as localsOn, sendRefusal, writeRefusalHead } from './port.js';
+import { type HttpPort, localsOf as localsOn, readerMark, sendRefusal, writeRefusalHead } from './port.js';
 import { exposeSettle, reservations } from './settle.js';
 import { proxyWarnings } from './warnings.js';
 
@@ -252,13 +252,22 @@ export function createRateLimit<Req, Res, Next>(
       : access !== undefined
         ? (req, res, next) => accessThen(req, res, next, () => port.pass(next))
         : (_req, _res, next) => port.pass(next);
+  const mark = readerMark(port);
+  /** `decide` for a port whose requests are not Node-shaped: the key functions read them through the port. */
+  const reading = (decide: Decide<Req, Res, Next>): Decide<Req, Res, Next> =>
+    mark === undefined
+      ? decide
+      : (req, res, next) => {
+          mark(req);
+          decide(req, res, next);
+        };
 
   return {
     limiter,
     active: limiter !== undefined || access !== undefined,
     store,
-    handle,
-    stack,
+    handle: reading(handle),
+    stack: (lim) => reading(stack(lim)),
     routeLimiter,
     route(routeRules, mode, path) {
       // An adapter bug, never a user's: its setup said it has no route stages.
@@ -269,7 +278,7 @@ export function createRateLimit<Req, Res, Next>(
       const alone = mode === 'replace' ? whole : createLimiterIn<Req>({ rules: guarded, ...common }, family);
       const decideWhole = stack(whole);
       const decideAlone = pipelineOf(alone);
-      return function routeStage(req, res, next) {
+      return reading(function routeStage(req, res, next) {
         const prior = (req as WithDecision)[slot];
         if (prior === null) {
           // The app-level stage skipped this request: so does its route stage.
@@ -296,7 +305,7 @@ export function createRateLimit<Req, Res, Next>(
             decideAlone(req, res, next, undefined, fresh);
           },
         );
-      };
+      });
     },
     update: (ruleName, changes) => updateRule(family, ruleName, changes),
     operations: keyOperations(operationSource),
@@ -431,14 +440,16 @@ function pipeline<Req, Res, Next>(
     if (format !== undefined) headers(req, res, shown, all, nextMs, fresh);
     publishDecision(d, req, name, dryRun);
     if (d.allowed || dryRun) {
-      if (d.allowed) reserved(req, port.rawResponse(res), d);
-      exposeSettle(req);
-      if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, req, port.rawResponse(res), d, name);
+      if (d.allowed) reserved(req, port.handlerResponse ? port.handlerResponse(req, res) : res, d, (fn) => port.onFinish(req, res, fn));
+      exposeSettle(req, localsOf(req));
+      if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, req, (fn) => port.onFinish(req, res, fn), d, name);
       if (d.delayMs > 0 && !dryRun) {
         // A client that leaves while waiting never reaches the handler.
-        holdRequest(port.rawRequest(req), port.rawResponse(res), d.delayMs, timers).then((stillThere) => {
-          if (stillThere) port.pass(next);
-        });
+        holdRequest(port, req, res, d.delayMs, timers)
+          .then((stillThere) => {
+            if (stillThere) port.pass(next);
+          })
+          .catch((err: unknown) => port.fail(next, err));
         return;
       }
       port.pass(next);
@@ -543,9 +554,9 @@ function pipeline<Req, Res, Next>(
   return function decide(req, res, next, prior, fresh = false): void {
     if (warnings !== undefined) {
       try {
-        warnings(port.rawRequest(req), port.frameworkTrust, req);
+        warnings(port, req);
       } catch (err) {
-        // A request without Node's fields (a mock in the app's tests): the app's error, not a throw out of the middleware.
+        // A request without the fields the port reads (a mock in the app's tests): the app's error, not a throw out of the middleware.
         port.fail(next, err);
         return;
       }

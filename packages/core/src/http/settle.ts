@@ -5,7 +5,6 @@
  * finishes (a streamed response finishes when its stream ends; an aborted one never does,
  * and keeps the estimate). Written once here: the ports only carry `req` and `res`.
  */
-import type { ServerResponse } from 'node:http';
 import { publishStoreError } from '../diagnostics.js';
 import { type Limiter, reservationEngine } from '../limiter.js';
 import { actualUnits, alreadySettled, type ReservationEngine, settleDecision } from '../reserve.js';
@@ -45,12 +44,13 @@ function settleRequest(r: Reserved, actual: number): Promise<void> {
 }
 
 /**
- * Gives `req.rateLimit` (as the pipeline has just set it) its `settle`, not enumerable so the
+ * Gives the request's decision (`req.rateLimit`, or where the port keeps it: Koa's
+ * `ctx.state`) its `settle`, not enumerable so the
  * decision reads as before.
  */
-export function exposeSettle(req: unknown): void {
+export function exposeSettle(req: unknown, locals: { rateLimit?: Decision | undefined }): void {
   const c = req as Carrier;
-  const d = c.rateLimit;
+  const d = locals.rateLimit;
   if (d === undefined || Object.hasOwn(d, 'settle')) return;
   let r = c[RESERVED];
   if (r === undefined) {
@@ -64,17 +64,20 @@ export function exposeSettle(req: unknown): void {
 /**
  * The pipeline's part for one stack: `admitted(req, res, d)` records an admitted decision as
  * a reservation of the request and, when some rule declares `actualCost`, settles those rules
- * when `res` finishes. A callback that throws, rejects or gives a bad cost, and a store that
+ * when the port says the response finished. A callback that throws, rejects or gives a bad cost, and a store that
  * fails, leave the estimate and are published on `tollgate:store-error` under `name` (the
  * response is already answered).
  */
-export function reservations<Req>(lim: Limiter<Req>, name: string): (req: Req, res: ServerResponse, d: Decision) => void {
+export function reservations<Req, Res>(
+  lim: Limiter<Req>,
+  name: string,
+): (req: Req, res: Res, d: Decision, onFinish: (fn: () => void) => void) => void {
   const engine = reservationEngine(lim) as ReservationEngine;
-  const actual = new Map<string, (req: Req, res: ServerResponse) => unknown>();
+  const actual = new Map<string, (req: Req, res: Res) => unknown>();
   for (const c of [...lim.rules, ...Object.values(lim.tiers ?? {}).flat()]) {
     if (c.source.actualCost !== undefined) actual.set(c.spec.name, c.source.actualCost);
   }
-  return (req, res, d) => {
+  return (req, res, d, whenFinished) => {
     const c = req as Carrier;
     let r = c[RESERVED];
     if (r === undefined) {
@@ -84,7 +87,7 @@ export function reservations<Req>(lim: Limiter<Req>, name: string): (req: Req, r
     r.stages.push({ d, engine });
     if (actual.size === 0) return;
     const reserved = r;
-    res.once('finish', () => {
+    whenFinished(() => {
       if (reserved.settled) return;
       onFinish(req, res, d, engine, actual).catch((err: unknown) => publishStoreError(err, req, name, 'allow'));
     });
@@ -92,12 +95,12 @@ export function reservations<Req>(lim: Limiter<Req>, name: string): (req: Req, r
 }
 
 /** The rules' actual costs (awaited together), then one settle of the decision. */
-async function onFinish<Req>(
+async function onFinish<Req, Res>(
   req: Req,
-  res: ServerResponse,
+  res: Res,
   d: Decision,
   engine: ReservationEngine,
-  actual: ReadonlyMap<string, (req: Req, res: ServerResponse) => unknown>,
+  actual: ReadonlyMap<string, (req: Req, res: Res) => unknown>,
 ): Promise<void> {
   const values = new Map<string, unknown>();
   const pending: Promise<void>[] = [];

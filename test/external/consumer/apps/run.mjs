@@ -1,5 +1,5 @@
 // A tiny app per framework, in the consumer project, against the memory store or Redis:
-//   node apps/run.mjs <express|fastify|node-http|koa|nestjs-express|nestjs-fastify> <memory|redis> [redis port]
+//   node apps/run.mjs <express|fastify|node-http|koa|hono|nestjs-express|nestjs-fastify> <memory|redis> [redis port]
 // Each allows 2 requests per minute per client address, sends 3 and prints one JSON line:
 // the three statuses and the headers of the refusal. Exits by itself.
 import http from 'node:http';
@@ -74,6 +74,18 @@ if (framework === 'express') {
     res.end('ok');
   });
   port = await listen(server);
+  stop = () => new Promise((r) => server.close(r));
+} else if (framework === 'hono') {
+  const { Hono } = await import('hono');
+  const { serve } = await import('@hono/node-server');
+  const { getConnInfo } = await import('@hono/node-server/conninfo');
+  const { rateLimit } = await import('@tollgate/hono');
+  const app = new Hono();
+  app.use(rateLimit({ rules, store, connInfo: getConnInfo }));
+  app.get('/', (c) => c.text('ok'));
+  const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
+  await new Promise((resolve) => server.once('listening', resolve));
+  port = server.address().port;
   stop = () => new Promise((r) => server.close(r));
 } else if (framework === 'koa') {
   const { default: Koa } = await import('koa');
