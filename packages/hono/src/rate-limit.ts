@@ -11,6 +11,7 @@ import {
   type LimiterOptionsOf,
   limiterMethods,
   normalizeLimiterOptions,
+  type RequestRateLimit,
   type RouteOptionsOf,
   routeOptionsOf,
   type Stage,
@@ -20,7 +21,7 @@ import type { GetConnInfo } from 'hono/conninfo';
 import { type HonoNext, honoPort, lifetime } from './port.js';
 
 /** What tollgate leaves on a request: `c.get('rateLimit')`, typed in every app (Hono's `ContextVariableMap`). */
-export type RateLimitVariables = { rateLimit: Decision | undefined };
+export type RateLimitVariables = { rateLimit: RequestRateLimit | undefined };
 
 declare module 'hono' {
   interface ContextVariableMap extends RateLimitVariables {}
@@ -73,7 +74,7 @@ const WORDING = {
   notObject: "Call rateLimit({ rules: [{ name: 'ip', rate: '100/min' }], connInfo: getConnInfo }).",
 };
 
-type Carried = { rateLimit?: Decision; slowDown?: ThrottleResult };
+type Carried = { rateLimit?: RequestRateLimit; slowDown?: ThrottleResult };
 
 /** Copies what the pipeline left on the request into Hono's variables. */
 function publish(c: Context): void {

@@ -11,7 +11,15 @@
  * body is set, and Koa writes the response.
  */
 import type { Decision } from '@tollgate/core';
-import { createRateLimit, type HttpPort, isThenable, limiterMethods, lowerHeaderName, routeOptionsOf } from '@tollgate/core/http';
+import {
+  createRateLimit,
+  type HttpPort,
+  isThenable,
+  limiterMethods,
+  lowerHeaderName,
+  type RequestRateLimit,
+  routeOptionsOf,
+} from '@tollgate/core/http';
 import { nodeOperations } from '@tollgate/core/node';
 import type { Context, Middleware, Next } from 'koa';
 import { normalise, type RateLimitMiddleware, type RateLimitOptions } from './options.js';
@@ -19,7 +27,7 @@ import { normalise, type RateLimitMiddleware, type RateLimitOptions } from './op
 declare module 'koa' {
   interface DefaultState {
     /** The rate-limit decision: every tollgate limiter this request has met, combined. */
-    rateLimit?: Decision;
+    rateLimit?: RequestRateLimit;
   }
 }
 
