@@ -1,8 +1,9 @@
 /**
  * Costs known after the response through the guard, on both Nest platforms over real
- * sockets: a rule's `actualCost` settles when the platform's response finishes (a debt then
- * refuses the next request with an exact Retry-After), and a handler settles itself with
- * `req.rateLimit.settle(n)`, once, instead of the rule's `actualCost`.
+ * sockets: a rule's `actualCost`, given the response as `@Res()` gives it, settles when the
+ * platform's response finishes (a debt then refuses the next request with an exact
+ * Retry-After), and a handler settles itself with `req.rateLimit.settle(n)`, once, instead
+ * of the rule's `actualCost`.
  */
 
 import { setImmediate as tick } from 'node:timers/promises';
@@ -13,16 +14,15 @@ import { TollgateGuard, TollgateModule, TollgateService } from '@tollgate/nestjs
 import { afterEach, describe, expect, it } from 'vitest';
 import { listen, platforms, type Running } from './apps.js';
 
-/** Node's response behind either platform's, where the handler counts what it produced. */
+/** The response as `@Res()` gives it (Express' `res`, Fastify's reply), where the handler counts what it produced. */
 type Counted = { tokens?: number };
-const rawOf = (res: { raw?: unknown }): Counted => (res.raw ?? res) as Counted;
 
 @Controller()
 class WorkController {
   // Passthrough: the handler reaches the response and Nest still sends what it returns.
   @Get('work')
-  work(@Query('n') n: string, @Res({ passthrough: true }) res: { raw?: unknown }) {
-    rawOf(res).tokens = Number(n);
+  work(@Query('n') n: string, @Res({ passthrough: true }) res: Counted) {
+    res.tokens = Number(n);
     return { tokens: Number(n) };
   }
 
