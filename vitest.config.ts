@@ -12,6 +12,7 @@ const alias = {
   '@tollgate/redis': pkg('redis'),
   '@tollgate/express': pkg('express'),
   '@tollgate/fastify': pkg('fastify'),
+  '@tollgate/nestjs': pkg('nestjs'),
   '@tollgate/node': pkg('node'),
   '@tollgate/hono': pkg('hono'),
   '@tollgate/koa': pkg('koa'),

@@ -1,15 +1,16 @@
 /**
  * The consumer matrix: every package in packages/* packed with `pnpm pack` and installed
  * with npm into a fresh project outside the workspace (no workspace links; npm reaches the
- * registry for express, fastify, koa, ioredis and TypeScript, and caches in ~/.npm), then used
- * there as a user would:
+ * registry for express, fastify, koa, NestJS, ioredis and TypeScript, and caches in ~/.npm),
+ * then used there as a user would:
  * - each tarball holds exactly what a user needs (dist, README, LICENSE, CHANGELOG) and
  *   its package.json passes publint;
  * - each package is imported from ESM and required from CommonJS;
  * - a small program using every package's main API type-checks with `strict` and
  *   `skipLibCheck: false` under `module` node16, nodenext and preserve (bundler
  *   resolution), on the newest TypeScript 5.x and 6.x;
- * - a tiny Express, Fastify, node:http, Koa and Hono app runs against the memory store and Redis.
+ * - a tiny Express, Fastify, node:http, Koa, Hono and NestJS (on both platforms) app runs
+ *   against the memory store and Redis.
  * The install is done once per run and shared by every case. A package that lands later
  * joins by itself; one without a program in consumer/types is still type-checked through
  * its declarations (all.mts / all.cts import every package). Requires `pnpm build` first
@@ -98,6 +99,12 @@ beforeAll(async () => {
     '@hono/node-server': '^2.1.0',
     ioredis: '^5.6.0',
     '@opentelemetry/api': '^1.9.0',
+    '@nestjs/common': '^12.0.0',
+    '@nestjs/core': '^12.0.0',
+    '@nestjs/platform-express': '^12.0.0',
+    '@nestjs/platform-fastify': '^12.0.0',
+    'reflect-metadata': '^0.2.0',
+    rxjs: '^7.8.0',
     '@types/express': '^5.0.0',
     koa: '^3.0.0',
     '@koa/router': '^15.0.0',
@@ -184,7 +191,13 @@ describe.concurrent('type-check (strict, skipLibCheck: false)', () => {
 
 describe.concurrent('apps', () => {
   // The node:http app joins once @tollgate/node is in packages/.
-  const frameworks = [...(hasNode ? ['express', 'fastify', 'node-http'] : ['express', 'fastify']), 'koa', ...(hasHono ? ['hono'] : [])];
+  const frameworks = [
+    ...(hasNode ? ['express', 'fastify', 'node-http'] : ['express', 'fastify']),
+    'koa',
+    ...(hasHono ? ['hono'] : []),
+    'nestjs-express',
+    'nestjs-fastify',
+  ];
   const cells = frameworks.flatMap((f) => (['memory', 'redis'] as const).map((s) => [f, s] as const));
   if (!hasNode) it.todo('node-http on the memory and redis stores (waits for @tollgate/node in packages/)');
   it.each(cells)('%s on the %s store: 2 allowed, the third refused with 429', async (framework, store) => {

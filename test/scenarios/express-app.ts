@@ -5,6 +5,7 @@
 import http from 'node:http';
 import { rateLimit } from '@tollgate/express';
 import type express5 from 'express';
+import { limiterOptions } from './app-options.js';
 import type { AppSpec, ListeningApp } from './scenarios.js';
 
 export type ExpressFactory = typeof express5;
@@ -12,18 +13,7 @@ export type ExpressFactory = typeof express5;
 export function expressApp(express: ExpressFactory) {
   return async function makeApp(spec: AppSpec): Promise<ListeningApp> {
     const app = express();
-    const limiter = rateLimit({
-      rules: spec.rules as never,
-      store: spec.store,
-      clock: spec.clock,
-      ...(spec.trustProxy !== undefined ? { trustProxy: spec.trustProxy } : {}),
-      ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
-      ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
-      ...(spec.tiers !== undefined ? { tiers: spec.tiers as never, tier: spec.tier as never } : {}),
-      ...(spec.allow !== undefined ? { allow: spec.allow as never } : {}),
-      ...(spec.deny !== undefined ? { deny: spec.deny as never } : {}),
-      ...(spec.options as object),
-    });
+    const limiter = rateLimit(limiterOptions(spec));
     const answer = (path: string) => (req: express5.Request, res: express5.Response) => {
       res.json({ route: path, rateLimit: req.rateLimit ?? null });
     };

@@ -5,6 +5,10 @@
 import http from 'node:http';
 import { serve } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
+import { Catch, Controller, Get, Module } from '@nestjs/common';
+import { APP_GUARD, HttpAdapterHost, NestFactory } from '@nestjs/core';
+import { ExpressAdapter } from '@nestjs/platform-express';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
 import {
   concurrency as expressConcurrency,
   rateLimit as expressRateLimit,
@@ -14,6 +18,7 @@ import {
 import tollgate, { concurrency as fastifyConcurrency, shed as fastifyShed, slowDown as fastifySlowDown } from '@tollgate/fastify';
 import { concurrency as honoConcurrency, rateLimit as honoRateLimit, shed as honoShed, slowDown as honoSlowDown } from '@tollgate/hono';
 import { concurrency as koaConcurrency, rateLimit as koaRateLimit, shed as koaShed, slowDown as koaSlowDown } from '@tollgate/koa';
+import { TollgateGuard, TollgateModule } from '@tollgate/nestjs';
 import * as node from '@tollgate/node';
 import express5 from 'express';
 import express4 from 'express4';
@@ -229,6 +234,44 @@ const honoPort: FailingPort = {
   },
 };
 
+/** NestJS: a failing callback rejects the guard and reaches Nest's exception handling (a catch-all filter). */
+function nestPort(platform: 'express' | 'fastify'): FailingPort {
+  return {
+    name: `NestJS on ${platform === 'express' ? 'Express' : 'Fastify'}`,
+    onError: false,
+    controls: false,
+    async makeApp(spec) {
+      class Hello {
+        hello() {
+          return { ok: true };
+        }
+      }
+      Get()(Hello.prototype, 'hello', Object.getOwnPropertyDescriptor(Hello.prototype, 'hello') as PropertyDescriptor);
+      Controller()(Hello);
+      const { handler } = spec;
+      const tollgate = TollgateModule.forRoot({
+        ...(spec.rateLimit as object),
+        ...(handler ? { handler: (req: unknown, _res: unknown, d: never) => handler(req, d) } : {}),
+      } as never);
+      class AppModule {}
+      Module({ imports: [tollgate], controllers: [Hello], providers: [{ provide: APP_GUARD, useClass: TollgateGuard }] })(AppModule);
+      const adapter = platform === 'express' ? new ExpressAdapter() : new FastifyAdapter();
+      const app = await NestFactory.create(AppModule, adapter, { logger: false, abortOnError: false });
+      const { httpAdapter } = app.get(HttpAdapterHost);
+      class AnswerErrors {
+        catch(err: unknown, host: { switchToHttp(): { getResponse(): unknown } }) {
+          if (spec.errorHandlerFails) throw new Error('error handler bug');
+          httpAdapter.reply(host.switchToHttp().getResponse(), errorBody(err), 500);
+        }
+      }
+      Catch()(AnswerErrors);
+      app.useGlobalFilters(new AnswerErrors());
+      await app.listen(0, '127.0.0.1');
+      return { port: (app.getHttpServer().address() as { port: number }).port, close: () => app.close() };
+    },
+  };
+}
+
 failingCallbackSuite([
   expressPort('Express 5', express5),
   expressPort('Express 4', express4 as unknown as typeof express5),
@@ -237,6 +280,8 @@ failingCallbackSuite([
   nodeMiddlewarePort,
   koaPort,
   honoPort,
+  nestPort('express'),
+  nestPort('fastify'),
 ]);
 
 describe('middleware called by hand with a bare request (a mock without headers or socket)', () => {

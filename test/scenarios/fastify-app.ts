@@ -6,6 +6,7 @@
 import http from 'node:http';
 import tollgate from '@tollgate/fastify';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import { limiterOptions } from './app-options.js';
 import type { AppSpec, ListeningApp, ScenarioResponse, SendOptions } from './scenarios.js';
 
 export type Transport = 'socket' | 'inject';
@@ -15,18 +16,7 @@ async function build(spec: AppSpec): Promise<FastifyInstance> {
     logger: false,
     serverFactory: (handler) => http.createServer({ maxHeaderSize: spec.maxHeaderSize }, handler),
   });
-  await app.register(tollgate, {
-    rules: spec.rules as never,
-    store: spec.store,
-    clock: spec.clock,
-    ...(spec.trustProxy !== undefined ? { trustProxy: spec.trustProxy } : {}),
-    ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
-    ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
-    ...(spec.tiers !== undefined ? { tiers: spec.tiers as never, tier: spec.tier as never } : {}),
-    ...(spec.allow !== undefined ? { allow: spec.allow as never } : {}),
-    ...(spec.deny !== undefined ? { deny: spec.deny as never } : {}),
-    ...(spec.options as object),
-  });
+  await app.register(tollgate, limiterOptions(spec));
   const answer = (path: string) => async (request: FastifyRequest) => ({ route: path, rateLimit: request.rateLimit ?? null });
   for (const route of spec.routes) {
     app.route({

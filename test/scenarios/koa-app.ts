@@ -8,6 +8,7 @@ import http from 'node:http';
 import Router from '@koa/router';
 import { type Decision, rateLimit } from '@tollgate/koa';
 import Koa, { type Context } from 'koa';
+import { limiterOptions } from './app-options.js';
 import type { AppSpec, ListeningApp } from './scenarios.js';
 
 /** Builds the scenario app on a Koa major (3 by default; 2 through the `koa2` alias). */
@@ -17,16 +18,7 @@ export function koaApp(Application: typeof Koa = Koa) {
     // Errors are answered by Koa (500); the scenarios check the status, not the log.
     app.silent = true;
     const limiter = rateLimit({
-      rules: spec.rules as never,
-      store: spec.store,
-      clock: spec.clock,
-      ...(spec.trustProxy !== undefined ? { trustProxy: spec.trustProxy } : {}),
-      ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
-      ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
-      ...(spec.tiers !== undefined ? { tiers: spec.tiers as never, tier: spec.tier as never } : {}),
-      ...(spec.allow !== undefined ? { allow: spec.allow as never } : {}),
-      ...(spec.deny !== undefined ? { deny: spec.deny as never } : {}),
-      ...(spec.options as object),
+      ...limiterOptions(spec),
       // Koa's callbacks take the context once: the suite's (req, res, decision) is (ctx, decision).
       ...(spec.options?.onRejected
         ? { onRejected: (ctx: Context, d: Decision) => spec.options?.onRejected?.(ctx as never, ctx as never, d) }

@@ -5,21 +5,11 @@
  */
 import http from 'node:http';
 import { rateLimit } from '@tollgate/node';
+import { limiterOptions } from './app-options.js';
 import type { AppSpec, ListeningApp } from './scenarios.js';
 
 export async function nodeApp(spec: AppSpec): Promise<ListeningApp> {
-  const limit = rateLimit({
-    rules: spec.rules as never,
-    store: spec.store,
-    clock: spec.clock,
-    ...(spec.trustProxy !== undefined ? { trustProxy: spec.trustProxy } : {}),
-    ...(spec.headers !== undefined ? { headers: spec.headers } : {}),
-    ...(spec.dryRun !== undefined ? { dryRun: spec.dryRun } : {}),
-    ...(spec.tiers !== undefined ? { tiers: spec.tiers as never, tier: spec.tier as never } : {}),
-    ...(spec.allow !== undefined ? { allow: spec.allow as never } : {}),
-    ...(spec.deny !== undefined ? { deny: spec.deny as never } : {}),
-    ...(spec.options as object),
-  });
+  const limit = rateLimit(limiterOptions(spec));
   const routes = new Map(
     spec.routes.map((r) => [
       `${r.method} ${r.path}`,

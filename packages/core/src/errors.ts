@@ -34,6 +34,7 @@ export const ERROR_CODES = {
   TG_INVALID_ACTUAL_COST: 'A reservation was settled with an actual cost that is not a non-negative number within bounds.',
   TG_ALREADY_SETTLED: 'A reservation was settled (or cancelled) a second time.',
   TG_RESERVATION_REFUSED: 'A refused reservation was settled or cancelled: it reserved nothing.',
+  TG_UNSUPPORTED_CONTEXT: 'A rate-limit guard met a request that is not HTTP (a GraphQL resolver, a WebSocket gateway, a microservice).',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

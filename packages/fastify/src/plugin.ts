@@ -10,34 +10,14 @@
  * plugin loaded (`app.register` without `await`) never reach `onRoute`: a scope-level hook
  * decides those, so no route is left unlimited whatever the order.
  */
-import { createRateLimit, type Decide, groupOperations, type HttpPort, lowerHeaderName as lower } from '@tollgate/core/http';
-import { nodeOperations } from '@tollgate/core/node';
+import { createRateLimit, type Decide, groupOperations, type HttpPort } from '@tollgate/core/http';
+import { replyPort } from '@tollgate/core/node';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
 import { normalise, routeOption, type TollgateHook, type TollgateOptions } from './options.js';
 
-/** Headers through `reply.header` (names lower-cased, as Fastify stores them), the answer through `reply.send`. */
-export const fastifyPort: HttpPort<FastifyRequest, FastifyReply, HookHandlerDoneFunction> = {
-  name: 'fastify',
-  ...nodeOperations<FastifyRequest, FastifyReply>(
-    (request) => request.raw,
-    (reply) => reply.raw,
-  ),
-  getHeader: (reply, name) => reply.getHeader(lower(name)),
-  setHeader: (reply, name, value) => {
-    reply.header(lower(name), value);
-  },
-  status: (reply, code) => {
-    reply.code(code);
-  },
-  // Bytes, not a string: Fastify appends `; charset=utf-8` to a JSON type sent as a string,
-  // and every port sends core's Content-Type as it is (`application/problem+json`).
-  send: (reply, status, contentType, body) => {
-    reply.code(status).type(contentType).send(Buffer.from(body));
-  },
-  pass: (done) => done(),
-  fail: (done, err) => done(err instanceof Error ? err : new Error(String(err))),
-};
+/** Fastify's request and reply, through core's port for Fastify-style replies (Node's lifetimes on `request.raw` and `reply.raw`). */
+export const fastifyPort = replyPort as unknown as HttpPort<FastifyRequest, FastifyReply, HookHandlerDoneFunction>;
 
 type Hook = Decide<FastifyRequest, FastifyReply, HookHandlerDoneFunction>;
 /** The registration that owns route-level rules in a scope (inherited by child scopes). */

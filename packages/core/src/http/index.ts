@@ -61,7 +61,7 @@ export {
   routeOptionsOf,
   type StoreErrorPolicyOf,
 } from './options.js';
-export { EXPRESS_RATE_LIMIT_OPTIONS, FASTIFY_RATE_LIMIT_OPTIONS, peerHint } from './peers.js';
+export { EXPRESS_RATE_LIMIT_OPTIONS, FASTIFY_RATE_LIMIT_OPTIONS, NESTJS_THROTTLER_OPTIONS, peerHint } from './peers.js';
 export {
   type HttpPort,
   localsOf,

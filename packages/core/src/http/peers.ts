@@ -46,6 +46,21 @@ export const FASTIFY_RATE_LIMIT_OPTIONS: Readonly<Record<string, string>> = {
   cache: 'store: new MemoryStore({ maxKeys })',
 };
 
+/** @nestjs/throttler option names (`ThrottlerModule.forRoot`), for `TollgateModule.forRoot`. */
+export const NESTJS_THROTTLER_OPTIONS: Readonly<Record<string, string>> = {
+  throttlers: "one rule per throttler: rules: [{ name: 'short', limit: 3, window: '1s', algorithm: 'sliding-log' }, ...]",
+  ttl: "a rule's window: rules: [{ name: 'default', limit: 10, window: '1m', algorithm: 'sliding-log' }]",
+  limit: "a rule's limit: rules: [{ name: 'default', limit: 10, window: '1m', algorithm: 'sliding-log' }]",
+  blockDuration: "a rule's blockFor",
+  getTracker: "a rule's key: rules: [{ name: 'default', rate: '10/min', key: (req) => ... }]",
+  generateKey: "a rule's key (tollgate builds the stored key from the rule's name and the key)",
+  skipIf: 'skip: (req) => boolean, or @SkipRateLimit()',
+  ignoreUserAgents: "skip: (req) => /bot/i.test(req.headers['user-agent'] ?? '')",
+  storage: 'store: new RedisStore({ client })',
+  errorMessage: 'message',
+  setHeaders: 'headers (false for none)',
+};
+
 /**
  * The hint for an option name that `peer` has (from a table like the one above), for an
  * adapter's "unknown option" errors; undefined for a name the peer does not have.

@@ -5,7 +5,8 @@
  * from `req.headers`, "finished" on the response's `finish`, "gone" on `close` of the
  * response, the request or the connection. A port spreads `nodeOperations(rawReq, rawRes)`
  * (how to reach Node's request and response behind its own) and adds its headers, send and
- * continuation; `nodePort` is the whole port of a framework whose objects are Node's own.
+ * continuation; `nodePort` is the whole port of a framework whose objects are Node's own,
+ * `replyPort` that of a Fastify-style reply over Node's response.
  * @example export const koaPort = { ...nodeOperations((ctx) => ctx.req, (ctx) => ctx.res), name: 'koa', ... }
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -78,4 +79,49 @@ export const nodePort: HttpPort<IncomingMessage, ServerResponse, NodeNext> = {
   },
   pass: (next) => next(),
   fail: (next, err) => next(err),
+};
+
+// The port of a framework whose reply wraps Node's response the way Fastify's does
+// (`request.raw`, `reply.raw`, `reply.header`, `reply.code`, `reply.type`, `reply.send`):
+// Fastify itself, and NestJS on its Fastify platform; structural, so core names no framework.
+
+/** A request that wraps Node's (`request.raw`). */
+export interface RawRequestHolder {
+  readonly raw: IncomingMessage;
+}
+
+/** The parts of a Fastify-style reply the pipeline uses. */
+export interface ReplyLike {
+  readonly raw: ServerResponse;
+  getHeader(name: string): unknown;
+  header(name: string, value: string): unknown;
+  code(status: number): ReplyLike;
+  type(contentType: string): ReplyLike;
+  send(payload: Buffer): unknown;
+}
+
+/** A hook's continuation: called bare to go on, with an error to fail. */
+export type DoneLike = (err?: Error) => void;
+
+/** Headers through `reply.header` (names lower-cased, as Fastify stores them), the answer through `reply.send`. */
+export const replyPort: HttpPort<RawRequestHolder, ReplyLike, DoneLike> = {
+  name: 'fastify',
+  ...nodeOperations<RawRequestHolder, ReplyLike>(
+    (request) => request.raw,
+    (reply) => reply.raw,
+  ),
+  getHeader: (reply, name) => reply.getHeader(lowerHeaderName(name)),
+  setHeader: (reply, name, value) => {
+    reply.header(lowerHeaderName(name), value);
+  },
+  status: (reply, code) => {
+    reply.code(code);
+  },
+  // Bytes, not a string: Fastify appends `; charset=utf-8` to a JSON type sent as a string,
+  // and every port sends core's Content-Type as it is (`application/problem+json`).
+  send: (reply, status, contentType, body) => {
+    reply.code(status).type(contentType).send(Buffer.from(body));
+  },
+  pass: (done) => done(),
+  fail: (done, err) => done(err instanceof Error ? err : new Error(String(err))),
 };

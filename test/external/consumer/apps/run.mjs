@@ -1,5 +1,5 @@
 // A tiny app per framework, in the consumer project, against the memory store or Redis:
-//   node apps/run.mjs <express|fastify|node-http|koa|hono> <memory|redis> [redis port]
+//   node apps/run.mjs <express|fastify|node-http|koa|hono|nestjs-express|nestjs-fastify> <memory|redis> [redis port]
 // Each allows 2 requests per minute per client address, sends 3 and prints one JSON line:
 // the three statuses and the headers of the refusal. Exits by itself.
 import http from 'node:http';
@@ -98,6 +98,32 @@ if (framework === 'express') {
   const server = http.createServer(app.callback());
   port = await listen(server);
   stop = () => new Promise((r) => server.close(r));
+} else if (framework === 'nestjs-express' || framework === 'nestjs-fastify') {
+  const { Controller, Get, Module } = await import('@nestjs/common');
+  const { APP_GUARD, NestFactory } = await import('@nestjs/core');
+  const { TollgateGuard, TollgateModule } = await import('@tollgate/nestjs');
+  const adapter =
+    framework === 'nestjs-express'
+      ? new (await import('@nestjs/platform-express')).ExpressAdapter()
+      : new (await import('@nestjs/platform-fastify')).FastifyAdapter();
+  // Plain JavaScript: Nest's decorators applied as functions.
+  class Hello {
+    hello() {
+      return 'ok';
+    }
+  }
+  Get()(Hello.prototype, 'hello', Object.getOwnPropertyDescriptor(Hello.prototype, 'hello'));
+  Controller()(Hello);
+  class AppModule {}
+  Module({
+    imports: [TollgateModule.forRoot({ rules, store })],
+    controllers: [Hello],
+    providers: [{ provide: APP_GUARD, useClass: TollgateGuard }],
+  })(AppModule);
+  const app = await NestFactory.create(AppModule, adapter, { logger: false });
+  await app.listen(0, '127.0.0.1');
+  port = app.getHttpServer().address().port;
+  stop = () => app.close();
 } else {
   throw new Error(`unknown framework ${framework}`);
 }
