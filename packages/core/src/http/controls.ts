@@ -12,6 +12,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isAppError } from '../app-errors.js';
+import type { ByteRateLimit } from '../controls/byte-rate.js';
 import {
   type ConcurrencyLimit,
   type ConcurrencyOptions,
@@ -31,6 +32,7 @@ import { type ClientAddressOptions, splitClientAddress } from '../http-options.j
 import type { TrustProxy } from '../keys.js';
 import { type AccessList, compileAccess } from './access.js';
 import { holdRequest, isGone, onceOver, whenGone } from './lifetime.js';
+import { type LimitRateFlowOptions, limitRateFlow } from './limit-rate.js';
 import { type HttpPort, sendRefusal, writeFields } from './port.js';
 
 /** A control as a request handler in the framework's continuation style. */
@@ -232,16 +234,17 @@ export function shedFlow<Req, Res, Next>(
 }
 
 /** The controls by name, as a route's opt-out and a handler's name spell them. */
-export type ControlName = 'slowDown' | 'concurrency' | 'shed';
+export type ControlName = 'slowDown' | 'concurrency' | 'shed' | 'limitRate';
 
 /** What a control's handler carries beside itself: `close`, and the throttle's `reset`, the limit or the shedder. */
 export type ControlCarried<Req> =
   | { reset(req: Req): Promise<void>; close(): Promise<void> }
   | { readonly limit: ConcurrencyLimit<Req>; close(): Promise<void> }
-  | { readonly shedder: Shedder<Req>; close(): void };
+  | { readonly shedder: Shedder<Req>; close(): void }
+  | { readonly limit: ByteRateLimit<Req>; close(): Promise<void> };
 
 /**
- * The three controls over one port: each maker runs its control's flow and hands `mount`
+ * The controls over one port: each maker runs its control's flow and hands `mount`
  * the control's name, its stage and what the handler may carry; `mount` returns the
  * adapter's handler (middleware, a hook).
  * @example const controls = controlMakers(port, (name, stage, { close }) => Object.assign((req, res, next) => stage(req, res, next), { close }))
@@ -253,6 +256,7 @@ export function controlMakers<Req, Res, Next, H>(
   slowDown(options: SlowDownFlowOptions<Req>): H;
   concurrency(options: ConcurrencyFlowOptions<Req>): H;
   shed(options: ShedOptions<Req>): H;
+  limitRate(options: LimitRateFlowOptions<Req>): H;
 } {
   return {
     slowDown(options) {
@@ -266,6 +270,10 @@ export function controlMakers<Req, Res, Next, H>(
     shed(options) {
       const { stage, shedder, close } = shedFlow(port, options);
       return mount('shed', stage, { shedder, close });
+    },
+    limitRate(options) {
+      const { stage, limit, close } = limitRateFlow(port, options);
+      return mount('limitRate', stage, { limit, close });
     },
   };
 }

@@ -41,6 +41,7 @@ export {
   slowDownFlow,
 } from './controls.js';
 export { holdRequest, isGone, onceOver, untilOver, whenGone } from './lifetime.js';
+export { type LimitRateFlowOptions, limitRateFlow, type PaceBody } from './limit-rate.js';
 export { type GroupOperations, groupOperations, type LimiterMethods, limiterMethods } from './methods.js';
 export {
   type AdapterWording,
@@ -57,6 +58,7 @@ export {
   routeOptionsOf,
   type StoreErrorPolicyOf,
 } from './options.js';
+export { type PaceState, paceResponse } from './pace.js';
 export { EXPRESS_RATE_LIMIT_OPTIONS, FASTIFY_RATE_LIMIT_OPTIONS, peerHint } from './peers.js';
 export { type HttpPort, lowerHeaderName, type NodeNext, nodePort, sendRefusal, writeFields, writeRefusalHead } from './port.js';
 export {

@@ -1,0 +1,77 @@
+/**
+ * The flow of `limitRate`, the byte-rate control, written once for every framework: find
+ * the response's key, open a grant on its bucket, pace the body, go on. Deciding is the
+ * core control's (`createByteRate`); pacing a Node response is `paceResponse`. A port
+ * whose responses are not Node's (`ServerResponse`) supplies `paceBody` instead.
+ *
+ * It refuses nothing and writes no header. A store that fails lets the body through
+ * unpaced; a key or skip function that throws is the app's error.
+ */
+import { isAppError } from '../app-errors.js';
+import { type ByteGrant, type ByteRateLimit, type ByteRateOptions, createByteRate } from '../controls/byte-rate.js';
+import { publishStoreError } from '../diagnostics.js';
+import { type ClientAddressOptions, splitClientAddress } from '../http-options.js';
+import { type AccessList, compileAccess } from './access.js';
+import { isGone } from './lifetime.js';
+import { paceResponse } from './pace.js';
+import type { HttpPort } from './port.js';
+
+export interface LimitRateFlowOptions<Req> extends Omit<ByteRateOptions<Req>, 'defaultKey'>, ClientAddressOptions {
+  /**
+   * Clients never paced: addresses and CIDRs matched on the client address as the default
+   * key finds it with `trustProxy`, or a function `(req) => boolean`.
+   * @example allow: ['10.0.0.0/8']
+   */
+  allow?: AccessList<Req>;
+}
+
+/** How a port paces a response body through a grant, the first `after` bytes unpaced. */
+export type PaceBody<Req, Res> = (req: Req, res: Res, grant: ByteGrant, after: number) => void;
+
+/**
+ * The byte-rate control's flow.
+ * @example const { stage, limit } = limitRateFlow(port, { rate: '2MB/s', burst: '16MB' })
+ */
+export function limitRateFlow<Req, Res, Next>(
+  port: HttpPort<Req, Res, Next>,
+  options: LimitRateFlowOptions<Req>,
+  paceBody?: PaceBody<Req, Res>,
+): { stage: (req: Req, res: Res, next: Next) => void; limit: ByteRateLimit<Req>; close(): Promise<void> } {
+  const { allow, ...rest } = options ?? ({} as LimitRateFlowOptions<Req>);
+  const [core, defaultKey] = splitClientAddress<Req, typeof rest>(rest);
+  const limit = createByteRate<Req>({ ...core, defaultKey } as ByteRateOptions<Req>);
+  const access = compileAccess<Req>(allow, undefined, { path: 'limitRate', trustProxy: rest.trustProxy });
+  const pace: PaceBody<Req, Res> =
+    paceBody ?? ((req, res, grant, after) => paceResponse(port.rawRequest(req), port.rawResponse(res), grant, after));
+
+  const paced = (req: Req, res: Res, next: Next): void => {
+    limit.open(req).then(
+      (grant) => {
+        if (grant !== undefined) {
+          // The client left while the key was found: nothing to pace, free the share now.
+          if (isGone(port.rawRequest(req), port.rawResponse(res))) grant.close();
+          else pace(req, res, grant, limit.after);
+        }
+        port.pass(next);
+      },
+      (err) => {
+        if (isAppError(err)) {
+          port.fail(next, err);
+          return;
+        }
+        publishStoreError(err, req, limit.name, 'allow');
+        port.pass(next);
+      },
+    );
+  };
+  const stage =
+    access === undefined
+      ? paced
+      : (req: Req, res: Res, next: Next) =>
+          access(
+            req,
+            (verdict) => (verdict === 'allow' ? port.pass(next) : paced(req, res, next)),
+            (err) => port.fail(next, err),
+          );
+  return { stage, limit, close: () => limit.close() };
+}

@@ -1,0 +1,142 @@
+/**
+ * The shaping scenario app on every port (see suite.ts): `limitRate` from the port's
+ * package mounted with the scenario's options, then two routes:
+ * - `/buf?n=N`: the body as one buffer of N bytes (a handler writing one huge chunk);
+ * - `/stream?n=N`: a readable stream of N bytes in 16 KiB chunks (`pipeline`, or Fastify's
+ *   own stream sending)
+ *   (`n=-1`: endless), counting what the source produced in `produced`.
+ */
+import http from 'node:http';
+import { pipeline, Readable } from 'node:stream';
+import type { ByteRateLimit } from '@tollgate/core';
+import { limitRate as expressLimitRate } from '@tollgate/express';
+import { limitRateHook } from '@tollgate/fastify';
+import { limitRate as nodeLimitRate } from '@tollgate/node';
+import express5 from 'express';
+import express4 from 'express4';
+import Fastify from 'fastify';
+
+// biome-ignore lint/suspicious/noExplicitAny: the options go to each port's own request type
+export type ShapingOptions = Record<string, any>;
+
+export interface ShapingApp {
+  port: number;
+  /** Bytes produced so far by the stream sources, by the request's `x-id` header. */
+  produced: Map<string, number>;
+  /** The sources of `/stream`, destroyed once their response is over. */
+  destroyed: Set<string>;
+  limit(): ByteRateLimit<unknown>;
+  close(): Promise<void>;
+}
+
+export type MakeShapingApp = (options: ShapingOptions) => Promise<ShapingApp>;
+
+const CHUNK = 16 * 1024;
+const ZEROS = Buffer.alloc(CHUNK, 0x61);
+
+function query(url: string | undefined): { path: string; n: number } {
+  const u = new URL(url ?? '/', 'http://localhost');
+  return { path: u.pathname, n: Number(u.searchParams.get('n') ?? '0') };
+}
+
+function source(n: number, id: string, app: Pick<ShapingApp, 'produced' | 'destroyed'>): Readable {
+  let left = n < 0 ? Number.POSITIVE_INFINITY : n;
+  const r = new Readable({
+    highWaterMark: CHUNK,
+    read() {
+      if (left <= 0) {
+        this.push(null);
+        return;
+      }
+      const size = Math.min(CHUNK, left);
+      left -= size;
+      app.produced.set(id, (app.produced.get(id) ?? 0) + size);
+      this.push(size === CHUNK ? ZEROS : ZEROS.subarray(0, size));
+    },
+  });
+  r.on('close', () => app.destroyed.add(id));
+  return r;
+}
+
+function listen(server: http.Server): Promise<number> {
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)));
+}
+
+function closeServer(server: http.Server): Promise<void> {
+  server.closeAllConnections();
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
+const idOf = (req: { headers: http.IncomingHttpHeaders }) => String(req.headers['x-id'] ?? '');
+
+export const nodeShapingApp: MakeShapingApp = async (options) => {
+  const pace = nodeLimitRate(options as never);
+  const state = { produced: new Map<string, number>(), destroyed: new Set<string>() };
+  const server = http.createServer(async (req, res) => {
+    if (!(await pace(req, res))) return;
+    const { path, n } = query(req.url);
+    if (path === '/buf') res.end(Buffer.alloc(n, 0x62));
+    else pipeline(source(n, idOf(req), state), res, () => {});
+  });
+  const port = await listen(server);
+  return {
+    port,
+    ...state,
+    limit: () => pace.limit as ByteRateLimit<unknown>,
+    close: async () => {
+      await closeServer(server);
+      await pace.close();
+    },
+  };
+};
+
+function expressApp(factory: typeof express5): MakeShapingApp {
+  return async (options) => {
+    const pace = expressLimitRate(options as never);
+    const state = { produced: new Map<string, number>(), destroyed: new Set<string>() };
+    const app = factory();
+    app.use(pace);
+    app.get('/buf', (req, res) => {
+      res.send(Buffer.alloc(query(req.url).n, 0x62));
+    });
+    app.get('/stream', (req, res) => {
+      res.setHeader('Content-Type', 'application/octet-stream');
+      pipeline(source(query(req.url).n, idOf(req), state), res, () => {});
+    });
+    const server = http.createServer(app);
+    const port = await listen(server);
+    return {
+      port,
+      ...state,
+      limit: () => pace.limit as ByteRateLimit<unknown>,
+      close: async () => {
+        await closeServer(server);
+        await pace.close();
+      },
+    };
+  };
+}
+
+export const express5ShapingApp = expressApp(express5);
+export const express4ShapingApp = expressApp(express4 as unknown as typeof express5);
+
+export const fastifyShapingApp: MakeShapingApp = async (options) => {
+  const state = { produced: new Map<string, number>(), destroyed: new Set<string>() };
+  const app = Fastify();
+  const hook = limitRateHook(options as never);
+  app.addHook('onRequest', hook);
+  app.addHook('onClose', () => hook.close());
+  app.get('/buf', (req, reply) => reply.send(Buffer.alloc(query(req.url).n, 0x62)));
+  app.get('/stream', (req, reply) => reply.type('application/octet-stream').send(source(query(req.url).n, idOf(req.raw), state)));
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const port = (app.server.address() as { port: number }).port;
+  return {
+    port,
+    ...state,
+    limit: () => hook.limit as ByteRateLimit<unknown>,
+    close: async () => {
+      app.server.closeAllConnections();
+      await app.close();
+    },
+  };
+};
