@@ -56,7 +56,9 @@ export function shapingScenarios(label: string, make: MakeShapingApp): void {
     it('shares one bucket among the concurrent responses of a key (six connections get rate in total)', async () => {
       const a = await start();
       const t0 = performance.now();
-      const ds = await Promise.all(Array.from({ length: 6 }, (_, i) => download(a.port, i % 2 ? '/buf?n=70000' : `/stream?n=70000`, { t0 })));
+      const ds = await Promise.all(
+        Array.from({ length: 6 }, (_, i) => download(a.port, i % 2 ? '/buf?n=70000' : `/stream?n=70000`, { t0 })),
+      );
       for (const d of ds) expect(d.bytes).toBe(70_000);
       expect(worstExcess(merged(ds), BURST, RATE, SLACK_MS)).toBeLessThanOrEqual(0);
       expect(Math.max(...ds.map((d) => d.ms))).toBeGreaterThanOrEqual(leastMs(420_000) * 0.98);
