@@ -3,8 +3,8 @@
  *
  * A size is a whole number of bytes or a string `<number><unit>`: decimal units `B`,
  * `KB` (1000), `MB`, `GB`, `TB` and binary units `KiB` (1024), `MiB`, `GiB`, `TiB`, case
- * insensitive except that a lower-case `b` after a prefix (`'2Mb'`, `'512kb'`) reads as
- * bits to many people and is refused. A byte rate is a size per second: `'2MB/s'`,
+ * insensitive except that a lower-case `b` (`'2Mb'`, `'512kb'`, `'10b'`) reads as bits to
+ * many people and is refused. A byte rate is a size per second: `'2MB/s'`,
  * `'512KiB/s'`, `'1 MB/sec'`, or a number of bytes per second. Fractions are allowed
  * before a unit (`'1.5MB'`) and rounded to whole bytes.
  */
@@ -61,7 +61,7 @@ function bytesOf(text: string, path: string, value: unknown, forms: string): num
   if (m === null) invalid('TG_INVALID_SIZE', path, forms, value, "Write a number and a unit, e.g. '16MB' or '512KiB'.");
   const unit = m[2] as string;
   // '2Mb', '512kb': the usual spelling of bits; refuse rather than be off by 8.
-  if (unit.length > 1 && unit.endsWith('b') && !unit.toLowerCase().endsWith('ib')) {
+  if (unit.endsWith('b') && !unit.toLowerCase().endsWith('ib')) {
     invalid(
       'TG_INVALID_SIZE',
       path,

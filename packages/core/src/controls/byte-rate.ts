@@ -194,13 +194,14 @@ export function createByteRate<R = unknown>(options: ByteRateOptions<R>): ByteRa
     }
     let wanted = 0;
     for (const w of k.waiters) wanted += w.want;
-    fetchChunk(k, Math.min(chunk, wanted));
+    fetchChunk(k, Math.min(chunk, wanted), true);
   }
 
-  function fetchChunk(k: KeyPool, cost: number): void {
+  /** Takes `cost` bytes; refused, takes what the bucket holds (`partial`, once) or waits until the chunk fits. */
+  function fetchChunk(k: KeyPool, cost: number, partial: boolean): void {
     k.busy = true;
     const ops = k.ops.map((op) => ({ ...op, cost }));
-    const done = (allowed: boolean, at: number, retryAfterMs: number) => {
+    const done = (allowed: boolean, at: number, retryAfterMs: number, remaining: number) => {
       if (k.dead) {
         if (allowed) giveBack(k.ops, cost, at);
         return;
@@ -210,6 +211,10 @@ export function createByteRate<R = unknown>(options: ByteRateOptions<R>): ByteRa
         k.pool += cost;
         k.at = at;
         pump(k);
+        return;
+      }
+      if (partial && remaining > 0 && remaining < cost) {
+        fetchChunk(k, remaining, false);
         return;
       }
       // Exactly when the chunk fits; a refusal with no wait (cannot happen: cost <= burst) retries after 1 ms.
@@ -238,10 +243,15 @@ export function createByteRate<R = unknown>(options: ByteRateOptions<R>): ByteRa
         failed(err);
         return;
       }
-      done(d.allowed || d.degraded !== undefined, d.now, d.outcomes[0]?.retryAfterMs ?? 1);
+      done(d.allowed || d.degraded !== undefined, d.now, d.outcomes[0]?.retryAfterMs ?? 1, d.outcomes[0]?.remaining ?? 0);
       return;
     }
-    store.consume(ops, t).then((d) => done(d.allowed || d.degraded !== undefined, d.now, d.outcomes[0]?.retryAfterMs ?? 1), failed);
+    store
+      .consume(ops, t)
+      .then(
+        (d) => done(d.allowed || d.degraded !== undefined, d.now, d.outcomes[0]?.retryAfterMs ?? 1, d.outcomes[0]?.remaining ?? 0),
+        failed,
+      );
   }
 
   function release(id: string, k: KeyPool): void {
