@@ -197,7 +197,7 @@ export function createByteRate<R = unknown>(options: ByteRateOptions<R>): ByteRa
     fetchChunk(k, Math.min(chunk, wanted), true);
   }
 
-  /** Takes `cost` bytes; refused, takes what the bucket holds (`partial`, once) or waits until the chunk fits. */
+  /** Takes `cost` bytes; refused, takes what the bucket holds if `partial` allows, or waits until the chunk fits. */
   function fetchChunk(k: KeyPool, cost: number, partial: boolean): void {
     k.busy = true;
     const ops = k.ops.map((op) => ({ ...op, cost }));
@@ -213,7 +213,8 @@ export function createByteRate<R = unknown>(options: ByteRateOptions<R>): ByteRa
         pump(k);
         return;
       }
-      if (partial && remaining > 0 && remaining < cost) {
+      // Half a chunk or more is there (the tail of a burst): take it rather than wait; less, wait for the chunk.
+      if (partial && remaining * 2 >= cost && remaining < cost) {
         fetchChunk(k, remaining, false);
         return;
       }
