@@ -105,4 +105,32 @@ describe('paceResponse', () => {
     expect(calls).toEqual(['/a 1', '/a 2', '/a end', '/b 1', '/b 2', '/b end']);
     await limit.close();
   });
+
+  it("answers a write after end with Node's error and never sends it ahead of the paced body", async () => {
+    const limit = createByteRate({ rate: '200KB/s', burst: '20KB', key: () => 'k' });
+    const errors: string[] = [];
+    let ended = 0;
+    const port = await listen(async (req, res) => {
+      const grant = await limit.open(req);
+      if (grant === undefined) throw new Error('no grant');
+      paceResponse(req, res, grant, 0);
+      res.end(Buffer.alloc(60_000, 0x61), () => ended++);
+      res.write('late', (err) => errors.push(String((err as { code?: string } | null | undefined)?.code)));
+      res.end(() => ended++);
+    });
+    const body = await new Promise<Buffer>((resolve, reject) => {
+      http
+        .get({ host: '127.0.0.1', port, path: '/', agent: false }, (res) => {
+          const parts: Buffer[] = [];
+          res.on('data', (c: Buffer) => parts.push(c));
+          res.on('end', () => resolve(Buffer.concat(parts)));
+        })
+        .on('error', reject);
+    });
+    expect(body.length).toBe(60_000);
+    expect(body.every((b) => b === 0x61)).toBe(true);
+    await until(() => ended === 2, 'both end callbacks');
+    expect(errors).toEqual(['ERR_STREAM_WRITE_AFTER_END']);
+    await limit.close();
+  });
 });

@@ -19,7 +19,7 @@
  * A store that fails lets bytes through unpaced (a control shapes, it never takes the
  * site down); the failure is published on the diagnostics channel.
  */
-import { guardAppFn } from '../app-errors.js';
+import { guardAppFn, skipOf } from '../app-errors.js';
 import type { Clock } from '../clock.js';
 import { publishStoreError } from '../diagnostics.js';
 import { createLimiter } from '../limiter.js';
@@ -294,7 +294,7 @@ export function createByteRate<R = unknown>(options: ByteRateOptions<R>): ByteRa
       return { responses, keys: keys.size };
     },
     async open(req) {
-      if (skip !== undefined && (await skip(req)) === true) return undefined;
+      if (await skipOf(skip, path, req)) return undefined;
       const ops = await limiter.resolveAsync(req, chunk);
       const first = ops[0];
       if (first === undefined) return undefined;

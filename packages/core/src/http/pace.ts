@@ -47,6 +47,10 @@ function destroyedError(): Error {
   return Object.assign(new Error('Cannot call write after a stream was destroyed'), { code: 'ERR_STREAM_DESTROYED' });
 }
 
+function afterEndError(): Error {
+  return Object.assign(new Error('write after end'), { code: 'ERR_STREAM_WRITE_AFTER_END' });
+}
+
 /**
  * Paces `res`'s body through `grant`, the first `after` bytes unpaced. Call it before the
  * handler writes. Closes the grant once when the response is over.
@@ -73,7 +77,7 @@ export function paceResponse(req: IncomingMessage, res: ServerResponse, grant: B
   let bodiless: boolean | undefined;
 
   const direct = (): boolean => {
-    if (over || ending !== undefined) return true;
+    if (over || ended) return true;
     bodiless ??= req.method === 'HEAD' || res.statusCode === 204 || res.statusCode === 304;
     return bodiless;
   };
@@ -163,6 +167,12 @@ export function paceResponse(req: IncomingMessage, res: ServerResponse, grant: B
       cb = encoding;
       encoding = undefined;
     }
+    if (ending !== undefined && !direct()) {
+      // Ended by the handler, its body still leaving: Node's answer to a write after end,
+      // given to the callback (never written ahead of the queued body).
+      if (typeof cb === 'function') process.nextTick(cb as Callback, afterEndError());
+      return false;
+    }
     const buf = direct() ? undefined : toBuffer(chunk, encoding);
     // Not ours to pace (over, bodiless, or a value Node itself refuses): Node answers.
     if (buf === undefined || (buf.length === 0 && queue.length === 0)) {
@@ -183,6 +193,13 @@ export function paceResponse(req: IncomingMessage, res: ServerResponse, grant: B
       encoding = undefined;
     }
     const callback = typeof cb === 'function' ? (cb as Callback) : undefined;
+    if (ending !== undefined && !direct()) {
+      // A second end while the body still leaves: a chunk is a write after end; the callback runs when the response finishes.
+      if (chunk !== undefined && chunk !== null) {
+        if (callback !== undefined) process.nextTick(callback, afterEndError());
+      } else if (callback !== undefined) res.once('finish', () => callback());
+      return res;
+    }
     const buf = chunk === undefined || chunk === null || direct() ? undefined : toBuffer(chunk, encoding);
     if (direct() || (chunk !== undefined && chunk !== null && buf === undefined)) {
       return end.call(res, chunk, encoding ?? undefined, callback);
