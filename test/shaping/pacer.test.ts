@@ -19,8 +19,9 @@ afterEach(async () => {
 });
 
 function listen(handler: http.RequestListener): Promise<number> {
-  server = http.createServer(handler);
-  return new Promise((resolve) => server?.listen(0, '127.0.0.1', () => resolve((server?.address() as { port: number }).port)));
+  const s = http.createServer(handler);
+  server = s;
+  return new Promise((resolve) => s.listen(0, '127.0.0.1', () => resolve((s.address() as { port: number }).port)));
 }
 
 describe('paceResponse', () => {
