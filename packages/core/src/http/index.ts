@@ -59,6 +59,7 @@ export {
   type StoreErrorPolicyOf,
 } from './options.js';
 export { type PaceState, paceResponse } from './pace.js';
+export { paceStream } from './pace-stream.js';
 export { EXPRESS_RATE_LIMIT_OPTIONS, FASTIFY_RATE_LIMIT_OPTIONS, peerHint } from './peers.js';
 export { type HttpPort, lowerHeaderName, type NodeNext, nodePort, sendRefusal, writeFields, writeRefusalHead } from './port.js';
 export {
