@@ -89,6 +89,18 @@ export function shapingScenarios(label: string, make: MakeShapingApp): void {
       expect(d.ms).toBeLessThan(leastMs(400_000));
     });
 
+    it('sends the bucket as RateLimit fields only when headers is set, never announcing r=0', async () => {
+      const a = await start({ ...BASE, headers: 'draft-10' });
+      const first = await download(a.port, '/buf?n=150000');
+      expect(first.headers['ratelimit-policy']).toMatch(/^"limit-rate";q=400000;w=1/);
+      // Read before the body was taken: the full bucket.
+      expect(first.headers.ratelimit).toMatch(/^"limit-rate";r=100000;t=\d+/);
+      const second = await download(a.port, '/buf?n=1000');
+      const r = Number(/r=(\d+)/.exec(String(second.headers.ratelimit))?.[1]);
+      expect(r).toBeGreaterThanOrEqual(1);
+      expect(r).toBeLessThan(100_000);
+    });
+
     it('does not pace a HEAD request', async () => {
       const a = await start({ rate: '1KB/s', burst: '1KB' });
       const d = await download(a.port, '/buf?n=400000', { method: 'HEAD' });

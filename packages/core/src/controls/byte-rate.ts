@@ -25,7 +25,7 @@ import { publishStoreError } from '../diagnostics.js';
 import { createLimiter } from '../limiter.js';
 import type { KeyFn } from '../rules.js';
 import { type ByteRate, parseByteRate, parseSize, type Size } from '../sizes.js';
-import type { Store, StoreOp } from '../types.js';
+import type { RuleResult, Store, StoreOp } from '../types.js';
 import { checkOptions, optionalFn } from './options.js';
 import { systemTimers, type TimerHandle, type Timers } from './timers.js';
 
@@ -104,6 +104,11 @@ export interface ByteRateLimit<R = unknown> {
   readonly store: Store;
   /** A grant for one response, or `undefined` when skipped or the key is absent. */
   open(req: R): Promise<ByteGrant | undefined>;
+  /**
+   * The request key's bucket as a rule's figures, without taking anything (for headers):
+   * `remaining` is the bytes it holds now.
+   */
+  figures(req: R): Promise<RuleResult | undefined>;
   /** Responses open on this instance, and the keys they draw from. */
   readonly active: { responses: number; keys: number };
   /** Closes the store if this control created it; open responses go on unpaced. */
@@ -338,6 +343,12 @@ export function createByteRate<R = unknown>(options: ByteRateOptions<R>): ByteRa
           release(id, pool);
         },
       };
+    },
+    async figures(req) {
+      const d = await limiter.peek(req, { cost: 1 });
+      const r = d.rules[0];
+      // The peek asks for one byte and reports what would be left: the bucket holds one more.
+      return r === undefined ? undefined : { ...r, remaining: r.allowed ? r.remaining + 1 : r.remaining };
     },
     async close() {
       closed = true;

@@ -10,11 +10,12 @@
 import { isAppError } from '../app-errors.js';
 import { type ByteGrant, type ByteRateLimit, type ByteRateOptions, createByteRate } from '../controls/byte-rate.js';
 import { publishStoreError } from '../diagnostics.js';
+import { compileHeaders, type HeadersOption } from '../headers.js';
 import { type ClientAddressOptions, splitClientAddress } from '../http-options.js';
 import { type AccessList, compileAccess } from './access.js';
 import { isGone } from './lifetime.js';
 import { paceResponse } from './pace.js';
-import type { HttpPort } from './port.js';
+import { type HttpPort, writeFields } from './port.js';
 
 export interface LimitRateFlowOptions<Req> extends Omit<ByteRateOptions<Req>, 'defaultKey'>, ClientAddressOptions {
   /**
@@ -23,6 +24,14 @@ export interface LimitRateFlowOptions<Req> extends Omit<ByteRateOptions<Req>, 'd
    * @example allow: ['10.0.0.0/8']
    */
   allow?: AccessList<Req>;
+  /**
+   * Rate-limit headers carrying the key's bucket (bytes it holds as `r`, refilled at `rate`
+   * per second), read once per response without taking anything. Off by default: the
+   * control refuses nothing, and `r=0` would tell RateLimit-aware clients to stop; with
+   * headers on, `r` is never below 1.
+   * @default false
+   */
+  headers?: HeadersOption;
 }
 
 /** How a port paces a response body through a grant, the first `after` bytes unpaced. */
@@ -37,15 +46,31 @@ export function limitRateFlow<Req, Res, Next>(
   options: LimitRateFlowOptions<Req>,
   paceBody?: PaceBody<Req, Res>,
 ): { stage: (req: Req, res: Res, next: Next) => void; limit: ByteRateLimit<Req>; close(): Promise<void> } {
-  const { allow, ...rest } = options ?? ({} as LimitRateFlowOptions<Req>);
+  const { allow, headers, ...rest } = options ?? ({} as LimitRateFlowOptions<Req>);
   const [core, defaultKey] = splitClientAddress<Req, typeof rest>(rest);
   const limit = createByteRate<Req>({ ...core, defaultKey } as ByteRateOptions<Req>);
   const access = compileAccess<Req>(allow, undefined, { path: 'limitRate', trustProxy: rest.trustProxy });
+  const format = headers === undefined ? undefined : compileHeaders(headers);
   const pace: PaceBody<Req, Res> =
     paceBody ?? ((req, res, grant, after) => paceResponse(port.rawRequest(req), port.rawResponse(res), grant, after));
 
+  // The bucket's figures as headers, when asked for: a refusal is never announced (r >= 1).
+  const withHeaders = async (req: Req, res: Res): Promise<ByteGrant | undefined> => {
+    const grant = await limit.open(req);
+    if (grant === undefined || format === undefined) return grant;
+    try {
+      const r = await limit.figures(req);
+      if (r !== undefined)
+        writeFields(port, res, format([{ ...r, allowed: true, remaining: Math.max(1, r.remaining) }], rest.clock?.now() ?? Date.now()));
+    } catch (err) {
+      grant.close();
+      throw err;
+    }
+    return grant;
+  };
+
   const paced = (req: Req, res: Res, next: Next): void => {
-    limit.open(req).then(
+    withHeaders(req, res).then(
       (grant) => {
         if (grant !== undefined) {
           // The client left while the key was found: nothing to pace, free the share now.
