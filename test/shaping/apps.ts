@@ -70,7 +70,12 @@ function closeServer(server: http.Server): Promise<void> {
 const idOf = (req: { headers: http.IncomingHttpHeaders }) => String(req.headers['x-id'] ?? '');
 
 export const nodeShapingApp: MakeShapingApp = async (options) => {
-  const pace = nodeLimitRate(options as never);
+  // The app's errors as a plain 500, as the other frameworks' handlers answer (without logging).
+  const onError = (_err: unknown, _req: http.IncomingMessage, res: http.ServerResponse) => {
+    res.statusCode = 500;
+    res.end('error');
+  };
+  const pace = nodeLimitRate({ ...options, onError } as never);
   const state = { produced: new Map<string, number>(), destroyed: new Set<string>() };
   const server = http.createServer(async (req, res) => {
     if (!(await pace(req, res))) return;
@@ -103,6 +108,9 @@ function expressApp(factory: typeof express5): MakeShapingApp {
       res.setHeader('Content-Type', 'application/octet-stream');
       pipeline(source(query(req.url).n, idOf(req), state), res, () => {});
     });
+    app.use(((_err, _req, res, _next) => {
+      res.status(500).end('error');
+    }) as express5.ErrorRequestHandler);
     const server = http.createServer(app);
     const port = await listen(server);
     return {

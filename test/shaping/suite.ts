@@ -101,6 +101,23 @@ export function shapingScenarios(label: string, make: MakeShapingApp): void {
       expect(r).toBeLessThan(100_000);
     });
 
+    it("hands a key function's throw to the framework's error handler (500), and lets an absent key through unpaced", async () => {
+      const a = await start({
+        ...BASE,
+        key: (req: { headers: Record<string, unknown> }) => {
+          if (req.headers['x-key'] === 'boom') throw new Error('boom');
+          return req.headers['x-key'] as string | undefined;
+        },
+      });
+      const boom = await download(a.port, '/buf?n=10', { headers: { 'x-key': 'boom' } });
+      expect(boom.status).toBe(500);
+      const t0 = performance.now();
+      const free = await download(a.port, '/buf?n=400000');
+      expect(free.bytes).toBe(400_000);
+      // Paced it would need 750 ms at least.
+      expect(performance.now() - t0).toBeLessThan(700);
+    });
+
     it('does not pace a HEAD request', async () => {
       const a = await start({ rate: '1KB/s', burst: '1KB' });
       const d = await download(a.port, '/buf?n=400000', { method: 'HEAD' });
