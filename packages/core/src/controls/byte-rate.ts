@@ -21,13 +21,13 @@
  */
 import { guardAppFn, skipOf } from '../app-errors.js';
 import type { Clock } from '../clock.js';
-import { publishStoreError } from '../diagnostics.js';
 import { createLimiter } from '../limiter.js';
 import type { KeyFn } from '../rules.js';
 import { type ByteRate, parseByteRate, parseSize, type Size } from '../sizes.js';
-import type { RuleResult, Store, StoreOp } from '../types.js';
+import type { RuleResult, Store } from '../types.js';
+import { type ByteGrant, BytePools } from './byte-pools.js';
 import { checkOptions, optionalFn } from './options.js';
-import { systemTimers, type TimerHandle, type Timers } from './timers.js';
+import { systemTimers, type Timers } from './timers.js';
 
 export interface ByteRateOptions<R = unknown> {
   /**
@@ -77,19 +77,7 @@ export interface ByteRateOptions<R = unknown> {
   defaultKey?: KeyFn<R>;
 }
 
-/** One response's access to its key's bucket. */
-export interface ByteGrant {
-  /**
-   * Asks for up to `want` bytes; `grant(n)` is called once with `1 <= n <= want` when they
-   * may leave (synchronously if the pool already holds them). One request at a time.
-   */
-  take(want: number, grant: (n: number) => void): void;
-  /**
-   * The response is over: stop waiting, hand back `unused` granted bytes that never left,
-   * and return the key's unused bytes to the store when no other response of it is open here.
-   */
-  close(unused?: number): void;
-}
+export type { ByteGrant };
 
 export interface ByteRateLimit<R = unknown> {
   readonly name: string;
@@ -113,27 +101,6 @@ export interface ByteRateLimit<R = unknown> {
   readonly active: { responses: number; keys: number };
   /** Closes the store if this control created it; open responses go on unpaced. */
   close(): Promise<void>;
-}
-
-interface Waiter {
-  want: number;
-  grant: (n: number) => void;
-}
-
-/** A key's local state on this instance: alive while some response of the key is open. */
-interface KeyPool {
-  ops: StoreOp[];
-  /** Bytes counted in the store and not yet handed out. */
-  pool: number;
-  /** When the latest chunk was counted (store time), for the refund. */
-  at: number;
-  waiters: Waiter[];
-  users: number;
-  /** Every response of the key has ended: a chunk still on its way goes back at once. */
-  dead: boolean;
-  /** A store call or a wait is under way. */
-  busy: boolean;
-  timer: TimerHandle | undefined;
 }
 
 const KNOWN = ['rate', 'burst', 'after', 'key', 'skip', 'name', 'store', 'clock', 'prefix', 'timers', 'defaultKey'] as const;
@@ -178,115 +145,15 @@ export function createByteRate<R = unknown>(options: ByteRateOptions<R>): ByteRa
     ...(o.defaultKey !== undefined ? { defaultKey: o.defaultKey } : {}),
   });
   const store = limiter.store;
-  const keys = new Map<string, KeyPool>();
-  let responses = 0;
-  let closed = false;
-
-  const now = (): number | undefined => o.clock?.now();
-
-  function pump(k: KeyPool): void {
-    while (k.waiters.length > 0 && k.pool > 0) {
-      const w = k.waiters.shift() as Waiter;
-      const n = Math.min(w.want, k.pool);
-      k.pool -= n;
-      w.grant(n);
-    }
-    if (k.waiters.length === 0 || k.busy) return;
-    if (closed) {
-      // The control is closed: what still waits goes on unpaced.
-      for (const w of k.waiters.splice(0)) w.grant(w.want);
-      return;
-    }
-    let wanted = 0;
-    for (const w of k.waiters) wanted += w.want;
-    fetchChunk(k, Math.min(chunk, wanted), true);
-  }
-
-  /** Takes `cost` bytes; refused, takes what the bucket holds if `partial` allows, or waits until the chunk fits. */
-  function fetchChunk(k: KeyPool, cost: number, partial: boolean): void {
-    k.busy = true;
-    const ops = k.ops.map((op) => ({ ...op, cost }));
-    const done = (allowed: boolean, at: number, retryAfterMs: number, remaining: number) => {
-      if (k.dead) {
-        if (allowed) giveBack(k.ops, cost, at);
-        return;
-      }
-      if (allowed) {
-        k.busy = false;
-        k.pool += cost;
-        k.at = at;
-        pump(k);
-        return;
-      }
-      // Half a chunk or more is there (the tail of a burst): take it rather than wait; less, wait for the chunk.
-      if (partial && remaining * 2 >= cost && remaining < cost) {
-        fetchChunk(k, remaining, false);
-        return;
-      }
-      // Exactly when the chunk fits; a refusal with no wait (cannot happen: cost <= burst) retries after 1 ms.
-      k.timer = timers.setTimeout(
-        () => {
-          k.timer = undefined;
-          k.busy = false;
-          pump(k);
-        },
-        Math.max(1, retryAfterMs),
-      );
-    };
-    const failed = (err: unknown) => {
-      k.busy = false;
-      publishStoreError(err, undefined, name, 'allow');
-      if (k.dead) return;
-      // Shape, never block: the waiting writes go on unpaced.
-      for (const w of k.waiters.splice(0)) w.grant(w.want);
-    };
-    const t = now();
-    if (store.consumeSync !== undefined) {
-      let d: ReturnType<NonNullable<Store['consumeSync']>>;
-      try {
-        d = store.consumeSync(ops, t);
-      } catch (err) {
-        failed(err);
-        return;
-      }
-      done(d.allowed || d.degraded !== undefined, d.now, d.outcomes[0]?.retryAfterMs ?? 1, d.outcomes[0]?.remaining ?? 0);
-      return;
-    }
-    store
-      .consume(ops, t)
-      .then(
-        (d) => done(d.allowed || d.degraded !== undefined, d.now, d.outcomes[0]?.retryAfterMs ?? 1, d.outcomes[0]?.remaining ?? 0),
-        failed,
-      );
-  }
-
-  function release(id: string, k: KeyPool): void {
-    k.users -= 1;
-    responses -= 1;
-    if (k.users > 0) {
-      pump(k);
-      return;
-    }
-    keys.delete(id);
-    k.dead = true;
-    if (k.timer !== undefined) timers.clearTimeout(k.timer);
-    k.timer = undefined;
-    const unused = k.pool;
-    k.pool = 0;
-    if (unused > 0) giveBack(k.ops, unused, k.at);
-  }
-
-  /** Returns bytes counted at `at` and never sent. */
-  function giveBack(ops: StoreOp[], bytes: number, at: number): void {
-    if (closed && o.store === undefined) return;
-    store
-      .refund(
-        ops.map((op) => ({ ...op, cost: bytes })),
-        at,
-        now(),
-      )
-      .catch((err: unknown) => publishStoreError(err, undefined, name, 'allow'));
-  }
+  const pools = new BytePools({
+    store,
+    timers,
+    chunk,
+    name,
+    now: () => o.clock?.now(),
+    // A store this control created is closed with it: nothing goes back to it after that.
+    refundAfterClose: o.store !== undefined,
+  });
 
   return {
     name,
@@ -296,53 +163,14 @@ export function createByteRate<R = unknown>(options: ByteRateOptions<R>): ByteRa
     chunk,
     store,
     get active() {
-      return { responses, keys: keys.size };
+      return pools.active;
     },
     async open(req) {
       if (await skipOf(skip, path, req)) return undefined;
       const ops = await limiter.resolveAsync(req, chunk);
       const first = ops[0];
       if (first === undefined) return undefined;
-      const id = first.key;
-      let k = keys.get(id);
-      if (k === undefined) {
-        k = { ops, pool: 0, at: 0, waiters: [], users: 0, dead: false, busy: false, timer: undefined };
-        keys.set(id, k);
-      }
-      k.users += 1;
-      responses += 1;
-      const pool = k;
-      let over = false;
-      let mine: Waiter | undefined;
-      return {
-        take(want, grant) {
-          if (over || !(want > 0)) {
-            grant(want > 0 ? want : 1);
-            return;
-          }
-          const w: Waiter = {
-            want,
-            grant: (n) => {
-              mine = undefined;
-              grant(n);
-            },
-          };
-          mine = w;
-          pool.waiters.push(w);
-          pump(pool);
-        },
-        close(unused = 0) {
-          if (over) return;
-          over = true;
-          if (unused > 0) pool.pool += unused;
-          if (mine !== undefined) {
-            const i = pool.waiters.indexOf(mine);
-            if (i >= 0) pool.waiters.splice(i, 1);
-            mine = undefined;
-          }
-          release(id, pool);
-        },
-      };
+      return pools.join(first.key, ops);
     },
     async figures(req) {
       const d = await limiter.peek(req, { cost: 1 });
@@ -351,13 +179,7 @@ export function createByteRate<R = unknown>(options: ByteRateOptions<R>): ByteRa
       return r === undefined ? undefined : { ...r, remaining: r.allowed ? r.remaining + 1 : r.remaining };
     },
     async close() {
-      closed = true;
-      for (const k of keys.values()) {
-        if (k.timer !== undefined) timers.clearTimeout(k.timer);
-        k.timer = undefined;
-        k.busy = false;
-        pump(k);
-      }
+      pools.close();
       if (o.store === undefined) await store.close();
     },
   };
