@@ -51,140 +51,163 @@ function afterEndError(): Error {
   return Object.assign(new Error('write after end'), { code: 'ERR_STREAM_WRITE_AFTER_END' });
 }
 
-/**
- * Paces `res`'s body through `grant`, the first `after` bytes unpaced. Call it before the
- * handler writes. Closes the grant once when the response is over.
- * @example paceResponse(req, res, await limit.open(req), limit.after)
- */
-export function paceResponse(req: IncomingMessage, res: ServerResponse, grant: ByteGrant, after: number): PaceState {
+type NodeWrite = (chunk: unknown, encoding?: unknown, cb?: unknown) => boolean;
+type NodeEnd = (chunk?: unknown, encoding?: unknown, cb?: unknown) => ServerResponse;
+
+/** One paced response: the queue of what the handler gave, and the loop that lets it out. */
+class Pacer implements PaceState {
   // Node's own methods, called with loose arguments as callers pass them.
-  const write = res.write as (chunk: unknown, encoding?: unknown, cb?: unknown) => boolean;
-  const end = res.end as (chunk?: unknown, encoding?: unknown, cb?: unknown) => ServerResponse;
-  const emit = res.emit;
-  const queue: Piece[] = [];
-  let queued = 0;
-  let unpaced = after;
-  let allowance = 0;
-  let asking = false;
-  let socketFull = false;
-  let owesDrain = false;
-  let ending: { cb: Callback | undefined } | undefined;
-  let sentBody = false;
-  let ended = false;
-  let over = false;
-  let running = false;
-  let again = false;
-  let bodiless: boolean | undefined;
+  readonly #write: NodeWrite;
+  readonly #end: NodeEnd;
+  readonly #emit: ServerResponse['emit'];
+  readonly #queue: Piece[] = [];
+  #queued = 0;
+  #unpaced: number;
+  #allowance = 0;
+  #asking = false;
+  #socketFull = false;
+  #owesDrain = false;
+  #ending: { cb: Callback | undefined } | undefined;
+  #sentBody = false;
+  #ended = false;
+  #over = false;
+  #running = false;
+  #again = false;
+  #bodiless: boolean | undefined;
 
-  const direct = (): boolean => {
-    if (over || ended) return true;
-    bodiless ??= req.method === 'HEAD' || res.statusCode === 204 || res.statusCode === 304;
-    return bodiless;
-  };
+  constructor(
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    readonly grant: ByteGrant,
+    after: number,
+  ) {
+    this.#write = res.write as NodeWrite;
+    this.#end = res.end as NodeEnd;
+    this.#emit = res.emit;
+    this.#unpaced = after;
+  }
 
-  function step(): void {
-    while (queue.length > 0 && !over) {
-      if (socketFull) return;
+  get queued(): number {
+    return this.#queued;
+  }
+
+  get over(): boolean {
+    return this.#over;
+  }
+
+  /** Not ours to pace: over, ended, or a response without a body. */
+  #direct(): boolean {
+    if (this.#over || this.#ended) return true;
+    this.#bodiless ??= this.req.method === 'HEAD' || this.res.statusCode === 204 || this.res.statusCode === 304;
+    return this.#bodiless;
+  }
+
+  /** How many bytes of `left` may leave now (0: a grant is awaited). */
+  #allowed(left: number): number {
+    if (this.#unpaced > 0) {
+      const n = Math.min(this.#unpaced, left);
+      this.#unpaced -= n;
+      return n;
+    }
+    if (this.#allowance === 0 && !this.#asking) {
+      this.#asking = true;
+      this.grant.take(left, (g) => {
+        this.#asking = false;
+        this.#allowance += g;
+        this.#run();
+      });
+    }
+    const n = Math.min(this.#allowance, left);
+    this.#allowance -= n;
+    return n;
+  }
+
+  #step(): void {
+    const queue = this.#queue;
+    while (queue.length > 0 && !this.#over) {
+      if (this.#socketFull) return;
       const p = queue[0] as Piece;
       const left = p.buf.length - p.off;
-      let n = left;
-      if (left > 0) {
-        if (unpaced > 0) {
-          n = Math.min(unpaced, left);
-          unpaced -= n;
-        } else {
-          if (allowance === 0 && !asking) {
-            asking = true;
-            grant.take(left, (g) => {
-              asking = false;
-              allowance += g;
-              run();
-            });
-          }
-          if (allowance === 0) return;
-          n = Math.min(allowance, left);
-          allowance -= n;
-        }
-      }
+      const n = left > 0 ? this.#allowed(left) : 0;
+      if (left > 0 && n === 0) return;
       const last = n === left;
       const slice = p.off === 0 && last ? p.buf : p.buf.subarray(p.off, p.off + n);
       p.off += n;
-      queued -= n;
+      this.#queued -= n;
       if (last) queue.shift();
-      sentBody = true;
-      if (!write.call(res, slice, last ? p.cb : undefined)) socketFull = true;
+      this.#sentBody = true;
+      if (!this.#write.call(this.res, slice, last ? p.cb : undefined)) this.#socketFull = true;
     }
-    if (over || queue.length > 0 || ended) return;
-    if (ending !== undefined) {
-      ended = true;
-      end.call(res, ending.cb);
+    if (this.#over || queue.length > 0 || this.#ended) return;
+    if (this.#ending !== undefined) {
+      this.#ended = true;
+      this.#end.call(this.res, this.#ending.cb);
       return;
     }
-    if (owesDrain && !socketFull) {
-      owesDrain = false;
-      emit.call(res, 'drain');
+    if (this.#owesDrain && !this.#socketFull) {
+      this.#owesDrain = false;
+      this.#emit.call(this.res, 'drain');
     }
   }
 
   // Re-entrant calls (a grant answered synchronously, a write callback) only mark the loop to go again.
-  function run(): void {
-    if (running) {
-      again = true;
+  #run(): void {
+    if (this.#running) {
+      this.#again = true;
       return;
     }
-    running = true;
+    this.#running = true;
     try {
       do {
-        again = false;
-        step();
-      } while (again);
+        this.#again = false;
+        this.#step();
+      } while (this.#again);
     } finally {
-      running = false;
+      this.#running = false;
     }
   }
 
-  function enqueue(buf: Buffer, cb: Callback | undefined): void {
-    queue.push({ buf, off: 0, cb });
-    queued += buf.length;
-    run();
+  #enqueue(buf: Buffer, cb: Callback | undefined): void {
+    this.#queue.push({ buf, off: 0, cb });
+    this.#queued += buf.length;
+    this.#run();
   }
 
-  onceOver(req, res, () => {
-    over = true;
-    const dropped = queue.splice(0);
-    queued = 0;
-    const endCb = ended ? undefined : ending?.cb;
+  /** The response is over (finished, or the client left). */
+  stop(): void {
+    this.#over = true;
+    const dropped = this.#queue.splice(0);
+    this.#queued = 0;
+    const endCb = this.#ended ? undefined : this.#ending?.cb;
     // What the socket never took goes back to the key, then the key's share is freed.
-    grant.close(allowance);
-    allowance = 0;
+    this.grant.close(this.#allowance);
+    this.#allowance = 0;
     const err = destroyedError();
     for (const p of dropped) if (p.cb !== undefined) process.nextTick(p.cb, err);
     if (endCb !== undefined) process.nextTick(endCb, err);
-  });
+  }
 
-  res.write = function pacedWrite(this: ServerResponse, chunk: unknown, encoding?: unknown, cb?: unknown): boolean {
+  write(chunk: unknown, encoding?: unknown, cb?: unknown): boolean {
     if (typeof encoding === 'function') {
       cb = encoding;
       encoding = undefined;
     }
-    if (ending !== undefined && !direct()) {
+    if (this.#ending !== undefined && !this.#direct()) {
       // Ended by the handler, its body still leaving: Node's answer to a write after end,
       // given to the callback (never written ahead of the queued body).
       if (typeof cb === 'function') process.nextTick(cb as Callback, afterEndError());
       return false;
     }
-    const buf = direct() ? undefined : toBuffer(chunk, encoding);
+    const buf = this.#direct() ? undefined : toBuffer(chunk, encoding);
     // Not ours to pace (over, bodiless, or a value Node itself refuses): Node answers.
-    if (buf === undefined || (buf.length === 0 && queue.length === 0)) {
-      return write.call(res, chunk, encoding, cb);
-    }
-    enqueue(buf, typeof cb === 'function' ? (cb as Callback) : undefined);
-    if (queue.length === 0 && !socketFull) return true;
-    owesDrain = true;
+    if (buf === undefined || (buf.length === 0 && this.#queue.length === 0)) return this.#write.call(this.res, chunk, encoding, cb);
+    this.#enqueue(buf, typeof cb === 'function' ? (cb as Callback) : undefined);
+    if (this.#queue.length === 0 && !this.#socketFull) return true;
+    this.#owesDrain = true;
     return false;
-  } as ServerResponse['write'];
+  }
 
-  res.end = function pacedEnd(this: ServerResponse, chunk?: unknown, encoding?: unknown, cb?: unknown): ServerResponse {
+  end(chunk?: unknown, encoding?: unknown, cb?: unknown): ServerResponse {
     if (typeof chunk === 'function') {
       cb = chunk;
       chunk = undefined;
@@ -192,51 +215,62 @@ export function paceResponse(req: IncomingMessage, res: ServerResponse, grant: B
       cb = encoding;
       encoding = undefined;
     }
+    const res = this.res;
     const callback = typeof cb === 'function' ? (cb as Callback) : undefined;
-    if (ending !== undefined && !direct()) {
+    const given = chunk !== undefined && chunk !== null;
+    if (this.#ending !== undefined && !this.#direct()) {
       // A second end while the body still leaves: a chunk is a write after end; the callback runs when the response finishes.
-      if (chunk !== undefined && chunk !== null) {
+      if (given) {
         if (callback !== undefined) process.nextTick(callback, afterEndError());
       } else if (callback !== undefined) res.once('finish', () => callback());
       return res;
     }
-    const buf = chunk === undefined || chunk === null || direct() ? undefined : toBuffer(chunk, encoding);
-    if (direct() || (chunk !== undefined && chunk !== null && buf === undefined)) {
-      return end.call(res, chunk, encoding ?? undefined, callback);
-    }
+    const buf = !given || this.#direct() ? undefined : toBuffer(chunk, encoding);
+    if (this.#direct() || (given && buf === undefined)) return this.#end.call(res, chunk, encoding ?? undefined, callback);
     // Node computes Content-Length for a body given whole to `end`; paced, it leaves in
     // several writes, so say it here rather than fall back to chunked encoding.
     if (
       buf !== undefined &&
-      !sentBody &&
-      queue.length === 0 &&
+      !this.#sentBody &&
+      this.#queue.length === 0 &&
       !res.headersSent &&
       !res.hasHeader('content-length') &&
       !res.hasHeader('transfer-encoding')
     ) {
       res.setHeader('Content-Length', buf.length);
     }
-    ending = { cb: callback };
-    if (buf !== undefined && buf.length > 0) enqueue(buf, undefined);
-    else run();
+    this.#ending = { cb: callback };
+    if (buf !== undefined && buf.length > 0) this.#enqueue(buf, undefined);
+    else this.#run();
     return res;
-  } as ServerResponse['end'];
+  }
 
-  res.emit = function pacedEmit(this: ServerResponse, event: string | symbol, ...args: unknown[]): boolean {
-    if (event !== 'drain' || over) return emit.call(res, event, ...args);
+  emit(event: string | symbol, args: unknown[]): boolean {
+    if (event !== 'drain' || this.#over) return this.#emit.call(this.res, event, ...args);
     // The socket drained: go on; listeners hear `drain` from the loop once our queue is empty.
-    socketFull = false;
-    owesDrain = true;
-    run();
+    this.#socketFull = false;
+    this.#owesDrain = true;
+    this.#run();
     return true;
-  } as ServerResponse['emit'];
+  }
+}
 
-  return {
-    get queued() {
-      return queued;
-    },
-    get over() {
-      return over;
-    },
-  };
+/**
+ * Paces `res`'s body through `grant`, the first `after` bytes unpaced. Call it before the
+ * handler writes. Closes the grant once when the response is over.
+ * @example paceResponse(req, res, await limit.open(req), limit.after)
+ */
+export function paceResponse(req: IncomingMessage, res: ServerResponse, grant: ByteGrant, after: number): PaceState {
+  const pacer = new Pacer(req, res, grant, after);
+  onceOver(req, res, () => pacer.stop());
+  res.write = function pacedWrite(chunk: unknown, encoding?: unknown, cb?: unknown): boolean {
+    return pacer.write(chunk, encoding, cb);
+  } as ServerResponse['write'];
+  res.end = function pacedEnd(chunk?: unknown, encoding?: unknown, cb?: unknown): ServerResponse {
+    return pacer.end(chunk, encoding, cb);
+  } as ServerResponse['end'];
+  res.emit = function pacedEmit(event: string | symbol, ...args: unknown[]): boolean {
+    return pacer.emit(event, args);
+  } as ServerResponse['emit'];
+  return pacer;
 }
