@@ -6,8 +6,8 @@
 import http from 'node:http';
 import net from 'node:net';
 import { pipeline, Readable } from 'node:stream';
-import { createByteRate } from '@tollgate/core';
-import { type PaceState, paceResponse } from '@tollgate/core/http';
+import { type ByteGrant, createByteRate } from '@tollgate/core';
+import { limitRateFlow, nodePort, type PaceState, paceResponse } from '@tollgate/core/http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { until } from '../controls/http.js';
 
@@ -132,6 +132,36 @@ describe('paceResponse', () => {
     expect(body.every((b) => b === 0x61)).toBe(true);
     await until(() => ended === 2, 'both end callbacks');
     expect(errors).toEqual(['ERR_STREAM_WRITE_AFTER_END']);
+    await limit.close();
+  });
+});
+
+describe('limitRate on a port of its own', () => {
+  it("paces through the port's paceBody when it has one (a port answering with Web Responses)", async () => {
+    const seen: number[] = [];
+    const port = {
+      ...nodePort,
+      paceBody(req: http.IncomingMessage, res: http.ServerResponse, grant: ByteGrant, after: number) {
+        seen.push(after);
+        paceResponse(req, res, grant, after);
+      },
+    };
+    const { stage, limit } = limitRateFlow(port, { rate: '1MB/s', after: '10KB', key: () => 'k' });
+    const p = await listen((req, res) => stage(req, res, () => res.end('paced')));
+    const body = await new Promise<string>((resolve, reject) => {
+      http
+        .get({ host: '127.0.0.1', port: p, path: '/', agent: false }, (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => {
+            text += c.toString();
+          });
+          res.on('end', () => resolve(text));
+        })
+        .on('error', reject);
+    });
+    expect(body).toBe('paced');
+    expect(seen).toEqual([10_000]);
+    await until(() => limit.active.responses === 0, 'the response over');
     await limit.close();
   });
 });

@@ -2,7 +2,8 @@
  * The flow of `limitRate`, the byte-rate control, written once for every framework: find
  * the response's key, open a grant on its bucket, pace the body, go on. Deciding is the
  * core control's (`createByteRate`); pacing a Node response is `paceResponse`. A port
- * whose responses are not Node's (`ServerResponse`) supplies `paceBody` instead.
+ * whose responses are not Node's (`ServerResponse`) supplies `paceBody` (on the port, or
+ * here) instead.
  *
  * It refuses nothing and writes no header. A store that fails lets the body through
  * unpaced; a key or skip function that throws is the app's error.
@@ -52,7 +53,10 @@ export function limitRateFlow<Req, Res, Next>(
   const access = compileAccess<Req>(allow, undefined, { path: 'limitRate', trustProxy: rest.trustProxy });
   const format = headers === undefined ? undefined : compileHeaders(headers);
   const pace: PaceBody<Req, Res> =
-    paceBody ?? ((req, res, grant, after) => paceResponse(port.rawRequest(req), port.rawResponse(res), grant, after));
+    paceBody ??
+    (port.paceBody !== undefined
+      ? (req, res, grant, after) => port.paceBody?.(req, res, grant, after)
+      : (req, res, grant, after) => paceResponse(port.rawRequest(req), port.rawResponse(res), grant, after));
 
   // The bucket's figures as headers, when asked for: a refusal is never announced (r >= 1).
   const withHeaders = async (req: Req, res: Res): Promise<ByteGrant | undefined> => {

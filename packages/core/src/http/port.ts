@@ -14,6 +14,7 @@
  *   hook `done`, the node adapter's own callback).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ByteGrant } from '../controls/byte-pools.js';
 import type { HeaderField } from '../headers.js';
 import type { Refusal } from '../response.js';
 
@@ -46,6 +47,12 @@ export interface HttpPort<Req, Res, Next> {
   pass(next: Next): void;
   /** Hands an error to the framework's error handler. */
   fail(next: Next, err: unknown): void;
+  /**
+   * Paces a response body through a byte grant (`limitRate`), the first `after` bytes
+   * unpaced. Ports whose responses are Node's leave it out (the pipeline paces
+   * `rawResponse`); a port answering with Web `Response`s wraps its body with `paceStream`.
+   */
+  paceBody?(req: Req, res: Res, grant: ByteGrant, after: number): void;
 }
 
 const lowered: Record<string, string> = Object.create(null);
