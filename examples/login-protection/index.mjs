@@ -21,6 +21,8 @@ const loginLimit = rateLimit({
       limit: 5,
       window: '15m',
       algorithm: 'fixed-window',
+      // The 15 minutes start at the account's first failure, not at a clock-aligned quarter hour.
+      align: 'first-request',
       blockFor: '1h',
       skipSuccessful: true,
     },

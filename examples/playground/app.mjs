@@ -284,11 +284,11 @@ export function createPlayground({ now = () => performance.now() } = {}) {
 }
 
 /**
- * Starts the playground on `host:port`.
+ * Starts the playground on `host:port`; `now` as for createPlayground.
  * @returns {Promise<{ url: string, close: () => Promise<void> }>}
  */
-export async function startPlayground({ port = 4000, host = '127.0.0.1' } = {}) {
-  const { app, close } = createPlayground();
+export async function startPlayground({ port = 4000, host = '127.0.0.1', now } = {}) {
+  const { app, close } = createPlayground(now ? { now } : {});
   const server = await new Promise((resolve, reject) => {
     const s = app.listen(port, host, (err) => (err ? reject(err) : resolve(s)));
     s.once('error', reject);

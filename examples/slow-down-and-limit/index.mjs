@@ -1,7 +1,7 @@
 // A slow-down throttle and a rate limit on one Express app (docs/slow-down.md).
 //
 // Per client address: the first 3 requests in 10 s pass at once, then each is delayed one
-// second more than the last (up to 5 s); behind the throttle, a limit of 10 per minute.
+// second more than the last (up to 5 s); behind the throttle, a limit of 10 in any minute.
 // Run: node index.mjs          (serves on PORT, default 3000)
 //      node index.mjs --demo   (starts, sends a burst of 8 requests, prints what happened, exits)
 
@@ -20,7 +20,9 @@ app.use(
 );
 // The limiter counts when the throttle lets a request go (processing time). Put it before
 // slowDown instead if it should judge arrivals; docs/slow-down.md shows the difference.
-app.use(rateLimit({ rules: [{ name: 'per-minute', rate: '10/min' }] }));
+// sliding-log counts every admission of the last minute exactly, so `r` never depends on where a
+// minute boundary falls (the default sliding-window counter estimates across clock-aligned windows).
+app.use(rateLimit({ rules: [{ name: 'per-minute', rate: '10/min', algorithm: 'sliding-log' }] }));
 
 app.get('/', (req, res) => {
   res.json({ hits: req.slowDown?.hits, delayedMs: req.slowDown?.delayMs });

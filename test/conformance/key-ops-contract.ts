@@ -277,6 +277,35 @@ export function keyOpsContract(
       expect((await l.get('r', 'a')).exists).toBe(false);
     });
 
+    it('an operation id: a change repeated with the same id is applied once (a retry), per rule and key; a new id is a new change', async () => {
+      const l = one({ limit: 100, window: '1m' });
+      const charge = { id: 'charge 1 ü' };
+      expect((await l.penalize('r', 'a', 40, charge)).remaining).toBe(60);
+      expect((await l.penalize('r', 'a', 40, charge)).remaining).toBe(60);
+      // The same id on another key (or rule) is that key's own change.
+      expect((await l.penalize('r', 'b', 40, charge)).remaining).toBe(60);
+      expect((await l.penalize('r', 'a', 40, { id: 'charge 2' })).remaining).toBe(20);
+      expect((await l.reward('r', 'a', 30, { id: 'refund 1' })).remaining).toBe(50);
+      expect((await l.reward('r', 'a', 30, { id: 'refund 1' })).remaining).toBe(50);
+      expect((await l.block('r', 'a', '10s', { id: 'block 1' })).blockedUntil).toBe(START + 10_000);
+      clock.advance(5_000);
+      // Repeated later with its id: the block is not moved.
+      expect((await l.block('r', 'a', '10s', { id: 'block 1' })).blockedUntil).toBe(START + 10_000);
+      expect((await l.unblock('r', 'a', { id: 'unblock 1' })).blocked).toBe(false);
+      await l.block('r', 'a', '10s');
+      expect((await l.unblock('r', 'a', { id: 'unblock 1' })).blocked).toBe(true);
+      // Without an id every call is a change.
+      expect((await l.penalize('r', 'b', 10)).remaining).toBe(50);
+      expect((await l.penalize('r', 'b', 10)).remaining).toBe(40);
+      for (const id of ['', 'x'.repeat(129), 42, null]) {
+        await expect(l.penalize('r', 'a', 1, { id } as never)).rejects.toMatchObject({
+          code: 'TG_INVALID_OPTION',
+          path: 'penalize.values.id',
+        });
+      }
+      await expect(l.get('r', 'a', { id: 'x' } as never)).rejects.toMatchObject({ code: 'TG_INVALID_OPTION' });
+    });
+
     it('each operation is published on tollgate:key-op with the state after it', async () => {
       const l = one({ limit: 5, window: '1m' });
       const seen: KeyOpMessage[] = [];

@@ -371,6 +371,42 @@ export function storeContract(
         expect(next[2]?.retryAfterMs).toBe(50);
       });
 
+      it('bug: with a fractional interval (7/s, 6/s, 3 per 10 s) a burst of B at one instant got B - 1 (float rounding); the meter admits B, the queue Q', async () => {
+        for (const [limit, window] of [
+          [7, 1000],
+          [6, 1000],
+          [3, 10_000],
+        ] as const) {
+          const meter = one({ algorithm: 'leaky-bucket', limit, window });
+          const ds = await burst(meter, limit + 1, { k: `m${limit}` });
+          expect(ds.map((d) => d.allowed).filter(Boolean), `meter ${limit}/${window}`).toHaveLength(limit);
+          expect(ds[limit - 1]?.rules[0]?.remaining, `meter ${limit}/${window}: remaining after the last`).toBe(0);
+          const queue = limiter([{ name: `q${limit}`, key: byKey, algorithm: 'leaky-bucket', mode: 'queue', limit, window, queue: limit }]);
+          const qs = await burst(queue, limit + 1, { k: `q${limit}` });
+          expect(qs.map((d) => d.allowed).filter(Boolean), `queue ${limit}/${window}`).toHaveLength(limit);
+        }
+      });
+
+      it('meter admits exactly what a token bucket with the same B and r admits, for a fractional interval too (7/s, burst 4, costs 1 to 3)', async () => {
+        const rule = { rate: '7/s' as const, burst: 4, cost: (req: ContractReq) => req.n ?? 1 };
+        const leaky = limiter([{ name: 'leaky', key: byKey, algorithm: 'leaky-bucket', ...rule }]);
+        const token = limiter([{ name: 'token', key: (req) => `${req.k ?? ''}t`, algorithm: 'token-bucket', ...rule }]);
+        const rnd = prng(4242);
+        let admitted = 0;
+        for (let step = 0; step < 300; step++) {
+          // Often at the same instant (bursts), mostly short gaps, sometimes a long pause.
+          const p = rnd();
+          clock.advance(p < 0.3 ? 0 : p < 0.8 ? Math.floor(rnd() * 60) : Math.floor(rnd() * 700));
+          const n = 1 + Math.floor(rnd() * 3);
+          const a = await leaky.consume({ n });
+          const b = await token.consume({ n });
+          expect(a.allowed, `step ${step} cost ${n}`).toBe(b.allowed);
+          if (a.allowed) admitted++;
+        }
+        expect(admitted, 'both refused and admitted along the way').toBeGreaterThan(50);
+        expect(admitted).toBeLessThan(300);
+      });
+
       it('queue: SPEC example, 9 at once, Q=6, T=0.5 s → delays 500..3000 and three rejected', async () => {
         const l = one({ algorithm: 'leaky-bucket', mode: 'queue', limit: 2, window: '1s', queue: 6 });
         const ds = await burst(l, 9);

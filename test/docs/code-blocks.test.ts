@@ -80,6 +80,8 @@ function dependencies(): Record<string, string> {
 function compile(dir: string, files: Map<string, CodeBlock>, options: Record<string, unknown>): string[] {
   const parsed = ts.convertCompilerOptionsFromJson(options, dir);
   if (parsed.errors.length) throw new Error(ts.formatDiagnostics(parsed.errors, host(dir)));
+  // As a tsconfig.json in `dir` would: `paths` are relative to it.
+  if (parsed.options.paths) parsed.options.pathsBasePath = dir;
   const program = ts.createProgram(
     [...files.keys()].map((f) => join(dir, f)),
     parsed.options,

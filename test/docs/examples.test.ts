@@ -11,6 +11,8 @@
 //   to it (its -H headers included) and each named response header must be there, with the
 //   value written where it is fixed (r= and t= figures, which move with time, match any
 //   number; `...` or `…` stands for any figure). The server is then killed.
+// Every run starts 1.5 s before a whole hour (before-the-hour.mjs), so an output that depends on
+// where a window boundary falls fails every run, not once in a while.
 // The examples import the built packages: the test command builds them first.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -26,6 +28,7 @@ const examples = readdirSync(join(root, 'examples'), { withFileTypes: true })
   .sort();
 /** Examples whose README run needs another example running first: checked for a README only. */
 const NEEDS_SERVER: Record<string, string> = { 'polite-client': 'runs against examples/express-stacked' };
+const beforeTheHour = fileURLToPath(new URL('./before-the-hour.mjs', import.meta.url));
 const built = existsSync(join(root, 'packages/express/dist/index.mjs')) && existsSync(join(root, 'packages/otel/dist/index.mjs'));
 
 interface Block {
@@ -125,7 +128,11 @@ function run(
   server = true,
 ): Promise<{ out: string; url?: string; code: number | null }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', beforeTheHour, ...argv], {
+      cwd: root,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     children.push(child);
     let out = '';
     let err = '';

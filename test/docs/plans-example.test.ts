@@ -238,14 +238,17 @@ describe.skipIf(!built)('examples/plans', { timeout: 60_000 }, () => {
     await cli('reset');
     // The app's RedisStore remembers a refusal locally for at most a second (its deny
     // cache, docs/operations.md): a change made elsewhere is seen within that bound.
+    // Judged by when each request was sent, not by how long the answers took on a busy machine:
+    // one sent a second after the reset (the refusal was cached before it) must be admitted.
     const since = Date.now();
     let status = 0;
-    while (status !== 200 && Date.now() - since < 1500) {
+    for (let tries = 0; tries < 100 && status !== 200; tries++) {
+      const sentAt = Date.now();
       status = (await api(base, 'acme-key')).status;
+      if (sentAt - since >= 1000) expect(status).toBe(200);
       if (status !== 200) await new Promise((r) => setTimeout(r, 50));
     }
     expect(status).toBe(200);
-    expect(Date.now() - since).toBeLessThan(1500);
   });
 
   it('on Redis, a tier change made on one instance reaches the other over pub/sub', async () => {

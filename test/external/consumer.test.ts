@@ -1,7 +1,7 @@
 /**
  * The consumer matrix: every package in packages/* packed with `pnpm pack` and installed
  * with npm into a fresh project outside the workspace (no workspace links; npm reaches the
- * registry for express, fastify, ioredis and TypeScript, and caches in ~/.npm), then used
+ * registry for express, fastify, koa, ioredis and TypeScript, and caches in ~/.npm), then used
  * there as a user would:
  * - each tarball holds exactly what a user needs (dist, README, LICENSE, CHANGELOG) and
  *   its package.json passes publint;
@@ -9,7 +9,7 @@
  * - a small program using every package's main API type-checks with `strict` and
  *   `skipLibCheck: false` under `module` node16, nodenext and preserve (bundler
  *   resolution), on the newest TypeScript 5.x and 6.x;
- * - a tiny Express, Fastify and node:http app runs against the memory store and Redis.
+ * - a tiny Express, Fastify, node:http, Koa and Hono app runs against the memory store and Redis.
  * The install is done once per run and shared by every case. A package that lands later
  * joins by itself; one without a program in consumer/types is still type-checked through
  * its declarations (all.mts / all.cts import every package). Requires `pnpm build` first
@@ -36,6 +36,7 @@ import {
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const hasNode = names.includes('@tollgate/node');
+const hasHono = names.includes('@tollgate/hono');
 
 /** What a tarball holds: its manifest, the docs a user reads, every file its exports name, and the bin shims. */
 function expectedFiles(p: Pkg): string[] {
@@ -93,9 +94,14 @@ beforeAll(async () => {
   await installTarballs(app, tarballs, {
     express: '^5.1.0',
     fastify: '^5.4.0',
+    hono: '^4.13.0',
+    '@hono/node-server': '^2.1.0',
     ioredis: '^5.6.0',
     '@opentelemetry/api': '^1.9.0',
     '@types/express': '^5.0.0',
+    koa: '^3.0.0',
+    '@koa/router': '^15.0.0',
+    '@types/koa': '^3.0.0',
     '@types/node': '^20.19.0',
     typescript5: 'npm:typescript@^5.9.0',
     typescript6: 'npm:typescript@^6.0.0',
@@ -178,7 +184,7 @@ describe.concurrent('type-check (strict, skipLibCheck: false)', () => {
 
 describe.concurrent('apps', () => {
   // The node:http app joins once @tollgate/node is in packages/.
-  const frameworks = hasNode ? ['express', 'fastify', 'node-http'] : ['express', 'fastify'];
+  const frameworks = [...(hasNode ? ['express', 'fastify', 'node-http'] : ['express', 'fastify']), 'koa', ...(hasHono ? ['hono'] : [])];
   const cells = frameworks.flatMap((f) => (['memory', 'redis'] as const).map((s) => [f, s] as const));
   if (!hasNode) it.todo('node-http on the memory and redis stores (waits for @tollgate/node in packages/)');
   it.each(cells)('%s on the %s store: 2 allowed, the third refused with 429', async (framework, store) => {

@@ -67,18 +67,23 @@ export async function run(cmd: string, args: string[], cwd: string, timeout = 12
 
 /**
  * The compiler options of a strict TypeScript user, for one `module` setting: `strict`,
- * `skipLibCheck: false` (our declarations are checked too), Node's types, no emit.
+ * `skipLibCheck: false` (our declarations are checked too), Node's types and the DOM lib, no emit,
+ * and the one `paths` entry a project with both Koa's and Express 5.3's types needs.
  */
 export function strictCompilerOptions(module: 'node16' | 'nodenext' | 'preserve'): Record<string, unknown> {
   return {
     module,
     moduleResolution: module === 'preserve' ? 'bundler' : module,
     target: 'ES2022',
-    lib: ['ES2022'],
+    // DOM: Hono's declarations name Web types @types/node lacks (CloseEvent); a Hono user adds it.
+    lib: ['ES2022', 'DOM'],
     types: ['node'],
     strict: true,
     skipLibCheck: false,
     noEmit: true,
+    // Express 5.3 brings content-disposition 2, which ships its own types; hoisted, it
+    // shadows @types/content-disposition, which @types/koa is written against (docs/koa.md).
+    paths: { 'content-disposition': ['./node_modules/@types/content-disposition'] },
   };
 }
 

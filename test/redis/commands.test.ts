@@ -7,7 +7,7 @@
  * itself (SET ... PXAT), not at a TTL from the moment of the write; an admitted entry whose
  * expiry is unchanged is written over the one read (SETRANGE key 0, its TTL kept).
  */
-import { createLimiter } from '@tollgate/core';
+import { createLimiter, ManualClock } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -114,6 +114,8 @@ describe('the commands of a decision', () => {
     const l = createLimiter({
       rules: [{ name: 'ip', key: (r: { ip: string }) => r.ip, algorithm: 'fixed-window', limit: 2, window: '1m' }],
       store,
+      // A still clock: on Redis time a minute boundary between the consumes opened a fresh window.
+      clock: new ManualClock(Date.UTC(2026, 0, 1, 0, 0, 30)),
       prefix: 'typed',
     });
     const [op] = l.resolve({ ip: 'h' });

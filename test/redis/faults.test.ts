@@ -19,14 +19,30 @@ const TIMEOUT = 50;
 /** Slack beyond a plain timer of TIMEOUT ms started at the same moment. */
 const SLACK = 15;
 
-const rules = [{ name: 'r', key: () => 'k', algorithm: 'sliding-window' as const, limit: 10, window: '1m' as const }];
+// sliding-log: the local share (5 of 8) is exact wherever a minute boundary falls (a sliding-window
+// counter's estimate drops across one and let a sixth through).
+const rules = [{ name: 'r', key: () => 'k', algorithm: 'sliding-log' as const, limit: 10, window: '1m' as const }];
+
+/**
+ * Consumes until a decision comes from Redis (at most `tries`): on a busy machine a healthy call
+ * can miss a 50 ms deadline, which is the failure policy working, not the outage under test. Give
+ * it a limiter of its own (another prefix): what a missed call counts in the fallback stays there.
+ */
+async function onRedis(l: Limiter<unknown>, tries = 100): Promise<Decision> {
+  let d = await l.consume({});
+  for (let i = 1; i < tries && d.degraded !== undefined; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    d = await l.consume({});
+  }
+  return d;
+}
 
 /**
  * Runs one decision and measures it against a plain `setTimeout(TIMEOUT)` started at the
  * same moment: on a loaded machine timers fire late, and the store's deadline is a timer
  * too. `bound` is when the decision must have answered: that timer's actual delay + SLACK.
  */
-async function timed(l: Limiter<unknown>): Promise<{ d: Decision; ms: number; bound: number }> {
+async function timed(l: Limiter<unknown>): Promise<{ d: Decision; ms: number; bound: number; at: number }> {
   const t = performance.now();
   let timer = 0;
   const probe = new Promise<void>((resolve) =>
@@ -36,9 +52,9 @@ async function timed(l: Limiter<unknown>): Promise<{ d: Decision; ms: number; bo
     }, TIMEOUT),
   );
   const d = await l.consume({});
-  const ms = performance.now() - t;
+  const at = performance.now();
   await probe;
-  return { d, ms, bound: Math.max(TIMEOUT, timer) + SLACK };
+  return { d, ms: at - t, bound: Math.max(TIMEOUT, timer) + SLACK, at };
 }
 
 async function client(port: number, offlineQueue: boolean): Promise<Redis> {
@@ -73,7 +89,9 @@ describe.each([
     const lAllow = createLimiter({ rules, store: allow, prefix: `${prefix}a` });
     const lDeny = createLimiter({ rules, store: deny, prefix: `${prefix}d` });
     try {
-      for (const l of [lLocal, lAllow, lDeny]) expect((await l.consume({})).degraded).toBeUndefined();
+      // On Redis before the kill (the library loaded, every breaker closed), through limiters of their own.
+      for (const store of [local, allow, deny])
+        expect((await onRedis(createLimiter({ rules, store, prefix: `${prefix}w` }))).degraded).toBeUndefined();
 
       await server.stop();
 
@@ -104,9 +122,9 @@ describe.each([
 
       // Restart: the store goes back to Redis by itself (cool-down + reconnect + one probe).
       await server.start();
-      const restarted = performance.now();
       let back: Decision | undefined;
-      while (performance.now() - restarted < 3000) {
+      // Bounded by tries, not by time: a busy machine takes longer to reconnect.
+      for (let tries = 0; tries < 150; tries++) {
         const { d, ms, bound } = await timed(lLocal);
         expect(ms).toBeLessThanOrEqual(bound);
         if (d.degraded === undefined) {
@@ -137,26 +155,25 @@ describe('latency', () => {
     const store = new RedisStore({ client: c, prefix: 'slow:', timeoutMs: TIMEOUT, breaker: { failures: 3, cooldownMs: 100 } });
     const l = createLimiter({ rules, store, prefix: 'slow' });
     try {
-      expect((await l.consume({})).degraded).toBeUndefined();
+      expect((await onRedis(l)).degraded).toBeUndefined();
+      // Redis cannot answer before this: it gets the command after it is sent and sleeps 600 ms.
+      const asleepUntil = performance.now() + 600;
       const sleeping = blocker.call('DEBUG', 'SLEEP', '0.6');
       await new Promise((r) => setTimeout(r, 10));
       // Concurrent and sequential decisions while Redis is stuck.
       const concurrent = await Promise.all(Array.from({ length: 20 }, () => timed(l)));
       const sequential = [];
       for (let i = 0; i < 5; i++) sequential.push(await timed(l));
-      for (const { d, ms, bound } of [...concurrent, ...sequential]) {
-        expect(ms).toBeLessThanOrEqual(bound);
-        expect(d.degraded).toBe('local');
-      }
+      const all = [...concurrent, ...sequential];
+      for (const { ms, bound } of all) expect(ms).toBeLessThanOrEqual(bound);
+      // Answered while Redis slept: by the failure policy. Judged by when each was answered, not
+      // by the count: on a busy machine Redis woke before the 25th and rightly answered the rest.
+      const whileAsleep = all.filter((r) => r.at < asleepUntil);
+      expect(whileAsleep.length).toBeGreaterThanOrEqual(concurrent.length);
+      for (const { d } of whileAsleep) expect(d.degraded).toBe('local');
       await sleeping;
       // Redis answers again: back to Redis after the cool-down.
-      const t = performance.now();
-      let d = await l.consume({});
-      while (d.degraded !== undefined && performance.now() - t < 2000) {
-        await new Promise((r) => setTimeout(r, 20));
-        d = await l.consume({});
-      }
-      expect(d.degraded).toBeUndefined();
+      expect((await onRedis(l)).degraded).toBeUndefined();
     } finally {
       c.disconnect();
       blocker.disconnect();

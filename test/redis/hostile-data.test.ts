@@ -205,12 +205,15 @@ for (const kind of KINDS.filter((k) => k.redis !== undefined)) {
       it(`a batch of 50 stacks where one key holds ${what}: every stack decided, none charged twice (bug: one undecodable value failed the whole batched run)`, async () => {
         const store = kind.store() as RedisStore;
         const prefix = `p${n++}`;
+        // Mid-minute and still: on Redis time, a minute boundary between the consumes and the peeks reset the counts.
+        const clock = new ManualClock(Date.UTC(2026, 0, 1, 0, 0, 30));
         const l = createLimiter<Req>({
           rules: [
             { name: 'ip', key: byKey, algorithm: 'fixed-window', limit: 5, window: '1m' },
             { name: 'all', key: () => 'all', algorithm: 'fixed-window', limit: 1000, window: '1m' },
           ],
           store,
+          clock,
           prefix,
         });
         const [op] = l.resolve({ k: 'k7' });
@@ -288,6 +291,8 @@ describe('RedisStore (cluster): hashTag sees the key the rule returned', () => {
           { name: 'route', key: (r) => `${r.t}:GET /things`, limit: 100, window: '1m' },
         ],
         store,
+        // Still time: on Redis time, a minute boundary among the four consumes let a fourth through the sliding window.
+        clock: new ManualClock(Date.UTC(2026, 0, 1, 0, 0, 30)),
         prefix,
       });
       const req = { t: 'acme', u: user };
@@ -347,6 +352,8 @@ for (const kind of KINDS.filter((k) => k.redis !== undefined)) {
         const l = createLimiter<Req>({
           rules: [{ name: 'ip', key: byKey, algorithm, limit: 5, window: '1m' }],
           store,
+          // Still time: on Redis time, a minute boundary among the 20 consumes opened a fresh budget.
+          clock: new ManualClock(Date.UTC(2026, 0, 1, 0, 0, 30)),
           prefix: `n${n++}`,
         });
         await l.consume({ k: 'a' });
@@ -369,6 +376,8 @@ for (const kind of KINDS.filter((k) => k.redis !== undefined)) {
       const l = createLimiter<Req>({
         rules: [{ name: 'ip', key: byKey, algorithm: 'token-bucket', limit: 5, window: '1m', countRejected: true }],
         store,
+        // Still time: the debt is measured, not raced against the refill.
+        clock: new ManualClock(Date.UTC(2026, 0, 1, 0, 0, 30)),
         prefix: `n${n++}`,
       });
       await l.consume({ k: 'a' });

@@ -8,12 +8,21 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, rawCommand, startRedis } from '../setup/redis.js';
-import { sleep, startApp, startLoad, summarize } from './helpers/children.js';
+import { startApp, startLoad, summarize } from './helpers/children.js';
 
 const TIMEOUT_MS = 50;
-/** As in redis-outage.test.ts: p99 beyond the deadline and the pre-fault p99; worst answer. */
+/** Answers each app gives before the first command and after each one: the test is driven by counts, not by sleeps. */
+const ANSWERS = 60;
+/** As in redis-outage.test.ts: p99 beyond the deadline and the pre-fault p99. */
 const P99_MARGIN_MS = 150;
-const MAX_MARGIN_MS = 600;
+/**
+ * Any single answer, measured in the app (helpers/app.ts LATE_HEADER): at most this much
+ * later than a plain deadline timer started as the request reached the limiter. A request
+ * waiting for Redis is late by a reconnect or a script load; a busy machine delays that timer as much as the
+ * store's own deadline timer, so it cannot change the verdict (beside a CPU hog: late by at
+ * most 98 ms, where the load generator's round trips took up to 1.7 s).
+ */
+const MAX_LATE_MS = 600;
 
 let redis: RedisServer;
 beforeAll(async () => {
@@ -59,21 +68,23 @@ describe('SCRIPT FLUSH, CLIENT KILL and FLUSHALL mid-load', () => {
     );
     try {
       const loads = apps.map((app) =>
-        startLoad({ ports: [app.port], workers: 4, pauseMs: 4, durationMs: 3000, maxRequests: 3000, requestTimeoutMs: 2000 }),
+        // durationMs and maxRequests are only caps: the load stops when told.
+        startLoad({ ports: [app.port], workers: 4, pauseMs: 4, durationMs: 40_000, maxRequests: 20_000, requestTimeoutMs: 2000 }),
       );
       await Promise.all(loads.map((l) => l.started));
       const startedAt = Date.now();
       let firstCommandAt = 0;
       const replies: string[] = [];
       for (const command of ['SCRIPT FLUSH', 'CLIENT KILL TYPE normal', 'FLUSHALL', 'SCRIPT FLUSH', 'CLIENT KILL TYPE normal']) {
-        await sleep(400);
+        await Promise.all(loads.map((l) => l.answered(ANSWERS)));
         firstCommandAt ||= Date.now();
         replies.push(`${command}: ${(await rawCommand(redis.port, command)).trim()}`);
       }
+      await Promise.all(loads.map((l) => l.answered(ANSWERS)));
       // The apps are the only normal clients besides the one issuing the command (SKIPME).
       expect(replies[1]).toMatch(/^CLIENT KILL TYPE normal: :[1-9]/);
       expect(replies[2]).toBe('FLUSHALL: +OK');
-      const results = await Promise.all(loads.map((l) => l.done));
+      const results = await Promise.all(loads.map((l) => l.stop()));
       for (const [i, app] of apps.entries()) {
         const framework = i === 0 ? 'express' : 'fastify';
         const r = results[i] as (typeof results)[number];
@@ -82,10 +93,9 @@ describe('SCRIPT FLUSH, CLIENT KILL and FLUSHALL mid-load', () => {
         console.log(
           `[admin] ${framework}: ${JSON.stringify(s)}; p99 before ${baseline.toFixed(1)} ms; breaker ${app.breakerChanges().join(' ') || 'never opened'}`,
         );
-        expect(s.total).toBeGreaterThan(300);
         expect(s.byStatus).toEqual({ 200: s.total });
         expect(s.p99).toBeLessThanOrEqual(TIMEOUT_MS + P99_MARGIN_MS + baseline);
-        expect(s.max).toBeLessThanOrEqual(TIMEOUT_MS + MAX_MARGIN_MS);
+        expect(s.lateMax).toBeLessThanOrEqual(MAX_LATE_MS);
         // FLUSHALL emptied Redis; the app's keys are back, so its decisions reach Redis again.
         expect(await keysOf(redis.port, `admin-${framework}:*`)).toEqual([
           `admin-${framework}:tg:all:f3600000{all}`,
@@ -95,5 +105,5 @@ describe('SCRIPT FLUSH, CLIENT KILL and FLUSHALL mid-load', () => {
     } finally {
       for (const app of apps) expect(await app.stop()).toBe(0);
     }
-  }, 30_000);
+  }, 60_000);
 });

@@ -11,7 +11,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../setup/redis.js';
-import { type RunningApp, sleep, startApp, startLoad, summarize } from './helpers/children.js';
+import { type RunningApp, sleep, startApp, startLoad, summarize, until } from './helpers/children.js';
 import type { LoadResult } from './helpers/load.js';
 
 /** 100 ms rather than 50: on a busy 2-core machine a healthy Redis call can take 50 ms. */
@@ -22,12 +22,17 @@ const TIMEOUT_MS = 100;
  */
 const P99_MARGIN_MS = 150;
 /**
- * Any single answer beyond the deadline: a generous scheduling allowance for a loaded CI
- * machine, still well under the outage (1 500 ms), which a request waiting for Redis
- * would have to sit out.
+ * Any single answer, measured in the app (helpers/app.ts LATE_HEADER): at most this much
+ * later than a plain deadline timer started as the request reached the limiter. A request
+ * waiting for Redis is late by the fault (1 500 ms); a busy machine delays that timer as much as the
+ * store's own deadline timer, so it cannot change the verdict (beside a CPU hog: late by at
+ * most 98 ms, where the load generator's round trips took up to 1.7 s).
  */
-const MAX_MARGIN_MS = 600;
+const MAX_LATE_MS = 600;
 const OUTAGE_MS = 1500;
+/** Answers before the kill and after the restart: the phases are counted, so a busy machine cannot thin them out. */
+const BEFORE = 150;
+const AFTER = 50;
 
 let redis: RedisServer;
 beforeAll(async () => {
@@ -82,18 +87,22 @@ describe.each(CASES)('%s on %s: redis-server killed and restarted mid-load', (fr
       // One request each first: the first call loads the script, which must not count as the fault.
       for (const app of Object.values(apps)) await fetch(`http://127.0.0.1:${app.port}/`).then((r) => r.arrayBuffer());
       const load = (app: RunningApp) =>
-        startLoad({ ports: [app.port], workers: 3, pauseMs: 5, durationMs: 4000, maxRequests: 4000, requestTimeoutMs: 2000 });
+        // durationMs and maxRequests are only caps: the load stops when told.
+        startLoad({ ports: [app.port], workers: 3, pauseMs: 5, durationMs: 40_000, maxRequests: 20_000, requestTimeoutMs: 2000 });
       const loads = [load(apps.local), load(apps.allow), load(apps.deny)];
       await Promise.all(loads.map((l) => l.started));
       const startedAt = Date.now();
-      await sleep(700);
+      await Promise.all(loads.map((l) => l.answered(BEFORE)));
       await redis.stop();
       const killedAt = Date.now();
       await sleep(OUTAGE_MS);
       // The apps may reconnect before start() has seen its own PING answered: stamp before.
       const restartedAt = Date.now();
       await redis.start();
-      const [local, allow, deny] = (await Promise.all(loads.map((l) => l.done))) as [LoadResult, LoadResult, LoadResult];
+      // Back on Redis (every breaker closed again), then AFTER more answers from there.
+      await until(() => Object.values(apps).every((app) => app.closedSince(restartedAt)), 15_000);
+      await Promise.all(loads.map((l) => l.answered(AFTER)));
+      const [local, allow, deny] = (await Promise.all(loads.map((l) => l.stop()))) as [LoadResult, LoadResult, LoadResult];
 
       for (const [policy, r] of [
         ['local', local],
@@ -104,11 +113,12 @@ describe.each(CASES)('%s on %s: redis-server killed and restarted mid-load', (fr
         console.log(
           `[outage] ${framework} ${client} ${policy}: ${JSON.stringify(s)}; p99 before the kill ${baseline.toFixed(1)} ms (outage ${restartedAt - killedAt} ms)`,
         );
-        expect(s.total).toBeGreaterThan(300);
+        // Answered during the outage: the app never waited for Redis (a waiting app answers none there).
+        expect(summarize(r, killedAt - startedAt, restartedAt - startedAt).total).toBeGreaterThan(20);
         // Only 200s: no 5xx, no hung request (0), no socket error (-1), no refusal.
         expect(s.byStatus).toEqual({ 200: s.total });
         expect(s.p99).toBeLessThanOrEqual(TIMEOUT_MS + P99_MARGIN_MS + baseline);
-        expect(s.max).toBeLessThanOrEqual(TIMEOUT_MS + MAX_MARGIN_MS);
+        expect(s.lateMax).toBeLessThanOrEqual(MAX_LATE_MS);
         // Back on Redis: the restarted server is empty, so these keys were written after it.
         expect(await redisKeys(redis.port, `out-${framework}-${tag}-${policy}:*`)).not.toEqual([]);
         const changes = apps[policy].breakerChanges();
@@ -135,12 +145,12 @@ describe.each(CASES)('%s on %s: redis-server killed and restarted mid-load', (fr
       );
       expect(Object.keys(s.byStatus).sort()).toEqual(['200', '503']);
       expect(s.p99).toBeLessThanOrEqual(TIMEOUT_MS + P99_MARGIN_MS + baseline);
-      expect(s.max).toBeLessThanOrEqual(TIMEOUT_MS + MAX_MARGIN_MS);
+      expect(s.lateMax).toBeLessThanOrEqual(MAX_LATE_MS);
       // Admitted again after the restart: Redis decides once more.
       expect(d.t.some((t, i) => t > back && d.status[i] === 200)).toBe(true);
       expect(apps.deny.closedSince(restartedAt)).toBe(true);
     } finally {
       for (const app of Object.values(apps)) expect(await app.stop()).toBe(0);
     }
-  }, 30_000);
+  }, 60_000);
 });

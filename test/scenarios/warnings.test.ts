@@ -7,9 +7,11 @@ import http from 'node:http';
 import { resetProxyWarnings } from '@tollgate/core/http';
 import { rateLimit } from '@tollgate/express';
 import tollgate from '@tollgate/fastify';
+import { rateLimit as koaRateLimit } from '@tollgate/koa';
 import { rateLimit as nodeRateLimit } from '@tollgate/node';
 import express from 'express';
 import Fastify from 'fastify';
+import Koa from 'koa';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { send } from '../setup/http.js';
 
@@ -37,6 +39,14 @@ const ports: Record<string, () => Promise<Started>> = {
         if (await limit(req, res)) res.end('ok');
       }),
     );
+  },
+  koa: async () => {
+    const app = new Koa();
+    app.use(koaRateLimit({ rules }));
+    app.use((ctx) => {
+      ctx.body = 'ok';
+    });
+    return listen(http.createServer(app.callback()));
   },
 };
 
@@ -92,6 +102,24 @@ describe('misconfiguration warnings', () => {
       await send(started.port).reply;
       await new Promise((r) => setImmediate(r));
       expect(seen.map((m) => m.code)).toEqual(['TOLLGATE_TRUST_PROXY_UNSET']);
+    } finally {
+      await started.close();
+    }
+  });
+
+  it("koa: app.proxy set while tollgate's trustProxy is not warns once", async () => {
+    const app = new Koa();
+    app.proxy = true;
+    app.use(koaRateLimit({ rules }));
+    app.use((ctx) => {
+      ctx.body = 'ok';
+    });
+    const started = await listen(http.createServer(app.callback()));
+    try {
+      await send(started.port).reply;
+      await send(started.port).reply;
+      await new Promise((r) => setImmediate(r));
+      expect(seen).toEqual([expect.objectContaining({ code: 'TOLLGATE_TRUST_PROXY_UNSET', adapter: 'koa' })]);
     } finally {
       await started.close();
     }

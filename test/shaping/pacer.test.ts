@@ -1,5 +1,5 @@
 /**
- * The pacer on a plain Node response (core/http's paceResponse, what every port uses):
+ * The pacer on a plain Node response (@tollgate/core/node's paceResponse, what every Node-based port uses):
  * what it holds for a client that never reads, keep-alive responses one after another,
  * and write callbacks.
  */
@@ -7,7 +7,8 @@ import http from 'node:http';
 import net from 'node:net';
 import { pipeline, Readable } from 'node:stream';
 import { type ByteGrant, createByteRate } from '@tollgate/core';
-import { limitRateFlow, nodePort, type PaceState, paceResponse } from '@tollgate/core/http';
+import { limitRateFlow } from '@tollgate/core/http';
+import { nodePort, type PaceState, paceResponse } from '@tollgate/core/node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { until } from '../controls/http.js';
 
@@ -163,5 +164,12 @@ describe('limitRate on a port of its own', () => {
     expect(seen).toEqual([10_000]);
     await until(() => limit.active.responses === 0, 'the response over');
     await limit.close();
+  });
+
+  it('is refused at construction on a port that cannot pace a body', () => {
+    const { paceBody: _, ...port } = nodePort;
+    expect(() => limitRateFlow(port, { rate: '1MB/s', key: () => 'k' })).toThrow(
+      expect.objectContaining({ code: 'TG_INVALID_OPTION', message: expect.stringContaining('no paceBody') }),
+    );
   });
 });

@@ -4,7 +4,7 @@
  */
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { unknownOptionFix } from '@tollgate/core';
-import { CliError, cliError } from './errors.js';
+import { CliError, cliError, show } from './errors.js';
 
 const POLICY_OPTIONS = {
   config: { type: 'string', short: 'c', multiple: true },
@@ -50,6 +50,7 @@ export const KEYS_OPTIONS = {
   'ipv6-subnet': { type: 'string' },
   for: { type: 'string' },
   units: { type: 'string', short: 'n' },
+  id: { type: 'string' },
   config: { type: 'string', short: 'c' },
   rate: { type: 'string', short: 'r' },
   limit: { type: 'string' },
@@ -146,6 +147,8 @@ What:
       --ipv6-subnet <n>   ip()'s ipv6Subnet (default 56; false for whole addresses)
       --for <duration>    block: how long (15m, 1h, 1d)
   -n, --units <n>         penalize / reward: how many units
+      --id <id>           an operation id: a change retried with the same id is
+                          not made twice (block, unblock, penalize, reward)
 
 The rule as the application defines it (its state is kept per algorithm and window):
   -a, --algorithm <name>  as for simulate (default sliding-window)
@@ -156,7 +159,8 @@ The rule as the application defines it (its state is kept per algorithm and wind
       --json              print JSON (for scripts)
   -h, --help              show this help
 
-Exit codes: 0 done, 2 bad usage, 3 Redis unreachable or failed.
+Exit codes: 0 done, 2 bad usage, 3 Redis unreachable or failed, or no answer in
+time (then it may have been applied: check with get, retry with the same --id).
 
 Examples:
   tollgate keys get --redis redis://localhost:6379 --rule ip --rate 100/min --ip 203.0.113.7
@@ -218,8 +222,9 @@ export function parse(
   options: NonNullable<ParseArgsConfig['options']>,
   command: string,
 ): { values: Record<string, string | boolean | (string | boolean)[] | undefined> } {
+  let parsed: ReturnType<typeof parseArgs> & { tokens?: unknown[] };
   try {
-    return parseArgs({ args, options, allowPositionals: false, strict: true });
+    parsed = parseArgs({ args, options, allowPositionals: false, strict: true, tokens: true });
   } catch (err) {
     if (err instanceof CliError) throw err;
     const message = (err as Error).message.split('\n')[0] ?? '';
@@ -236,5 +241,29 @@ export function parse(
       },
       err,
     );
+  }
+  repeatedOnce(parsed.tokens ?? [], options, command);
+  return { values: parsed.values };
+}
+
+/**
+ * An option that takes one value, given twice, is a usage error: parseArgs keeps the last
+ * one silently, so `--key a --key b` acted on b (and `-r 10/s -r 20/s` simulated 20/s).
+ */
+function repeatedOnce(tokens: unknown[], options: NonNullable<ParseArgsConfig['options']>, command: string): void {
+  const seen = new Map<string, string | undefined>();
+  for (const t of tokens as { kind: string; name?: string; value?: string }[]) {
+    if (t.kind !== 'option' || t.name === undefined) continue;
+    const o = options[t.name];
+    if (o === undefined || o.multiple === true || o.type === 'boolean') continue;
+    if (seen.has(t.name)) {
+      throw cliError('TG_CLI_INVALID_ARGUMENT', {
+        path: `--${t.name}`,
+        expected: 'one value',
+        received: `${show(seen.get(t.name))} and ${show(t.value)}`,
+        fix: `Give --${t.name} once (run "tollgate ${command}" again for another value).`,
+      });
+    }
+    seen.set(t.name, t.value);
   }
 }

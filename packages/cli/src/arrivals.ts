@@ -25,6 +25,8 @@ export interface Arrival {
   t: number;
   key: string;
   cost: number;
+  /** From a trace: the cost the request turned out to have (its `cost` reserved, then settled at this). */
+  actual?: number;
 }
 
 /** The window a boundary attack aims at: the first rule's limit and window. */

@@ -153,10 +153,30 @@ function stateLines(s: KeyState): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** `--id`: the operation id of a change (block, unblock, penalize, reward). */
+function opId(v: Values, op: KeyOperationChoice): string | undefined {
+  const id = v.id;
+  if (id === undefined) return undefined;
+  if (op === 'get' || op === 'reset' || typeof id !== 'string' || id === '') {
+    throw cliError('TG_CLI_INVALID_ARGUMENT', {
+      path: '--id',
+      expected: 'an operation id, for block, unblock, penalize or reward',
+      received: op === 'get' || op === 'reset' ? `--id with ${op}` : show(id),
+      fix: 'Leave --id out, or pass the same id on every retry of one change, e.g. --id incident-7.',
+    });
+  }
+  return id;
+}
+
 /** A failure of Redis itself (unreachable, an error reply, a timeout), told from a bad argument. */
 function isStoreFailure(err: unknown): boolean {
   if (err instanceof TollgateError)
-    return err.code === 'TG_STORE_TIMEOUT' || err.code === 'TG_STORE_ERROR' || err.code === 'TG_STORE_CLOSED';
+    return (
+      err.code === 'TG_STORE_TIMEOUT' ||
+      err.code === 'TG_STORE_UNCONFIRMED' ||
+      err.code === 'TG_STORE_ERROR' ||
+      err.code === 'TG_STORE_CLOSED'
+    );
   return !(err instanceof Error && 'expected' in err);
 }
 
@@ -193,6 +213,7 @@ export async function keysCommand(operation: string | undefined, v: Values, io: 
   const rule = await ruleOf(v, io, name);
   const units = op === 'penalize' || op === 'reward' ? whole(required(v, 'units', 'a number of units'), '--units') : undefined;
   const duration = op === 'block' ? required(v, 'for', 'how long to block, e.g. 1h') : undefined;
+  const id = opId(v, op);
   const timeoutMs = v.timeout === undefined ? 2000 : whole(v.timeout, '--timeout');
   const storePrefix = (v.prefix as string | undefined) ?? '';
   const limiterPrefix = (v['limiter-prefix'] as string | undefined) ?? 'tg';
@@ -222,20 +243,25 @@ export async function keysCommand(operation: string | undefined, v: Values, io: 
     const limiter = createLimiter({ rules: [rule], store, prefix: limiterPrefix });
     let state: KeyState | undefined;
     try {
+      const options = id === undefined ? undefined : { id };
       if (op === 'reset') await limiter.reset(name, key);
-      else if (op === 'block') state = await limiter.block(name, key, duration as Duration);
-      else if (op === 'penalize' || op === 'reward') state = await limiter[op](name, key, units as number);
-      else state = await limiter[op](name, key);
+      else if (op === 'block') state = await limiter.block(name, key, duration as Duration, options);
+      else if (op === 'penalize' || op === 'reward') state = await limiter[op](name, key, units as number, options);
+      else if (op === 'unblock') state = await limiter.unblock(name, key, options);
+      else state = await limiter.get(name, key);
       if (op === 'reset') state = await limiter.get(name, key);
     } catch (err) {
       if (isStoreFailure(err)) {
+        const unconfirmed = (err as TollgateError).code === 'TG_STORE_UNCONFIRMED';
         throw cliError(
           'TG_CLI_REDIS_FAILED',
           {
             path: '--redis',
             expected: 'Redis to run the operation',
             received: (err as Error).message,
-            fix: 'Check that Redis is up and that --timeout is long enough.',
+            fix: unconfirmed
+              ? `It may have been applied: check with "tollgate keys get" before acting again${op === 'get' || op === 'reset' ? '' : ', or retry with the same --id (a change already applied with that id is not made twice)'}.`
+              : 'Check that Redis is up, that its user may run the operation, and that --timeout is long enough.',
           },
           err,
         );

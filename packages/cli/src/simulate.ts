@@ -13,7 +13,16 @@
  * requests reaching the rules. Ties go to the request that was delayed first, as
  * Node's timers fire in the order they were set.
  */
-import { type CompiledRule, compileRules, createLimiter, createThrottle, ManualClock, MemoryStore } from '@tollgate/core';
+import {
+  type CompiledRule,
+  compileRules,
+  createLimiter,
+  createThrottle,
+  type Decision,
+  type Limiter,
+  ManualClock,
+  MemoryStore,
+} from '@tollgate/core';
 import type { Arrival } from './arrivals.js';
 import type { Policy } from './policy.js';
 import { type RequestRecord, type Summary, summarize } from './stats.js';
@@ -99,6 +108,13 @@ class Waiting {
   }
 }
 
+/** Reserves arrival `a`'s cost and, when admitted, settles it at `actual` (a debt when more). */
+async function reserved(limiter: Limiter<Arrival>, a: Arrival, actual: number): Promise<Decision> {
+  const r = await limiter.reserve(a);
+  if (r.allowed) await r.settle(actual);
+  return r.decision;
+}
+
 /**
  * Decides every arrival with the real limiter (and throttle).
  * @example
@@ -131,7 +147,8 @@ export async function simulate(policy: Policy, arrivals: readonly Arrival[], opt
         retryAfterMs: 0,
       };
     } else {
-      const d = await limiter.consume(a);
+      // A trace's actual cost: the arrival's cost is reserved, then settled at once.
+      const d = a.actual === undefined ? await limiter.consume(a) : await reserved(limiter, a, a.actual);
       const delayMs = d.allowed ? held + d.delayMs : held;
       records[i] = {
         i,

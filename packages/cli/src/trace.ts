@@ -1,8 +1,9 @@
 /**
  * CSV traces: replay recorded arrivals.
  *
- * One request per line, `time,key,cost`: time in ms (or with a unit, `1.5s`), key
- * optional (default `client`), cost optional (default 1). A first line naming the
+ * One request per line, `time,key,cost,actual`: time in ms (or with a unit, `1.5s`), key
+ * optional (default `client`), cost optional (default 1), actual optional: the cost the
+ * request turned out to have, when `cost` was an estimate (reserved, then settled at once). A first line naming the
  * columns is skipped, as are blank lines and lines starting with `#`. A field may be
  * double-quoted (`"a,b"`, with `""` for a quote). Times must not go backwards: a
  * shuffled trace is almost always a mistake worth hearing about.
@@ -64,15 +65,15 @@ export function parseTrace(text: string, name = 'trace'): Arrival[] {
     if (line.trim() === '' || line.trimStart().startsWith('#')) continue;
     if (out.length === 0 && HEADER.test(line)) continue;
     const f = fields(line);
-    if (f === undefined || f.length > 3) {
+    if (f === undefined || f.length > 4) {
       throw cliError('TG_CLI_INVALID_TRACE', {
         path,
-        expected: 'time,key,cost with at most three fields and closed quotes',
+        expected: 'time,key,cost,actual with at most four fields and closed quotes',
         received: show(line),
         fix: 'Write one request per line, e.g. 1250,alice,1.',
       });
     }
-    const [time = '', key = '', costText = ''] = f;
+    const [time = '', key = '', costText = '', actualText = ''] = f;
     let t: number;
     try {
       t = parseTime(time, path);
@@ -114,7 +115,16 @@ export function parseTrace(text: string, name = 'trace'): Arrival[] {
         fix: 'Shorten the key.',
       });
     }
-    out.push({ t, key: key === '' ? 'client' : key, cost });
+    const actual = actualText === '' ? undefined : Number(actualText);
+    if (actual !== undefined && !(Number.isSafeInteger(actual) && actual >= 0)) {
+      throw cliError('TG_CLI_INVALID_TRACE', {
+        path,
+        expected: 'an actual cost that is a whole number of at least 0 (or empty) in the fourth field',
+        received: show(actualText),
+        fix: 'The fourth field is what the request really cost, when its cost was an estimate.',
+      });
+    }
+    out.push(actual === undefined ? { t, key: key === '' ? 'client' : key, cost } : { t, key: key === '' ? 'client' : key, cost, actual });
   }
   if (out.length === 0) {
     throw cliError('TG_CLI_INVALID_TRACE', {

@@ -211,6 +211,12 @@ describe('errors', () => {
     [['simulate', '-r', '10/s', '-p', 'boundary', '-i', '0'], 'TG_CLI_INVALID_ARGUMENT', /--interval/],
     [['simulate', '-r', '10/s', '--trace', 'missing.csv'], 'TG_CLI_INVALID_TRACE', /ENOENT/],
     [['compare', '-a', 'fixed-window,fixed-window', '-r', '10/s', '-p', 'boundary'], 'TG_CLI_INVALID_ARGUMENT', /distinct names/],
+    // bug: the last of two values was used silently
+    [
+      ['simulate', '-r', '10/s', '-r', '20/s', '-p', 'boundary'],
+      'TG_CLI_INVALID_ARGUMENT',
+      /--rate: expected one value, received "10\/s" and "20\/s"/,
+    ],
   ])('%j → %s', async (argv, code, message) => {
     const r = await cli(argv);
     expect(r.code).toBe(2);

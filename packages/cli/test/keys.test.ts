@@ -11,7 +11,7 @@ import { createLimiter, ip, type RequestLike, type Rule } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, type RedisCluster, type RedisServer, startCluster, startRedis } from '../../../test/setup/redis.js';
+import { freePort, type RedisCluster, type RedisServer, rawCommand, startCluster, startRedis } from '../../../test/setup/redis.js';
 import { cli } from './helpers.js';
 
 const bin = fileURLToPath(new URL('../bin/tollgate.js', import.meta.url));
@@ -52,8 +52,10 @@ describe('standalone', () => {
 
   it('get, block, unblock, penalize, reward and reset act on the keys the application uses', async () => {
     const prefix = `cli${++n}:`;
-    const { limiter, store } = app([{ name: 'ip', rate: '5/min' }], prefix);
-    const flags = ['--prefix', prefix, '--rule', 'ip', '--rate', '5/min', '--key', '203.0.113.7'];
+    // sliding-log: its counts are exact wherever a minute boundary falls among the CLI's runs,
+    // which take seconds (a sliding-window counter's estimate drops across one).
+    const { limiter, store } = app([{ name: 'ip', rate: '5/min', algorithm: 'sliding-log' }], prefix);
+    const flags = ['--prefix', prefix, '--rule', 'ip', '--rate', '5/min', '--algorithm', 'sliding-log', '--key', '203.0.113.7'];
     await limiter.consume(req('203.0.113.7'));
     await limiter.consume(req('203.0.113.7'));
 
@@ -62,7 +64,7 @@ describe('standalone', () => {
     expect(got.json).toMatchObject({
       command: 'keys',
       operation: 'get',
-      redisKey: `${prefix}tg:ip:w60000{203.0.113.7}`,
+      redisKey: `${prefix}tg:ip:s60000{203.0.113.7}`,
       state: { rule: 'ip', key: '203.0.113.7', limit: 5, windowMs: 60_000, remaining: 3, exists: true, blocked: false },
     });
 
@@ -84,6 +86,53 @@ describe('standalone', () => {
     const reset = await keys(['reset', ...flags]);
     expect(reset.json).toMatchObject({ operation: 'reset', state: { remaining: 5, exists: false } });
     expect((await limiter.peek(req('203.0.113.7'))).rules[0]?.remaining).toBe(4);
+    await store.close();
+  });
+
+  it('reset refused by Redis (an ACL without DEL) is TG_CLI_REDIS_FAILED with exit code 3, not "done"; the key stays blocked', async () => {
+    const prefix = `cli${++n}:`;
+    const { limiter, store } = app([{ name: 'ip', rate: '5/min' }], prefix);
+    expect(await rawCommand(server.port, 'ACL SETUSER cli-no-del on >no-del ~* &* +@all -del')).toMatch(/^\+OK/);
+    const flags = ['--prefix', prefix, '--rule', 'ip', '--rate', '5/min', '--key', '203.0.113.7'];
+    await limiter.block('ip', '203.0.113.7', '1h');
+    const r = await cli(['keys', 'reset', ...flags, '--redis', `redis://cli-no-del:no-del@127.0.0.1:${server.port}`]);
+    expect(r.code).toBe(3);
+    expect(r.stdout()).not.toMatch(/done/);
+    expect(r.stderr()).toMatch(/TG_CLI_REDIS_FAILED[\s\S]*NOPERM/);
+    expect((await limiter.get('ip', '203.0.113.7')).blocked).toBe(true);
+    await store.close();
+  });
+
+  it('Redis frozen (CLIENT PAUSE): penalize exits 3 saying it may have been applied; the retry with --id charges once either way', async () => {
+    const prefix = `cli${++n}:`;
+    const { limiter, store } = app([{ name: 'ip', rate: '100/min' }], prefix);
+    const flags = ['--prefix', prefix, '--rule', 'ip', '--rate', '100/min', '--key', '203.0.113.9', '--units', '40', '--id', 'freeze-1'];
+    expect(await rawCommand(server.port, 'CLIENT PAUSE 10000 WRITE')).toMatch(/^\+OK/);
+    let r: Awaited<ReturnType<typeof cli>>;
+    try {
+      r = await cli(['keys', 'penalize', ...flags, '--redis', url, '--timeout', '200']);
+    } finally {
+      expect(await rawCommand(server.port, 'CLIENT UNPAUSE')).toMatch(/^\+OK/);
+    }
+    expect(r.code).toBe(3);
+    expect(r.stdout()).not.toMatch(/done/);
+    expect(r.stderr()).toMatch(/TG_CLI_REDIS_FAILED[\s\S]*may have been applied[\s\S]*--id/);
+    // Whether Redis ran it depends on whether it read the command before the CLI hung up:
+    // either way, the retry with the same --id leaves the key charged once.
+    expect([60, 100]).toContain((await limiter.get('ip', '203.0.113.9')).remaining);
+    expect((await keys(['penalize', ...flags])).json.state.remaining).toBe(60);
+    await store.close();
+  });
+
+  it('--id: a penalize repeated with the same id is applied once', async () => {
+    const prefix = `cli${++n}:`;
+    const { limiter, store } = app([{ name: 'ip', rate: '100/min' }], prefix);
+    const flags = ['--prefix', prefix, '--rule', 'ip', '--rate', '100/min', '--key', '203.0.113.7', '--units', '40'];
+    expect((await keys(['penalize', ...flags, '--id', 'incident-7'])).json.state.remaining).toBe(60);
+    expect((await keys(['penalize', ...flags, '--id', 'incident-7'])).json.state.remaining).toBe(60);
+    expect((await limiter.get('ip', '203.0.113.7')).remaining).toBe(60);
+    const bad = await keys(['get', '--prefix', prefix, '--rule', 'ip', '--rate', '100/min', '--key', 'k', '--id', 'x']);
+    expect(bad.code).toBe(2);
     await store.close();
   });
 
@@ -164,6 +213,9 @@ describe('standalone', () => {
       [['get', '--rule', 'ip', '--rate', '5/min', '-a', 'fixed', '--key', 'k'], 'TG_CLI_INVALID_ARGUMENT'],
       [['get', '--rule', 'ip', '--rate', '0/min', '--key', 'k'], 'TG_INVALID_RATE'],
       [['get', ...base, '--bogus'], 'TG_CLI_INVALID_ARGUMENT'],
+      // bug: a repeated option kept its last value silently (--key k --key other acted on other)
+      [['block', ...base, '--key', 'other', '--for', '1h'], 'TG_CLI_INVALID_ARGUMENT'],
+      [['get', ...base, '--rate', '50/min'], 'TG_CLI_INVALID_ARGUMENT'],
     ];
     const before = Number(/keys=(\d+)/.exec(await client.info('keyspace'))?.[1] ?? 0);
     for (const [args, code] of cases) {
@@ -257,7 +309,11 @@ describe('Cluster', () => {
     const prefix = `clc${++n}:`;
     const store = new RedisStore({ client, prefix, timeoutMs: 2000, denyCache: false });
     const tagged = new RedisStore({ client, prefix, timeoutMs: 2000, denyCache: false, hashTag: (_r, k) => k.split(':')[0] as string });
-    const plain = createLimiter({ rules: [{ name: 'user', key: (r: { u: string }) => r.u, limit: 4, window: '1m' }], store });
+    // sliding-log: exact wherever a minute boundary falls among the CLI's runs, which take seconds.
+    const plain = createLimiter({
+      rules: [{ name: 'user', key: (r: { u: string }) => r.u, limit: 4, window: '1m', algorithm: 'sliding-log' }],
+      store,
+    });
     const byTenant = createLimiter({ rules: [{ name: 'tenant', key: (r: { u: string }) => r.u, limit: 4, window: '1m' }], store: tagged });
     await plain.consume({ u: 'alice' });
     await byTenant.consume({ u: 'acme:bob' });
@@ -275,6 +331,8 @@ describe('Cluster', () => {
       '4',
       '--window',
       '1m',
+      '--algorithm',
+      'sliding-log',
       '--key',
       'alice',
       '--units',

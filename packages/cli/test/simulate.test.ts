@@ -22,6 +22,21 @@ describe('simulate: numbers from the real core', () => {
     expect(bruteMax(records, 1000)).toBe(20);
   });
 
+  it('replays a reserve/settle trace: an actual cost above the estimate leaves a debt the next request waits out', async () => {
+    // A token bucket of 10 a second: 4 reserved, 25 used, so 15 owed; the next request of 4
+    // needs 19 tokens, 1.9 s; at 1900 ms it passes.
+    const policy = policyFromFlags('token-bucket', { rate: '10/s' });
+    const trace: Arrival[] = [
+      { t: 0, key: 'a', cost: 4, actual: 25 },
+      { t: 1899, key: 'a', cost: 4 },
+      { t: 1900, key: 'a', cost: 4, actual: 1 },
+      { t: 1900, key: 'a', cost: 3 },
+    ];
+    const { records } = await simulate(policy, trace);
+    expect(records.map((r) => r.decision)).toEqual(['admitted', 'rejected', 'admitted', 'admitted']);
+    expect(records[1]?.retryAfterMs).toBe(1);
+  });
+
   it('sliding log on the same boundary attack admits only L in any second', async () => {
     const { summary, records } = await simulate(policyFromFlags('sliding-log', { rate: '10/s' }), arrivals('boundary'));
     expect(summary.admitted).toBe(10);

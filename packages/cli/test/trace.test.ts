@@ -13,12 +13,22 @@ describe('CSV traces', () => {
     expect(parseTrace('0,"say ""hi""",1\r\n', 'q.csv')).toEqual([{ t: 0, key: 'say "hi"', cost: 1 }]);
   });
 
+  it('reads an actual cost in a fourth field (a reserve settled at it), absent when empty', () => {
+    expect(parseTrace('0,alice,5,12\n10,alice,5,\n20,bob,5,0\n', 't.csv')).toEqual([
+      { t: 0, key: 'alice', cost: 5, actual: 12 },
+      { t: 10, key: 'alice', cost: 5 },
+      { t: 20, key: 'bob', cost: 5, actual: 0 },
+    ]);
+  });
+
   it.each([
     ['time,key\n0,a\nsoon,b\n', 't.csv:3', /a time in whole ms/],
     ['100,a\n50,b\n', 't.csv:2', /at least 100 ms/],
     ['0,a,0\n', 't.csv:1', /positive whole number/],
     ['0,a,1.5\n', 't.csv:1', /positive whole number/],
-    ['0,a,1,extra\n', 't.csv:1', /at most three fields/],
+    ['0,a,1,2,extra\n', 't.csv:1', /at most four fields/],
+    ['0,a,1,-2\n', 't.csv:1', /actual cost that is a whole number/],
+    ['0,a,1,2.5\n', 't.csv:1', /actual cost that is a whole number/],
     ['0,"open,1\n', 't.csv:1', /closed quotes/],
     ['time,key,cost\n# nothing\n', 't.csv', /at least one request line/],
   ])('refuses %j at %s', (text, path, message) => {

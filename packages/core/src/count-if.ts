@@ -1,20 +1,18 @@
 /**
  * Counting by outcome: a rule with `countIf` (or `skipSuccessful` /
  * `skipFailed`) is consumed when the request is admitted, and given back once the
- * response has finished with a status the rule does not count. Framework-agnostic:
- * adapters hand over Node's response (`res`, or Fastify's `reply.raw`), whose `finish`
- * fires once per response, for streamed and hijacked ones too.
+ * response has finished with a status the rule does not count. Framework- and
+ * runtime-agnostic: the adapter's port says when a response finished, with its status.
  */
 import { publishStoreError } from './diagnostics.js';
 import type { Limiter } from './limiter.js';
 import type { CompiledRule } from './rules.js';
 import type { Decision } from './types.js';
 
-/** The part of Node's `ServerResponse` counting by outcome reads. */
-export interface FinishingResponse {
-  once(event: 'finish', listener: () => void): unknown;
-  readonly statusCode: number;
-}
+const noop = () => {};
+
+/** Calls its listener once with the response's status when the response has finished (never when it was cut short). */
+export type OnFinish = (listener: (status: number) => void) => void;
 
 /**
  * The rules of a limiter whose count depends on the response, its tiers' included
@@ -27,25 +25,28 @@ export function countedRules<R>(lim: Limiter<R>): readonly CompiledRule<R>[] {
 }
 
 /**
- * When `res` finishes, refunds what the admitted decision `d` consumed for every rule of
+ * When the response finishes (`onFinish`), refunds what the admitted decision `d` consumed for every rule of
  * `counted` whose `countIf` does not count the status. A store failure on the refund is
  * published under `name` and otherwise ignored: the request is already answered.
- * @example if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, req, res, d, name)
+ * @example if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, req, (fn) => port.onFinish(req, res, fn), d, name)
  */
 export function refundUncountedOnFinish<R>(
   lim: Limiter<R>,
   counted: readonly CompiledRule<R>[],
   req: R,
-  res: FinishingResponse,
+  onFinish: OnFinish,
   d: Decision,
   name: string,
 ): void {
-  res.once('finish', () => {
+  onFinish((status) => {
     const names: string[] = [];
     for (const r of counted) {
       let counts = true;
       try {
-        counts = (r.countIf as NonNullable<CompiledRule['countIf']>)(res.statusCode) !== false;
+        const v: unknown = (r.countIf as NonNullable<CompiledRule['countIf']>)(status);
+        // A promise is never awaited (the response is over): it counts, and its rejection is caught.
+        if (typeof v === 'object' && v !== null && typeof (v as { then?: unknown }).then === 'function') Promise.resolve(v).catch(noop);
+        else counts = v !== false;
       } catch {
         // A throwing countIf counts the request: failing closed keeps the limit.
       }

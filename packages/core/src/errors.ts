@@ -26,11 +26,15 @@ export const ERROR_CODES = {
   TG_STORE_CLOSED: 'A store was used after close().',
   TG_STORE_ERROR: 'A store failed to decide (wraps the cause).',
   TG_STORE_TIMEOUT: 'A store call did not answer within its deadline.',
+  TG_STORE_UNCONFIRMED: 'An operation by key was sent but not answered within its deadline: it may have been applied.',
   TG_INVALID_TIME: 'A clock gave a time that is not a finite number of milliseconds.',
   TG_INVALID_CALLBACK_RESULT: 'A callback (key, cost, skip, message, handler, delay) returned a value of the wrong type at request time.',
   TG_UNKNOWN_RULE: 'An operation by key or limiter.update names a rule the limiter does not have.',
   TG_INVALID_UNITS: 'The units of penalize or reward are not a positive whole number.',
-  TG_STORE_UNSUPPORTED: 'The store cannot run an operation by key (it has no keyOp).',
+  TG_STORE_UNSUPPORTED: 'The store cannot run an operation by key (it has no keyOp), or cannot settle a reservation (no settle).',
+  TG_INVALID_ACTUAL_COST: 'A reservation was settled with an actual cost that is not a non-negative number within bounds.',
+  TG_ALREADY_SETTLED: 'A reservation was settled (or cancelled) a second time.',
+  TG_RESERVATION_REFUSED: 'A refused reservation was settled or cancelled: it reserved nothing.',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -82,7 +82,7 @@ export {
   windowSeconds,
 } from './headers.js';
 export type { ClientAddressOptions, HttpLimiterOptions } from './http-options.js';
-export { applyKeyOp, keyFigures } from './key-ops.js';
+export { applyKeyOp, keyFigures, OPERATION_ID_TTL_MS } from './key-ops.js';
 export {
   compileTrust,
   constant,
@@ -108,9 +108,11 @@ export {
   type KeyState,
   keyOperations,
   type OperationKey,
+  type OperationOptions,
   type OperationSource,
   type OperationValues,
 } from './operations.js';
+export { ACTUAL_COST_FACTOR, actualCostMax, type Reservation } from './reserve.js';
 export {
   CAPACITY_RETRY_AFTER_MS,
   capacityProblem,
@@ -129,12 +131,13 @@ export {
 } from './response.js';
 export { type CompiledRule, compileRule, compileRules, type KeyFn, type Rule, type RuleChanges, type ValueFn } from './rules.js';
 export { type ByteRate, MAX_BYTES, parseByteRate, parseSize, type Size, type SizeString } from './sizes.js';
-export { checkRule, decideStack, type Entry, entryExpiresAt, refundEntry } from './stack.js';
+export { CHARGE_MAX, chargeState, checkRule, decideStack, type Entry, entryExpiresAt, refundEntry, settleEntry } from './stack.js';
 export { closest, didYouMean, editDistance, unknownOptionFix } from './suggest.js';
 export type {
   AlgorithmName,
   Decision,
   KeyOp,
+  KeyOpId,
   Outcome,
   RejectReason,
   RuleResult,

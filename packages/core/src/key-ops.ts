@@ -151,3 +151,31 @@ function rewardSlidingLog(state: State, at: number, r: RuleSpec, units: number):
   }
   return next.length > 0 ? next : undefined;
 }
+
+/** How long a store remembers an operation id (a retry within it changes nothing more). */
+export const OPERATION_ID_TTL_MS = 86_400_000;
+/** Most operation ids a MemoryStore remembers (the oldest is forgotten first). */
+const IDS_MAX = 10_000;
+
+/**
+ * The operation ids a store has applied, per (rule, key): `first` says whether an op is
+ * the first with its id within OPERATION_ID_TTL_MS (then it is applied and remembered).
+ */
+export class AppliedIds {
+  readonly #until = new Map<string, number>();
+
+  first(r: RuleSpec, key: string, op: KeyOp, now: number): boolean {
+    if (op.kind === 'get' || op.id === undefined) return true;
+    const mark = `${r.id}\n${key}\n${op.id}`;
+    const until = this.#until.get(mark);
+    if (until !== undefined && until > now) return false;
+    this.#until.delete(mark);
+    if (this.#until.size >= IDS_MAX) this.#until.delete(this.#until.keys().next().value as string);
+    this.#until.set(mark, now + OPERATION_ID_TTL_MS);
+    return true;
+  }
+
+  clear(): void {
+    this.#until.clear();
+  }
+}

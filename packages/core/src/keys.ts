@@ -2,7 +2,10 @@
  * Client identity: the `ip()` key behind trusted proxies, and the other
  * built-in key extractors (`header`, `user`, `tenant`, `constant`).
  *
- * The address comes from the socket. `X-Forwarded-For` (or the `for=` nodes of RFC 7239
+ * The address comes from the connection's peer, read through the request's
+ * {@link RequestReader}: the framework port's (set on the request by the pipeline), or
+ * Node's shape (`req.socket.remoteAddress`, `req.headers`) for requests that carry none.
+ * `X-Forwarded-For` (or the `for=` nodes of RFC 7239
  * `Forwarded`) is walked only when `trustProxy` says the socket peer is a proxy of
  * ours: right to left, skipping trusted hops, the first untrusted address is the
  * client. A malformed, `unknown` or obfuscated hop ends the walk and the key is the
@@ -21,10 +24,39 @@ import { callbackResultError } from './app-errors.js';
 import { configError, describe } from './errors.js';
 import { unknownOptionFix } from './suggest.js';
 
-/** The parts of an HTTP request that key extraction reads (Node's IncomingMessage fits). */
+/** A Node-shaped request: what key extraction reads when no port reader is set (Node's IncomingMessage fits). */
 export interface RequestLike {
   headers: Record<string, string | string[] | undefined>;
   socket?: { remoteAddress?: string | undefined } | null;
+}
+
+/**
+ * How the key functions read a request: the connection peer's address and the headers. A
+ * framework port is one (`HttpPort` extends it); the pipeline sets it on requests that are
+ * not Node-shaped (a Hono context), under {@link REQUEST_READER}.
+ */
+export interface RequestReader<Req = never> {
+  /** The address of the connection's peer as the runtime reports it, or undefined when unknown. */
+  peerAddress(req: Req): string | undefined;
+  /** A request header by lower-case name (repeated fields joined with `, `), or undefined. */
+  header(req: Req, name: string): string | undefined;
+  /** An object living as long as the request's connection, for work done once per connection. */
+  connection?(req: Req): object | undefined;
+}
+
+/** Where a request carries its reader (shared by every copy of core). */
+export const REQUEST_READER: unique symbol = Symbol.for('tollgate.requestReader') as never;
+
+/** The reader of Node-shaped requests: Node's, Express' and Fastify's (`socket`, `headers`). */
+export const nodeReader: RequestReader<RequestLike> = {
+  peerAddress: (req) => req.socket?.remoteAddress,
+  header: headerValue,
+  connection: (req) => req.socket ?? undefined,
+};
+
+/** The request's reader: the one its port set on it, else Node's shape. */
+export function readerOf(req: object): RequestReader<object> {
+  return ((req as { [REQUEST_READER]?: RequestReader<object> })[REQUEST_READER] ?? nodeReader) as RequestReader<object>;
 }
 
 /**
@@ -196,7 +228,16 @@ export function compileTrust(value: TrustProxy | undefined, path = 'trustProxy')
   }
   if (typeof value === 'function') {
     const fn = value;
-    return (addr, hop) => fn(addr, hop) === true;
+    return (addr, hop) => {
+      const v: unknown = fn(addr, hop);
+      if (v === true) return true;
+      if (typeof v === 'object' && v !== null && typeof (v as { then?: unknown }).then === 'function') {
+        // Keys are found at once: a promise is never awaited, and its rejection is caught here.
+        Promise.resolve(v).catch(() => {});
+        throw callbackResultError(path, 'true or false (not a promise)', v, 'Decide from the address itself, e.g. a list of your proxies.');
+      }
+      return false;
+    };
   }
   const list = typeof value === 'string' ? value.split(',') : Array.isArray(value) ? value : undefined;
   if (list === undefined) {
@@ -231,7 +272,8 @@ export function compileTrust(value: TrustProxy | undefined, path = 'trustProxy')
 }
 
 function headerValue(req: RequestLike, name: string): string | undefined {
-  const v = req.headers[name];
+  // A request of another shape given to a core limiter directly has no `headers`.
+  const v = req.headers?.[name];
   if (v === undefined) return undefined;
   return typeof v === 'string' ? v : v.join(', ');
 }
@@ -330,7 +372,7 @@ function walk(list: string, socket: string, trust: TrustFn, maxHops: number, par
  * @example
  * ip({ trustProxy: 1, header: 'forwarded', ipv6Subnet: 64 })
  */
-export function ip(options: IpOptions = {}): (req: RequestLike) => string {
+export function ip(options: IpOptions = {}): (req: object) => string {
   if (typeof options !== 'object' || options === null) {
     throw configError('TG_INVALID_OPTION', {
       path: 'ip',
@@ -370,8 +412,8 @@ export function ip(options: IpOptions = {}): (req: RequestLike) => string {
   const name = headerName.toLowerCase();
   const subnet = ipv6Subnet;
 
-  function socketAddress(req: RequestLike): string {
-    const raw = req.socket?.remoteAddress;
+  function socketAddress(reader: RequestReader<object>, req: object): string {
+    const raw = reader.peerAddress(req);
     return (raw !== undefined && normalizeAddress(raw)) || 'unknown';
   }
 
@@ -380,13 +422,14 @@ export function ip(options: IpOptions = {}): (req: RequestLike) => string {
     // connection keeps for its lifetime: worked out once per socket, not once per request
     // of a keep-alive connection. Weak, so a closed socket takes its entry with it.
     const bySocket = new WeakMap<object, string>();
-    return function ipKey(req: RequestLike): string {
-      const socket = req.socket;
+    return function ipKey(req: object): string {
+      const reader = readerOf(req);
+      const socket = reader.connection?.(req);
       if (socket) {
         const known = bySocket.get(socket);
         if (known !== undefined) return known;
       }
-      const addr = socketAddress(req);
+      const addr = socketAddress(reader, req);
       if (addr === 'unknown') return addr;
       const key = groupAddress(addr, subnet);
       if (socket) bySocket.set(socket, key);
@@ -394,10 +437,11 @@ export function ip(options: IpOptions = {}): (req: RequestLike) => string {
     };
   }
   const forwarded = forwardedClient(trust, name, maxHops);
-  return function ipKey(req: RequestLike): string {
-    const socket = socketAddress(req);
+  return function ipKey(req: object): string {
+    const reader = readerOf(req);
+    const socket = socketAddress(reader, req);
     if (socket === 'unknown') return socket;
-    return groupAddress(forwarded(req, socket), subnet);
+    return groupAddress(forwarded(reader, req, socket), subnet);
   };
 }
 
@@ -405,12 +449,16 @@ export function ip(options: IpOptions = {}): (req: RequestLike) => string {
  * The client address behind trusted proxies, given the socket peer's normalised address:
  * the peer itself unless `trust` says it is a proxy of ours, else the forwarding header walked.
  */
-function forwardedClient(trust: TrustFn, name: string, maxHops: number): (req: RequestLike, socket: string) => string {
+function forwardedClient(
+  trust: TrustFn,
+  name: string,
+  maxHops: number,
+): (reader: RequestReader<object>, req: object, socket: string) => string {
   const parse = name === 'forwarded' ? parseForwardedElement : parseXffNode;
   const walked = name === 'forwarded' || name === 'x-forwarded-for';
-  return function clientOf(req, socket) {
+  return function clientOf(reader, req, socket) {
     if (!trust(socket, 0)) return socket;
-    const value = headerValue(req, name);
+    const value = reader.header(req, name);
     if (value === undefined) return socket;
     if (walked) return walk(value, socket, trust, maxHops, parse);
     return (value.length <= MAX_NODE_CHARS && parseXffNode(value)) || socket;
@@ -423,14 +471,15 @@ function forwardedClient(trust: TrustFn, name: string, maxHops: number): (req: R
  * when the socket has no address. The forwarding header is read only from a trusted peer.
  * @example clientAddress({ trustProxy: 'loopback' })(req) // '198.51.100.7'
  */
-export function clientAddress(options: { trustProxy?: TrustProxy | undefined } = {}): (req: RequestLike) => string | undefined {
+export function clientAddress(options: { trustProxy?: TrustProxy | undefined } = {}): (req: object) => string | undefined {
   const trust = compileTrust(options.trustProxy);
   const forwarded = trust === undefined ? undefined : forwardedClient(trust, 'x-forwarded-for', DEFAULT_MAX_HOPS);
   return function addressOf(req) {
-    const raw = req.socket?.remoteAddress;
+    const reader = readerOf(req);
+    const raw = reader.peerAddress(req);
     const socket = raw === undefined ? undefined : normalizeAddress(raw);
     if (socket === undefined) return undefined;
-    return forwarded === undefined ? socket : forwarded(req, socket);
+    return forwarded === undefined ? socket : forwarded(reader, req, socket);
   };
 }
 
@@ -439,7 +488,7 @@ export function clientAddress(options: { trustProxy?: TrustProxy | undefined } =
  * the client sends: use it for values your own layer has authenticated.
  * @example { name: 'api-key', rate: '1000/h', key: header('x-api-key') }
  */
-export function header(name: string): (req: RequestLike) => string | undefined {
+export function header(name: string): (req: object) => string | undefined {
   if (typeof name !== 'string' || !TOKEN.test(name.toLowerCase())) {
     throw configError('TG_INVALID_KEY', {
       path: 'header',
@@ -449,8 +498,8 @@ export function header(name: string): (req: RequestLike) => string | undefined {
     });
   }
   const lower = name.toLowerCase();
-  return function headerKey(req: RequestLike): string | undefined {
-    const v = headerValue(req, lower);
+  return function headerKey(req: object): string | undefined {
+    const v = readerOf(req).header(req, lower);
     return v === undefined || v === '' ? undefined : v;
   };
 }

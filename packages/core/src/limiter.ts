@@ -12,6 +12,7 @@ import { configError, describe } from './errors.js';
 import { ip } from './keys.js';
 import { DECIDE, MemoryStore } from './memory-store.js';
 import { type KeyOperations, keyOperations, type OperationKey } from './operations.js';
+import { createReservation, type Reservation, type ReservationEngine, settleUnsupported } from './reserve.js';
 import {
   type CompiledRule,
   checkAcross,
@@ -94,6 +95,16 @@ export interface Limiter<R> extends Omit<KeyOperations, 'reset'> {
    * are given back at most once per decision, whichever path asks first.
    */
   refund(req: R, decision: Decision, options?: { rules?: readonly string[] }): Promise<void>;
+  /**
+   * Reserves `cost` (an estimate) for work whose cost is known only afterwards: decided
+   * exactly as `consume` (a stack all or nothing). Settle the reservation with the actual
+   * cost (`settle`), or `cancel` it; one never settled stays charged at its estimate.
+   * @throws TG_STORE_UNSUPPORTED (as a rejection) when the store cannot settle.
+   * @example
+   * const r = await limiter.reserve(req, { cost: 500 });
+   * if (r.allowed) await r.settle(tokensUsed);
+   */
+  reserve(req: R, options?: { cost?: number }): Promise<Reservation>;
   /** Forgets the request's keys for every rule. */
   reset(req: R): Promise<void>;
   /**
@@ -130,6 +141,47 @@ type WithReceipt = Decision & { [RECEIPT]?: StoreOp[]; [REFUNDED]?: Set<string> 
 /** What an admitted decision consumed, rule by rule (undefined for a refusal). */
 export function decisionOps(decision: Decision): readonly StoreOp[] | undefined {
   return (decision as WithReceipt)[RECEIPT];
+}
+
+/** Each limiter's reservation engine, for the HTTP pipeline's settles (`settleDecision`). */
+const engines = new WeakMap<object, ReservationEngine>();
+
+/** The reservation engine of a limiter made by `createLimiter`. */
+export function reservationEngine(lim: object): ReservationEngine | undefined {
+  return engines.get(lim);
+}
+
+/**
+ * The ops of an admitted decision not given back yet (only `names`' when given), marked as
+ * given back: a rule's units go back at most once, whichever path asks first (a refusal's
+ * refund, an uncounted status, a settle). A rule that did not admit (a dry-run refusal)
+ * consumed nothing and is left out.
+ */
+export function claimOps(decision: Decision, names?: readonly string[]): StoreOp[] {
+  const w = decision as WithReceipt;
+  let ops = w[RECEIPT];
+  if (!ops || !decision.allowed) return [];
+  if (names) {
+    const only = new Set(names);
+    ops = ops.filter((op) => only.has(op.rule.name));
+  }
+  const admitted = new Set(decision.rules.filter((r) => r.allowed).map((r) => r.name));
+  const done = w[REFUNDED] ?? new Set<string>();
+  ops = ops.filter((op) => admitted.has(op.rule.name) && !done.has(op.rule.name));
+  for (const op of ops) done.add(op.rule.name);
+  w[REFUNDED] = done;
+  return ops;
+}
+
+/**
+ * After a store call with claimed ops failed: one refused before doing anything (a clock
+ * that gave no time) changed nothing, so the units may still be given back later. Any other
+ * failure (a timeout, say) may have reached the store, so the claim stays spent.
+ */
+export function unclaimOnInvalidTime(decision: Decision, ops: readonly StoreOp[], err: unknown): void {
+  if ((err as { code?: unknown } | null)?.code !== 'TG_INVALID_TIME') return;
+  const done = (decision as WithReceipt)[REFUNDED];
+  if (done !== undefined) for (const op of ops) done.delete(op.rule.name);
 }
 
 function isThenable(v: unknown): v is PromiseLike<unknown> {
@@ -855,6 +907,14 @@ function build<R>(
     ruleNames: () => [...cells, ...[...(tiering?.stacks.values() ?? [])].flat()].map((c) => c.c.spec.name),
   });
 
+  const engine: ReservationEngine = {
+    store,
+    now,
+    opsOf: (d) => decisionOps(d) ?? [],
+    claim: (d, names) => claimOps(d, names),
+    unclaim: unclaimOnInvalidTime,
+  };
+
   // A MemoryStore deciding in place may be given the shared ops array (see sharedOps); one
   // rule keeps its own path (an array of one op costs less than the checks).
   const shared = inPlace && tiering === undefined && n > 1;
@@ -914,31 +974,18 @@ function build<R>(
       }
     },
     async refund(_req, decision, o) {
-      let ops = (decision as WithReceipt)[RECEIPT];
-      if (!ops || !decision.allowed) return;
-      if (o?.rules) {
-        const names = new Set(o.rules);
-        ops = ops.filter((op) => names.has(op.rule.name));
-      }
-      // A rule that did not admit (dry-run refusal) consumed nothing: nothing to give back.
-      const admitted = new Set(decision.rules.filter((r) => r.allowed).map((r) => r.name));
-      // Each rule at most once: a refusal's refund and an uncounted status's refund of the
-      // same decision must not give the unit back twice.
-      const w = decision as WithReceipt;
-      const done = w[REFUNDED] ?? new Set<string>();
-      ops = ops.filter((op) => admitted.has(op.rule.name) && !done.has(op.rule.name));
+      const ops = claimOps(decision, o?.rules);
       if (ops.length === 0) return;
-      for (const op of ops) done.add(op.rule.name);
-      w[REFUNDED] = done;
       try {
         await store.refund(ops, decision.at, now());
       } catch (err) {
-        // A store that refused the call before doing anything (a clock that gave no time)
-        // gave nothing back: the units may still be given back later. Any other failure
-        // (a timeout, say) may have reached the store, so the refund stays spent.
-        if ((err as { code?: unknown } | null)?.code === 'TG_INVALID_TIME') for (const op of ops) done.delete(op.rule.name);
+        unclaimOnInvalidTime(decision, ops, err);
         throw err;
       }
+    },
+    reserve(req, o) {
+      if (typeof store.settle !== 'function') return Promise.reject(settleUnsupported(store));
+      return limiter.consume(req, o).then((d) => createReservation(d, engine));
     },
     async reset(...args: [R] | [string, OperationKey]) {
       // Two arguments: a rule name and a key (an operation by key); one: a request.
@@ -956,6 +1003,7 @@ function build<R>(
   };
   const full = Object.defineProperties(limiter, VIEW_ACCESSORS) as unknown as Limiter<R>;
   families.set(full, family as RuleFamily<unknown>);
+  engines.set(full, engine);
   return full;
 }
 

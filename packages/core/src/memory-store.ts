@@ -16,9 +16,9 @@ import { algorithms, type Check, type State, Verdict } from './algorithms/index.
 import { type Clock, checkTime, systemClock } from './clock.js';
 import { channels, type HeldEvictionMessage } from './diagnostics.js';
 import { configError, describe, TollgateError } from './errors.js';
-import { applyKeyOp, keyFigures } from './key-ops.js';
+import { AppliedIds, applyKeyOp, keyFigures } from './key-ops.js';
 import { ObjectTable, SlabTable, STATE_WIDTH, type Table } from './memory-table.js';
-import { decideStack, type Entry, refundEntry } from './stack.js';
+import { checkRule, decideStack, type Entry, refundEntry, settleEntry } from './stack.js';
 import { unknownOptionFix } from './suggest.js';
 import type { KeyOp, Outcome, RuleSpec, Store, StoreDecision, StoreKeyState, StoreOp } from './types.js';
 
@@ -118,6 +118,8 @@ export class MemoryStore implements Store {
   /** Whether a limiter has passed its own time; then the sweep must not read this store's clock. */
   #external = false;
   #timer: ReturnType<typeof setInterval> | undefined;
+  /** Operation ids applied (see keyOp). */
+  readonly #ids = new AppliedIds();
   #closed = false;
   #heldEvictions = 0;
 
@@ -420,9 +422,15 @@ export class MemoryStore implements Store {
             // Already equivalent to no state: dropped (see #setIn).
             table.delete(op.key);
             moved = true;
-          } else if (table.admit(op.key, v, v.x) && this.size > this.maxKeys) {
-            this.#evict(table, op.key, t);
-            moved = true;
+          } else {
+            const fresh = table.admit(op.key, v, v.x);
+            // Left empty, the key refuses its next request: held as a refused one, or a flood
+            // of new keys would evict it into a fresh budget before that request comes.
+            if (v.remaining === 0) table.hold(op.key);
+            if (fresh && this.size > this.maxKeys) {
+              this.#evict(table, op.key, t);
+              moved = true;
+            }
           }
         }
       }
@@ -471,8 +479,10 @@ export class MemoryStore implements Store {
     for (let i = 0; i < ops.length; i++) {
       const w = d.writes[i];
       const op = ops[i] as StoreOp;
-      const refused = !(d.outcomes[i] as Outcome).allowed;
-      if (w !== undefined) this.#set(op.rule, op.key, w.s, w.b, t, refused);
+      const o = d.outcomes[i] as Outcome;
+      const refused = !o.allowed;
+      // An admission that leaves the key empty holds it too (see DECIDE).
+      if (w !== undefined) this.#set(op.rule, op.key, w.s, w.b, t, refused || o.remaining === 0);
       else if (refused) this.#table(op.rule).hold(op.key);
     }
     return { allowed: d.allowed, now: t, outcomes: d.outcomes };
@@ -510,6 +520,28 @@ export class MemoryStore implements Store {
     }
   }
 
+  /** Settles a reservation (see `Store.settle`); synchronous inside, so atomic. */
+  settle(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+    try {
+      const t = this.#now(now);
+      for (const op of ops) {
+        if (op.cost === 0) continue;
+        const table = this.#table(op.rule);
+        const e = settleEntry(this.#get(op.rule, op.key, t), t, op.rule, op.cost, at);
+        if (e === undefined) table.delete(op.key);
+        // A key left in debt is held like a refused one: a flood of new keys must not evict
+        // it into a fresh budget. A give-back leaves the mark as it was, as a refund does.
+        else {
+          const owes = op.cost > 0 && !checkRule(e, t, op.rule, 1).outcome.allowed;
+          this.#setIn(table, op.rule, op.key, e.s, e.b, t, owes || table.held);
+        }
+      }
+      return Promise.resolve();
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
   reset(rule: RuleSpec, key: string): Promise<void> {
     if (this.#closed) return Promise.reject(new TollgateError('TG_STORE_CLOSED', 'MemoryStore: used after close().'));
     this.#table(rule).delete(key);
@@ -522,9 +554,11 @@ export class MemoryStore implements Store {
       const t = this.#now(now);
       const table = this.#table(rule);
       const before = this.#get(rule, key, t);
-      const after = applyKeyOp(before, t, rule, op);
+      // A retry of an operation already applied (same id) changes nothing: it reads.
+      const fresh = this.#ids.first(rule, key, op, t);
+      const after = fresh ? applyKeyOp(before, t, rule, op) : before;
       const state = keyFigures(after, t, rule);
-      if (op.kind !== 'get') {
+      if (op.kind !== 'get' && fresh) {
         // A key left refusing (blocked, or penalized to empty) is held like a refused one:
         // a flood of new keys must not evict it into a fresh budget.
         if (after === undefined) table.delete(key);
@@ -547,6 +581,7 @@ export class MemoryStore implements Store {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
     this.#tables.clear();
+    this.#ids.clear();
     this.#recentRules = [];
     this.#recentTables = [];
     this.#atRules = [];

@@ -61,6 +61,18 @@ export interface OperationValues {
   burst?: number;
 }
 
+/**
+ * The last argument of an operation that changes a key: the values in force (as
+ * {@link OperationValues}) and an operation id. With an `id`, the store applies the change
+ * once per (rule, key, id) for a day: a call retried after `TG_STORE_UNCONFIRMED` with the
+ * same id changes nothing more if the first was applied (docs/operations.md).
+ * @example await limiter.penalize('api', 'tenant-42', 40, { id: 'incident-7' })
+ */
+export interface OperationOptions extends OperationValues {
+  /** Up to 128 characters; any text (sanitised like a key). */
+  id?: string;
+}
+
 /** Operations on one (rule, key) without a request. See docs/operations.md. */
 export interface KeyOperations {
   /** The key's state for the rule: remaining, reset, retry and block. */
@@ -71,13 +83,13 @@ export interface KeyOperations {
    * Refuses the key (reason `'blocked'`, with `Retry-After`) for `duration`, as `blockFor`
    * does, on any rule; a block already ending later is kept.
    */
-  block(rule: string, key: OperationKey, duration: Duration, values?: OperationValues): Promise<KeyState>;
+  block(rule: string, key: OperationKey, duration: Duration, options?: OperationOptions): Promise<KeyState>;
   /** Lifts a block (the counter is left as it is: `reset` forgets both). */
-  unblock(rule: string, key: OperationKey, values?: OperationValues): Promise<KeyState>;
+  unblock(rule: string, key: OperationKey, options?: OperationOptions): Promise<KeyState>;
   /** Consumes up to `units` of what the key has left now, never beyond empty. */
-  penalize(rule: string, key: OperationKey, units: number, values?: OperationValues): Promise<KeyState>;
+  penalize(rule: string, key: OperationKey, units: number, options?: OperationOptions): Promise<KeyState>;
   /** Gives back up to `units` of what the key has used, never beyond a full budget. */
-  reward(rule: string, key: OperationKey, units: number, values?: OperationValues): Promise<KeyState>;
+  reward(rule: string, key: OperationKey, units: number, options?: OperationOptions): Promise<KeyState>;
 }
 
 /** The operation names, as `tollgate:key-op` messages carry them. */
@@ -93,6 +105,8 @@ export interface KeyOpMessage {
   units?: number;
   /** `block`: the block's length in ms. */
   blockMs?: number;
+  /** The operation id given, if any. */
+  id?: string;
   /** The state after the operation (absent for `reset` and on failure). */
   state?: KeyState;
   /** Why it failed, when it did (the operation's promise rejects with it too). */
@@ -151,6 +165,7 @@ function specOf(rule: Pick<CompiledRule<never>, 'spec' | 'dynamic'>, values: unk
   }
   const v = (values ?? {}) as Record<string, unknown>;
   for (const name of Object.keys(v)) {
+    if (name === 'id' && operation !== 'get') continue;
     const used = d !== undefined && (name === 'limit' ? d.limit : name === 'burst' ? d.burst : undefined) !== undefined;
     if (!used) {
       throw configError('TG_INVALID_OPTION', {
@@ -176,6 +191,24 @@ function specOf(rule: Pick<CompiledRule<never>, 'spec' | 'dynamic'>, values: unk
     }
   }
   return specFor(rule as CompiledRule<never>, v.limit, v.burst);
+}
+
+/** MAX characters of an operation id. */
+const ID_MAX = 128;
+
+/** The operation id of `values`, checked, or undefined. */
+function idOf(values: unknown, operation: string): string | undefined {
+  const id = (values as { id?: unknown } | undefined)?.id;
+  if (id === undefined) return undefined;
+  if (typeof id !== 'string' || id.length === 0 || id.length > ID_MAX) {
+    throw configError('TG_INVALID_OPTION', {
+      path: `${operation}.values.id`,
+      expected: `an operation id: a string of 1 to ${ID_MAX} characters`,
+      received: describe(id),
+      fix: "Pass an id that names this change, the same on every retry of it, e.g. { id: 'incident-7-charge' }.",
+    });
+  }
+  return id;
 }
 
 function unsupported(store: Store, operation: string): TollgateError {
@@ -256,14 +289,18 @@ export function keyOperations(from: OperationSource | readonly OperationSource[]
     const { store, clock } = source;
     const raw = keyText(rawKey, `${operation}.key`);
     const key = sanitizeKey(raw);
+    const id = op === undefined || op.kind === 'get' ? undefined : idOf(values, operation);
     const message: KeyOpMessage = { operation, rule: rule.name, key: raw, ...extra };
+    if (id !== undefined) message.id = id;
+    // The id as stores hold it: bounded and plain, like a key.
+    const storeOp = id === undefined || op === undefined ? op : ({ ...op, id: sanitizeKey(id) } as KeyOp);
     try {
       const now = clock?.now();
       let state: KeyState | undefined;
-      if (op === undefined) await store.reset(rule, key, raw);
+      if (storeOp === undefined) await store.reset(rule, key, raw);
       else {
         if (typeof store.keyOp !== 'function') throw unsupported(store, operation);
-        state = stateOf(rule, raw, key, await store.keyOp(rule, key, op, now, raw));
+        state = stateOf(rule, raw, key, await store.keyOp(rule, key, storeOp as KeyOp, now, raw));
         message.state = state;
       }
       publish(message);

@@ -67,6 +67,15 @@ export interface Rule<R = unknown> {
    * refund). With `skipSuccessful` / `skipFailed` too, a request counts only if all agree.
    */
   countIf?: (statusCode: number) => boolean;
+  /**
+   * The request's actual cost, known once the response has finished (adapters): the rule's
+   * `cost` is then an estimate, reserved when the request is admitted and settled with this
+   * value when the response finishes (a streamed one: when its stream ends; an aborted one
+   * keeps the estimate). `res` is the response as the adapter's handlers see it (Express
+   * and node: Node's response; Fastify: the reply; Koa: the context; Hono: the context).
+   * @example actualCost: (req, res) => (res as { tokensSent: number }).tokensSent
+   */
+  actualCost?: (req: R, res: unknown) => number | Promise<number>;
   /** Refund requests that end with a status below 400 (adapters). @default false */
   skipSuccessful?: boolean;
   /** Refund requests that end with a status of 400 or more (adapters). @default false */
@@ -181,6 +190,7 @@ const KNOWN = new Set([
   'quota',
   'per',
   'countIf',
+  'actualCost',
   'skipSuccessful',
   'skipFailed',
 ]);
@@ -437,6 +447,14 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
       expected: 'a function (statusCode) => boolean',
       received: describe(rule.countIf),
       fix: 'Pass a function, e.g. (status) => status < 400.',
+    });
+  }
+  if (rule.actualCost !== undefined && typeof rule.actualCost !== 'function') {
+    throw configError('TG_INVALID_OPTION', {
+      path: `${path}.actualCost`,
+      expected: 'a function (req, res) => number | Promise<number>',
+      received: describe(rule.actualCost),
+      fix: 'Pass a function returning the units the request used, e.g. (req, res) => res.tokensUsed.',
     });
   }
   let countIf = rule.countIf;

@@ -123,3 +123,59 @@ export function refundEntry(e: Entry, now: number, r: RuleSpec, cost: number, at
   const s = algorithms[r.algorithm].refund(e.s, now, r, cost, at);
   return s === undefined && e.b === 0 ? undefined : { s, b: e.b };
 }
+
+/**
+ * The most a charge leaves in a state (a count, a debt in a token bucket's scaled units, a
+ * leaky bucket's time ahead of now): far below the magnitude (1e16) past which the Redis
+ * store reads a value as foreign and absent, so no pile of charges turns a debt into a fresh
+ * budget. Each sliding-log entry stays below `LOG_CHARGE_MAX` for the same reason.
+ */
+export const CHARGE_MAX = 2 ** 50;
+export const LOG_CHARGE_MAX = 2 ** 40;
+
+/** Specs with `countRejected` forced on: a check then always says what consuming would leave. */
+const forcedSpecs = new WeakMap<RuleSpec, RuleSpec>();
+
+/**
+ * The state after charging `units` at `now` without refusing: what an admitted request of
+ * that cost would leave, whatever is left (a token bucket below zero, a count beyond the
+ * limit, a leaky bucket's time further ahead): a debt that later requests wait out.
+ */
+export function chargeState(s: State | undefined, now: number, r: RuleSpec, units: number): State {
+  if (r.algorithm === 'leaky-bucket') {
+    const base = s === undefined ? now : Math.max(now, s[0] as number);
+    return [Math.min(base + units * (r.windowMs / r.limit), now + CHARGE_MAX)];
+  }
+  let f = forcedSpecs.get(r);
+  if (f === undefined) {
+    f = { ...r, countRejected: true, blockForMs: 0 };
+    forcedSpecs.set(r, f);
+  }
+  const next = (algorithms[r.algorithm].check(s, now, f, units).next as State).slice();
+  switch (r.algorithm) {
+    case 'token-bucket':
+      next[1] = Math.max(next[1] as number, -CHARGE_MAX);
+      break;
+    case 'fixed-window':
+      next[1] = Math.min(next[1] as number, CHARGE_MAX);
+      break;
+    case 'sliding-window':
+      next[2] = Math.min(next[2] as number, CHARGE_MAX);
+      break;
+    case 'sliding-log':
+      next[next.length - 1] = Math.min(next[next.length - 1] as number, LOG_CHARGE_MAX);
+      break;
+  }
+  return next;
+}
+
+/**
+ * The entry after settling a reservation: `delta` is the actual cost less the estimate.
+ * Below zero, the difference is given back as a refund of a decision made at `at` (never
+ * more than the reservation still weighs); above zero it is charged now (`chargeState`).
+ */
+export function settleEntry(e: Entry | undefined, now: number, r: RuleSpec, delta: number, at: number): Entry | undefined {
+  if (delta < 0) return e === undefined ? undefined : refundEntry(e, now, r, -delta, at);
+  if (delta === 0) return e;
+  return { s: chargeState(e?.s, now, r, delta), b: e?.b ?? 0 };
+}

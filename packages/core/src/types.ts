@@ -119,10 +119,18 @@ export interface StoreDecision {
 /** One operation on a key's state, as a store receives it (validated by the limiter). */
 export type KeyOp =
   | { readonly kind: 'get' }
-  | { readonly kind: 'block'; readonly ms: number }
-  | { readonly kind: 'unblock' }
-  | { readonly kind: 'penalize'; readonly units: number }
-  | { readonly kind: 'reward'; readonly units: number };
+  | ({ readonly kind: 'block'; readonly ms: number } & KeyOpId)
+  | ({ readonly kind: 'unblock' } & KeyOpId)
+  | ({ readonly kind: 'penalize'; readonly units: number } & KeyOpId)
+  | ({ readonly kind: 'reward'; readonly units: number } & KeyOpId);
+
+/**
+ * An operation's id (sanitised like a key): a store applies a change once per (rule, key,
+ * id) for a day, so a retried call changes nothing more; a store may ignore it.
+ */
+export interface KeyOpId {
+  readonly id?: string;
+}
 
 /** A key's state as a store reports it, after the operation. */
 export interface StoreKeyState {
@@ -152,6 +160,14 @@ export interface Store {
   peek(ops: readonly StoreOp[], now?: number): Promise<StoreDecision>;
   /** Give back what a decision made at `at` consumed. */
   refund(ops: readonly StoreOp[], at: number, now?: number): Promise<void>;
+  /**
+   * Optional ability: settle a reservation made by a decision at `at`, atomically (one round
+   * trip). Each op's `cost` is the actual cost less the estimate: below zero the difference
+   * is given back as `refund` gives it (never more than the reservation still weighs),
+   * above zero it is charged without refusing, into a debt later requests wait out. A store
+   * without it makes `limiter.reserve` reject with `TG_STORE_UNSUPPORTED`.
+   */
+  settle?(ops: readonly StoreOp[], at: number, now?: number): Promise<void>;
   /** Forget a key's state for a rule (`raw`: the key before sanitising, as in `StoreOp`). */
   reset(rule: RuleSpec, key: string, raw?: string): Promise<void>;
   /** Release timers and connections owned by the store. */

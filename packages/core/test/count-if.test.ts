@@ -9,6 +9,10 @@ import { describe, expect, it } from 'vitest';
 
 class FakeResponse extends EventEmitter {
   statusCode = 200;
+  /** The port's `onFinish` over this response. */
+  readonly onFinish = (fn: (status: number) => void) => {
+    this.once('finish', () => fn(this.statusCode));
+  };
 }
 
 function setup() {
@@ -52,7 +56,7 @@ describe('refundUncountedOnFinish', () => {
     for (const status of [200, 500]) {
       const d = await lim.consume({});
       const res = new FakeResponse();
-      refundUncountedOnFinish(lim, counted, {}, res, d, 'test');
+      refundUncountedOnFinish(lim, counted, {}, res.onFinish, d, 'test');
       res.statusCode = status;
       res.emit('finish');
       await new Promise((r) => setImmediate(r));
@@ -65,7 +69,7 @@ describe('refundUncountedOnFinish', () => {
   it('does nothing before the response finishes', async () => {
     const { lim, store } = setup();
     const d = await lim.consume({});
-    refundUncountedOnFinish(lim, countedRules(lim), {}, new FakeResponse(), d, 'test');
+    refundUncountedOnFinish(lim, countedRules(lim), {}, new FakeResponse().onFinish, d, 'test');
     await new Promise((r) => setImmediate(r));
     expect(await remaining(lim)).toEqual({ all: 8, failures: 8, broken: 8 });
     await store.close();

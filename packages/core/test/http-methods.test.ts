@@ -12,12 +12,12 @@ import {
   groupOperations,
   type LimiterOptionsOf,
   limiterMethods,
-  nodePort,
   normalizeLimiterOptions,
   peerHint,
   RATE_LIMIT_WORDING,
   routeOptionsOf,
 } from '@tollgate/core/http';
+import { nodePort } from '@tollgate/core/node';
 import { describe, expect, it } from 'vitest';
 
 type Req = { headers: Record<string, string>; socket: { remoteAddress: string } };

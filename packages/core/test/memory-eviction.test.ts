@@ -103,31 +103,55 @@ describe('MemoryStore eviction at maxKeys', () => {
     const clock = new ManualClock(START);
     const store = new MemoryStore({ maxKeys: 3, sweepIntervalMs: 0 });
     const l = createLimiter<Req>({
-      rules: [{ name: 'r', key: (r) => r.user, algorithm: 'token-bucket', limit: 1, window: '1s' }],
+      rules: [{ name: 'r', key: (r) => r.user, algorithm: 'token-bucket', limit: 2, window: '1s' }],
       store,
       clock,
     });
     await l.consume({ user: 'a' });
+    await l.consume({ user: 'a' });
     expect((await l.consume({ user: 'a' })).allowed).toBe(false);
     clock.advance(1000);
-    expect((await l.consume({ user: 'a' })).allowed).toBe(true);
+    // Admitted with a unit to spare (a key its admission empties stays held).
+    expect((await l.consume({ user: 'a' })).rules[0]?.remaining).toBe(1);
     await l.consume({ user: 'b' });
     await l.consume({ user: 'c' });
     await l.consume({ user: 'd' });
     expect(store.size).toBe(3);
     // 'a' (oldest, live again) went: its bucket is full again.
-    expect((await l.peek({ user: 'a' })).rules[0]?.remaining).toBe(0);
+    expect((await l.peek({ user: 'a' })).rules[0]?.remaining).toBe(1);
     expect(store.heldEvictions).toBe(0);
     await store.close();
   });
 
-  it('property: a refused or blocked key survives any flood of new keys while other states exist', async () => {
+  it('bug: a key emptied by its last admission (remaining 0, not yet refused) got a fresh budget from a flood of new keys', async () => {
+    for (const algorithm of ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket'] as const) {
+      const clock = new ManualClock(START);
+      const store = new MemoryStore({ maxKeys: 100, sweepIntervalMs: 0 });
+      const l = login(store, clock, { algorithm });
+      const used = [];
+      for (let i = 0; i < 5; i++) used.push((await l.consume({ user: 'admin' })).allowed);
+      expect(used, algorithm).toEqual([true, true, true, true, true]);
+      for (let i = 0; i < 1000; i++) {
+        clock.advance(1);
+        await l.consume({ user: `junk${i}` });
+      }
+      expect(store.size).toBe(100);
+      expect((await l.consume({ user: 'admin' })).allowed, `${algorithm}: the emptied key kept its state`).toBe(false);
+      expect(store.heldEvictions).toBe(0);
+      await store.close();
+    }
+  });
+
+  it('property: a refused, blocked or emptied key survives any flood of new keys while other states exist', async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.integer({ min: 2, max: 40 }),
-        fc.integer({ min: 1, max: 3 }),
+        fc.integer({ min: 2, max: 3 }),
         fc.boolean(),
-        fc.array(fc.record({ limiter: fc.nat(1), refused: fc.boolean(), repeat: fc.nat(3) }), { minLength: 1, maxLength: 300 }),
+        fc.array(fc.record({ limiter: fc.nat(1), refused: fc.boolean(), emptied: fc.boolean(), repeat: fc.nat(3) }), {
+          minLength: 1,
+          maxLength: 300,
+        }),
         async (maxKeys, limit, block, traffic) => {
           const clock = new ManualClock(START);
           const store = new MemoryStore({ maxKeys, sweepIntervalMs: 0 });
@@ -149,11 +173,12 @@ describe('MemoryStore eviction at maxKeys', () => {
             clock.advance(1);
             const l = limiters[t.limiter] as (typeof limiters)[number];
             const user = `u${i++}`;
-            // At most maxKeys - 1 refused keys: one state besides them is always left.
+            // At most maxKeys - 1 refused (or emptied: its next request refused) keys: one
+            // state besides them is always left, with budget to spare.
             if (t.refused && refused.length < maxKeys - 1) {
-              for (let k = 0; k <= limit; k++) await l.consume({ user });
+              for (let k = 0; k < (t.emptied ? limit : limit + 1); k++) await l.consume({ user });
               refused.push([t.limiter, user]);
-            } else for (let k = 0; k <= Math.min(t.repeat, limit - 1); k++) await l.consume({ user });
+            } else for (let k = 0; k < Math.min(t.repeat + 1, limit - 1); k++) await l.consume({ user });
           }
           for (const [which, user] of refused) {
             const d = await (limiters[which] as (typeof limiters)[number]).peek({ user });

@@ -55,18 +55,20 @@ describe('MemoryStore reused verdicts', () => {
     const store = new MemoryStore({ maxKeys: 2, sweepIntervalMs: 0 });
     const limiter = createLimiter<Req>({
       rules: [
-        { name: 'ip', key: (r) => r.k, limit: 1, window: '1h', algorithm: 'fixed-window' },
+        // Limit 2: 'b' is admitted with a unit left, live (a key its admission empties is held).
+        { name: 'ip', key: (r) => r.k, limit: 2, window: '1h', algorithm: 'fixed-window' },
         { name: 'global', key: () => 'all', limit: 100, window: '1h', algorithm: 'fixed-window' },
       ],
       store,
       clock,
     });
     limiter.consumeSync({ k: 'a' });
+    limiter.consumeSync({ k: 'a' });
     expect(limiter.consumeSync({ k: 'a' })?.allowed).toBe(false); // ip:a held
     // ip:b is new and the store full: ip's table has nothing else live, so the oldest live
     // state of another table goes, global:all, whose row the decision had just read.
     expect(limiter.consumeSync({ k: 'b' })?.allowed).toBe(true);
-    // global:all was written again after that eviction: two admissions counted.
-    expect(limiter.consumeSync({ k: 'a' })?.rules[1]?.remaining).toBe(98);
+    // global:all was written again after that eviction: three admissions counted.
+    expect(limiter.consumeSync({ k: 'a' })?.rules[1]?.remaining).toBe(97);
   });
 });

@@ -5,16 +5,16 @@
  * answers alike. A route-level extension (`limiter.route`) adds its rules to the
  * app-level ones (or replaces them), decided as one all-or-nothing decision.
  */
-import type { Decision } from '@tollgate/core';
-import { createRateLimit, type HttpPort, limiterMethods, nodePort, routeOptionsOf } from '@tollgate/core/http';
+import { createRateLimit, type HttpPort, limiterMethods, type RequestRateLimit, routeOptionsOf } from '@tollgate/core/http';
+import { nodePort } from '@tollgate/core/node';
 import type { NextFunction, Request, Response } from 'express';
 import { normalise, type RateLimitMiddleware, type RateLimitOptions } from './options.js';
 
 declare global {
   namespace Express {
     interface Request {
-      /** The rate-limit decision: every tollgate limiter this request has met, combined. */
-      rateLimit?: Decision;
+      /** The rate-limit decision: every tollgate limiter this request has met, combined, with `settle(actual)` for a cost known after the work (docs/reserve.md). */
+      rateLimit?: RequestRateLimit;
     }
   }
 }

@@ -13,7 +13,14 @@ const majors = [
   ['Express 4', express4 as unknown as typeof express5],
 ] as const;
 
-const rule = (name: string, limit: number) => ({ name, limit, window: '1m' as const, algorithm: 'fixed-window' as const });
+// Windows from each key's first request: a clock-aligned minute ending mid-test would give a fresh budget.
+const rule = (name: string, limit: number) => ({
+  name,
+  limit,
+  window: '1m' as const,
+  algorithm: 'fixed-window' as const,
+  align: 'first-request' as const,
+});
 
 for (const [label, express] of majors) {
   describe(label, () => {

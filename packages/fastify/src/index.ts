@@ -9,8 +9,8 @@
  *
  * @module @tollgate/fastify
  */
-import type { Decision, KeyOperations, ThrottleResult } from '@tollgate/core';
-import type { GroupOperations } from '@tollgate/core/http';
+import type { KeyOperations, ThrottleResult } from '@tollgate/core';
+import type { GroupOperations, RequestRateLimit } from '@tollgate/core/http';
 import type { FastifyRequest } from 'fastify';
 import type { RouteRateLimit } from './options.js';
 import { tollgate } from './plugin.js';
@@ -41,8 +41,8 @@ declare module 'fastify' {
     tollgate: KeyOperations & TollgateInstance;
   }
   interface FastifyRequest {
-    /** The rate-limit decision: every tollgate registration this request has met, combined. */
-    rateLimit?: Decision;
+    /** The rate-limit decision: every tollgate registration this request has met, combined, with `settle(actual)` for a cost known after the work (docs/reserve.md). */
+    rateLimit?: RequestRateLimit;
     /** What the slow-down throttle decided for this request (hits and delay). */
     slowDown?: ThrottleResult;
   }

@@ -11,6 +11,7 @@
  * decides those, so no route is left unlimited whatever the order.
  */
 import { createRateLimit, type Decide, groupOperations, type HttpPort, lowerHeaderName as lower } from '@tollgate/core/http';
+import { nodeOperations } from '@tollgate/core/node';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
 import { normalise, routeOption, type TollgateHook, type TollgateOptions } from './options.js';
@@ -18,8 +19,10 @@ import { normalise, routeOption, type TollgateHook, type TollgateOptions } from 
 /** Headers through `reply.header` (names lower-cased, as Fastify stores them), the answer through `reply.send`. */
 export const fastifyPort: HttpPort<FastifyRequest, FastifyReply, HookHandlerDoneFunction> = {
   name: 'fastify',
-  rawRequest: (request) => request.raw,
-  rawResponse: (reply) => reply.raw,
+  ...nodeOperations<FastifyRequest, FastifyReply>(
+    (request) => request.raw,
+    (reply) => reply.raw,
+  ),
   getHeader: (reply, name) => reply.getHeader(lower(name)),
   setHeader: (reply, name, value) => {
     reply.header(lower(name), value);

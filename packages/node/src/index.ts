@@ -19,31 +19,32 @@ import {
   type ConcurrencyFlowOptions,
   concurrencyFlow,
   createRateLimit,
+  isThenable,
   type LimiterMethods,
   type LimiterOptionsOf,
   type LimitRateFlowOptions,
   limiterMethods,
   limitRateFlow,
-  type NodeNext,
-  nodePort,
   normalizeLimiterOptions,
   RATE_LIMIT_WORDING,
+  type RequestRateLimit,
   type RouteOptionsOf,
   routeOptionsOf,
   type SlowDownFlowOptions,
   type Stage,
   shedFlow,
   slowDownFlow,
-  untilOver,
 } from '@tollgate/core/http';
+import { type NodeNext, nodePort, untilOver } from '@tollgate/core/node';
 
 export * from '@tollgate/core/essentials';
-export type { ClientAddressOptions, NodeNext } from '@tollgate/core/http';
+export type { ClientAddressOptions } from '@tollgate/core/http';
+export type { NodeNext } from '@tollgate/core/node';
 
 declare module 'node:http' {
   interface IncomingMessage {
-    /** The rate-limit decision: every tollgate limiter this request has met, combined. */
-    rateLimit?: Decision;
+    /** The rate-limit decision: every tollgate limiter this request has met, combined, with `settle(actual)` for a cost known after the work (docs/reserve.md). */
+    rateLimit?: RequestRateLimit;
     /** What the slow-down throttle decided for this request (hits and delay). */
     slowDown?: ThrottleResult;
   }
@@ -52,7 +53,10 @@ declare module 'node:http' {
 type Req = IncomingMessage;
 type Res = ServerResponse;
 
-/** What the async form does with the app's errors (a throwing key function, ...). @default a 500, logged to stderr */
+/**
+ * What the async form does with the app's errors (a throwing key function, ...). One that
+ * throws or rejects itself gets the default answer. @default a 500, logged to stderr
+ */
 export type ErrorHandler = (err: unknown, req: Req, res: Res) => void;
 
 interface Common {
@@ -77,12 +81,29 @@ export type NodeLimiter = ((req: Req, res: Res) => Promise<boolean>) & { middlew
 
 const defaultOnError: ErrorHandler = (err, _req, res) => {
   console.error(err);
+  if (res.writableEnded) return;
   if (!res.headersSent) {
     res.statusCode = 500;
     res.setHeader('Content-Type', 'text/plain; charset=utf-8');
   }
   res.end('Internal Server Error');
 };
+
+/**
+ * Hands the app's error to `onError`. An `onError` that fails too (throws, or rejects: one
+ * written Express-style, `res.status(500)`, or async) gets the default answer, a 500, so the
+ * request is still answered and nothing is left unhandled.
+ */
+function handOver(handleError: ErrorHandler, err: unknown, req: Req, res: Res): void {
+  let r: unknown;
+  try {
+    r = handleError(err, req, res);
+  } catch (thrown) {
+    defaultOnError(thrown, req, res);
+    return;
+  }
+  if (isThenable(r)) Promise.resolve(r).catch((thrown: unknown) => defaultOnError(thrown, req, res));
+}
 
 /** Both forms of one stage. The async form settles `false` once tollgate answered the request. */
 function forms<T extends object>(stage: Stage<Req, Res, NodeNext>, onError: ErrorHandler | undefined, extra: T): NodeLimiter & T {
@@ -104,8 +125,8 @@ function forms<T extends object>(stage: Stage<Req, Res, NodeNext>, onError: Erro
           resolve(true);
           return;
         }
-        handleError(err, req, res);
         resolve(false);
+        handOver(handleError, err, req, res);
       });
       if (settled) return;
       // Answered in this tick (an in-process refusal), or later: a refusal, a custom

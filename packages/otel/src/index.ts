@@ -9,6 +9,7 @@ export {
   errorType,
   type KeyAttribute,
   type Outcome,
+  RECORD_FAILED_WARNING,
   REDIS_CHANNELS,
   type TollgateMetrics,
   type TollgateMetricsOptions,

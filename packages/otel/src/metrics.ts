@@ -63,7 +63,16 @@ export interface TollgateMetricsOptions {
 export interface TollgateMetrics {
   /** Stops recording (unsubscribes from every channel). Idempotent. */
   stop(): void;
+  /**
+   * Recordings that failed (an instrument, view or label function that threw or rejected).
+   * A failure never reaches a request: the decision goes on unrecorded, and the first
+   * failure is reported once as a process warning (`TOLLGATE_OTEL_RECORD_FAILED`).
+   */
+  readonly failures: number;
 }
+
+/** The process warning's code for a recording that failed (docs/errors.md, "Process warnings"). */
+export const RECORD_FAILED_WARNING = 'TOLLGATE_OTEL_RECORD_FAILED';
 
 const OUTCOMES: readonly Outcome[] = ['admitted', 'delayed', 'refused', 'dry_run_refused'];
 const BREAKER_STATES = ['closed', 'half-open', 'open'] as const;
@@ -183,6 +192,31 @@ export function tollgateMetrics(options?: TollgateMetricsOptions): TollgateMetri
   const keyLimit = key?.limit ?? 100;
   const keysSeen = new Set<string>();
 
+  let failures = 0;
+  /**
+   * A failing observer is counted and reported once, never thrown: a throw in a
+   * diagnostics_channel subscriber is an uncaught exception (the process exits), and a
+   * rejection nobody handles is one too on Node 20.
+   */
+  function failed(error: unknown): void {
+    failures++;
+    if (failures > 1) return;
+    process.emitWarning(
+      `@tollgate/otel could not record a metric (${errorType(error)}): decisions go on, unrecorded where it fails. ` +
+        'Check the meter provider and its views, and the key label function.',
+      { type: 'TollgateWarning', code: RECORD_FAILED_WARNING },
+    );
+  }
+  function guarded(fn: (message: unknown) => void): (message: unknown) => void {
+    return (message) => {
+      try {
+        fn(message);
+      } catch (error) {
+        failed(error);
+      }
+    };
+  }
+
   const requestAttrs = new Map<string, ByOutcome>();
   const policyAttrs = new Map<string, Map<string, ByOutcome>>();
   const limiterAttrs = new Map<string, Attributes>();
@@ -224,9 +258,14 @@ export function tollgateMetrics(options?: TollgateMetricsOptions): TollgateMetri
     let v: unknown;
     try {
       v = (key as KeyAttribute).get(msg.request, msg.decision);
-    } catch {
-      // A subscriber that throws is an uncaught exception in Node: a throwing label
-      // function must not take the process down. The metric goes without the label.
+    } catch (error) {
+      // The metric goes without the label.
+      failed(error);
+      return undefined;
+    }
+    if (typeof v === 'object' && v !== null && typeof (v as { then?: unknown }).then === 'function') {
+      // Never awaited (the metric is recorded now): a rejection is a failure, not left unhandled.
+      Promise.resolve(v).catch(failed);
       return undefined;
     }
     // Anything but a string or a number (undefined, a promise, an object) records no label.
@@ -329,16 +368,19 @@ export function tollgateMetrics(options?: TollgateMetricsOptions): TollgateMetri
   m.shedInFlight.addCallback(observe.shed);
 
   const subscriptions: [string, (message: unknown) => void][] = [
-    [CHANNEL_NAMES.decision, onDecision],
-    [CHANNEL_NAMES.storeError, onStoreError],
-    [CHANNEL_NAMES.inFlight, onInFlight],
-    [REDIS_CHANNELS.error, onRedisError],
-    [REDIS_CHANNELS.breaker, onBreaker],
+    [CHANNEL_NAMES.decision, guarded(onDecision)],
+    [CHANNEL_NAMES.storeError, guarded(onStoreError)],
+    [CHANNEL_NAMES.inFlight, guarded(onInFlight)],
+    [REDIS_CHANNELS.error, guarded(onRedisError)],
+    [REDIS_CHANNELS.breaker, guarded(onBreaker)],
   ];
   for (const [name, fn] of subscriptions) diagnosticsChannel.subscribe(name, fn);
 
   let stopped = false;
   return {
+    get failures() {
+      return failures;
+    },
     stop() {
       if (stopped) return;
       stopped = true;

@@ -9,7 +9,16 @@
  * the same double; `-0` kept), which Lua's `tonumber` reads exactly. The decide reply is
  * one string of packed doubles, read here from the Buffer ioredis returns.
  */
-import type { KeyOp, Outcome, RejectReason, RuleSpec, StoreDecision, StoreKeyState, StoreOp } from '@tollgate/core';
+import {
+  type KeyOp,
+  OPERATION_ID_TTL_MS,
+  type Outcome,
+  type RejectReason,
+  type RuleSpec,
+  type StoreDecision,
+  type StoreKeyState,
+  type StoreOp,
+} from '@tollgate/core';
 import { OUT_FIELDS } from './lua/index.js';
 
 const ALGO_CODE = {
@@ -287,7 +296,23 @@ export function refundArgs(
   return b.finish([shape], [now === undefined ? '' : num(now), num(at)]);
 }
 
-/** The arguments of an operation by key (see lua/keyops.ts): rule, operation, time, least TTL. */
+/** A settle's call (see `s` in lua/stack.ts): each op's cost is the actual cost less the estimate. */
+export function settleArgs(
+  ops: readonly StoreOp[],
+  keys: readonly string[],
+  now: number | undefined,
+  at: number,
+  minTtl: string,
+): ScriptCall {
+  const b = new CallBuilder('s', minTtl);
+  const shape = b.shape('s', ops, keys, 0, false);
+  return b.finish([shape], [now === undefined ? '' : num(now), num(at)]);
+}
+
+/**
+ * The arguments of an operation by key (see lua/keyops.ts): rule, operation, time, least
+ * TTL, the operation id ('' for none) and how long the id is remembered.
+ */
 export function keyOpArgs(r: RuleSpec, op: KeyOp, now: number | undefined, minTtl: string): string[] {
   const code =
     op.kind === 'get'
@@ -297,7 +322,8 @@ export function keyOpArgs(r: RuleSpec, op: KeyOp, now: number | undefined, minTt
         : op.kind === 'block'
           ? `b ${num(op.ms)}`
           : `${op.kind === 'penalize' ? 'p' : 'w'} ${num(op.units)}`;
-  return [ruleText(r), code, now === undefined ? '' : num(now), minTtl];
+  const id = op.kind === 'get' || op.id === undefined ? '' : op.id;
+  return [ruleText(r), code, now === undefined ? '' : num(now), minTtl, id, num(OPERATION_ID_TTL_MS)];
 }
 
 /** Parses an operation's reply: 6 little-endian doubles (see lua/keyops.ts). */

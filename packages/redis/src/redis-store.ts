@@ -27,7 +27,7 @@ import {
   sanitizeKey,
   unknownOptionFix,
 } from '@tollgate/core';
-import { type Command, decideArgs, keyOpArgs, parseDecisions, parseKeyState, refundArgs, type StackCall } from './args.js';
+import { type Command, decideArgs, keyOpArgs, parseDecisions, parseKeyState, refundArgs, type StackCall, settleArgs } from './args.js';
 import { Breaker, type BreakerOptions, type BreakerState } from './breaker.js';
 import { redisChannels } from './channels.js';
 import { checkOnConnect } from './checks.js';
@@ -36,6 +36,7 @@ import { DenyCache } from './deny-cache.js';
 import { clientError, closedError, optionError, timeoutError } from './errors.js';
 import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
 import { redisKey, slotOf } from './keys.js';
+import { operatorCall } from './operator.js';
 import { type RedisClientLike, runKeyOp, runnerOf, runScript, type ScriptRunner, STORE_CODE } from './script.js';
 
 export interface RedisStoreOptions {
@@ -113,7 +114,7 @@ export interface RedisStoreOptions {
 
 export interface StoreErrorEvent {
   error: unknown;
-  operation: 'consume' | 'peek' | 'refund' | 'reset';
+  operation: 'consume' | 'peek' | 'refund' | 'settle' | 'reset';
   /** What answered instead: the policy, or `'none'` for refund and reset. */
   policy: StoreErrorPolicy | 'none';
   breaker: BreakerState;
@@ -406,20 +407,33 @@ export class RedisStore extends EventEmitter implements Store {
     return this.#decide('p', ops, now);
   }
 
-  async refund(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+  refund(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+    return this.#giveBack('refund', ops, at, now);
+  }
+
+  /**
+   * Settles a reservation (see `Store.settle`): one atomic call (per slot on a Cluster
+   * whose keys span slots, as a refund), each op's cost the actual cost less the estimate.
+   */
+  settle(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+    return this.#giveBack('settle', ops, at, now);
+  }
+
+  async #giveBack(operation: 'refund' | 'settle', ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
     if (this.#closed) throw closedError();
     if (ops.length === 0) return;
     this.#deny?.clear();
     const t = this.#time(now);
-    checkTime(at, 'RedisStore.refund: at');
+    checkTime(at, `RedisStore.${operation}: at`);
     if (!this.#breaker.tryCall()) {
-      // Decisions are being made locally: give back there.
-      if (this.onStoreError === 'local') await this.#local.store.refund(this.#local.ops(ops), at, t);
+      // Decisions are being made locally: give back (or charge) there.
+      if (this.onStoreError === 'local') await this.#local.store[operation](this.#local.ops(ops), at, t);
       return;
     }
     try {
       await this.#deadline(
         this.#refundRemote(
+          operation === 'refund' ? refundArgs : settleArgs,
           ops,
           ops.map((op) => this.keyOf(op.rule, op.key, op.raw)),
           at,
@@ -428,29 +442,35 @@ export class RedisStore extends EventEmitter implements Store {
       );
       this.#breaker.success();
     } catch (err) {
-      this.#failed(err, 'refund', 'none');
+      this.#failed(err, operation, 'none');
     }
   }
 
+  /**
+   * Forgets a (rule, key) in Redis and in the local fallback. An explicit call, not a
+   * decision: it goes to Redis whatever the breaker's state, and rejects when Redis did
+   * not reset (see operator.ts); the failure is reported too, without counting towards the
+   * breaker (a `DEL` refused by an ACL says nothing about decisions).
+   */
   async reset(rule: RuleSpec, key: string, raw?: string): Promise<void> {
     if (this.#closed) throw closedError();
     this.#deny?.clear();
     await this.#local.store.reset(rule, key);
-    if (!this.#breaker.tryCall()) return;
+    const k = this.keyOf(rule, key, raw);
     try {
-      const k = this.keyOf(rule, key, raw);
-      await this.#deadline(this.#port.command(['DEL', k], k));
-      this.#breaker.success();
+      await operatorCall(() => this.#port.command(['DEL', k], k), 'reset', this.timeoutMs);
     } catch (err) {
-      this.#failed(err, 'reset', 'none');
+      this.#failed(err, 'reset', 'none', false);
+      throw err;
     }
   }
 
   /**
    * One operation on a (rule, key) entry without a request: one atomic call of the
    * library's keys function (or its script), on the key's node of a Cluster. An operator's
-   * call is not answered by the failure policy: a failure or a timeout rejects. A change
-   * drops this instance's deny-cache answers for the key (other instances' run out by
+   * call is not answered by the failure policy: a failure or a timeout rejects (see
+   * operator.ts). An operation id's mark is `<key> op <id>` (no key has a space), in the
+   * key's slot. A change drops this instance's deny-cache answers for the key (other instances' run out by
    * themselves, at most at the retry time they were given; see docs/operations.md); a block
    * or unblock is applied to the local fallback too, so it holds while Redis is away.
    */
@@ -458,7 +478,9 @@ export class RedisStore extends EventEmitter implements Store {
     if (this.#closed) throw closedError();
     const t = this.#time(now);
     const k = this.keyOf(rule, key, raw);
-    const reply = await this.#deadline(runKeyOp(this.#port, k, keyOpArgs(rule, op, t, this.#minTtl)));
+    const keys = op.kind !== 'get' && op.id !== undefined ? [k, `${k} op ${op.id}`] : [k];
+    const args = keyOpArgs(rule, op, t, this.#minTtl);
+    const reply = await operatorCall(() => runKeyOp(this.#port, keys, args), op.kind, this.timeoutMs, op.kind === 'get');
     const state = parseKeyState(reply);
     if (op.kind !== 'get') {
       this.#deny?.written([k]);
@@ -774,10 +796,16 @@ export class RedisStore extends EventEmitter implements Store {
     }
   }
 
-  async #refundRemote(ops: readonly StoreOp[], keys: string[], at: number, now: number | undefined): Promise<void> {
+  async #refundRemote(
+    argsOf: typeof refundArgs,
+    ops: readonly StoreOp[],
+    keys: string[],
+    at: number,
+    now: number | undefined,
+  ): Promise<void> {
     const groups = this.#groups(keys);
     if (groups === undefined) {
-      await runScript(this.#port, refundArgs(ops, keys, now, at, this.#minTtl));
+      await runScript(this.#port, argsOf(ops, keys, now, at, this.#minTtl));
       return;
     }
     await Promise.all(
@@ -786,7 +814,7 @@ export class RedisStore extends EventEmitter implements Store {
         const groupAt = this.#groupTimes.get(`${at}|${k[0]}`) ?? at;
         return runScript(
           this.#port,
-          refundArgs(
+          argsOf(
             idx.map((i) => ops[i] as StoreOp),
             k,
             now,
@@ -845,8 +873,8 @@ export class RedisStore extends EventEmitter implements Store {
     return d;
   }
 
-  #failed(error: unknown, operation: StoreErrorEvent['operation'], policy: StoreErrorEvent['policy']): void {
-    this.#breaker.failure();
+  #failed(error: unknown, operation: StoreErrorEvent['operation'], policy: StoreErrorEvent['policy'], breaker = true): void {
+    if (breaker) this.#breaker.failure();
     const event: StoreErrorEvent = { error, operation, policy, breaker: this.#breaker.state };
     if (this.listenerCount('error') > 0) this.emit('error', event);
     if (redisChannels.error.hasSubscribers) redisChannels.error.publish({ store: this, ...event });

@@ -12,11 +12,13 @@
  * loaded it) gets scripts. A reconnection asks again.
  *
  * A library lost later (a restart, `FUNCTION FLUSH`, a new master) makes `FCALL` reply
- * `ERR`. That code alone does not say why, and the error's text is not read: on an `ERR`
- * the servers are asked again (listed first), and the call is retried once only when the
- * library had to be loaded (a call that failed for a missing function ran nothing); else
- * the error was the call's own and is passed on. An `FCALL` refused with
- * `NOPERM` switches the client to scripts.
+ * `ERR`. That code alone does not say why: on an `ERR` the servers are asked again
+ * (listed first), and the call is retried when the library had to be loaded, or when the
+ * reply was exactly `ERR Function not found` (another instance on the same server may
+ * have loaded it again in between: several instances meet the same flush). A call that
+ * met a missing function ran nothing, so the retry counts once; any other `ERR` with the
+ * library present was the call's own and is passed on. An `FCALL` refused with `NOPERM`
+ * switches the client to scripts.
  *
  * Every client family goes through its port (client.ts): ioredis, iovalkey and node-redis
  * alike take the FCALL path. Replies are recognised by their error code (`replyCode`,
@@ -86,6 +88,24 @@ function bounded<T>(p: Promise<T>, ms: number): Promise<T> {
     timer.unref?.();
   });
   return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * How many times one call is sent again after meeting a missing library (each time
+ * reloaded, or found reloaded by another instance): a library flushed again and again
+ * while the call is retried ends with the error, within the store's deadline anyway.
+ */
+const RELOAD_RETRIES = 3;
+
+/**
+ * Whether `err` is the reply of an `FCALL` naming a function the server does not have:
+ * `ERR Function not found`, as Redis 7+ and Valkey answer it, matched whole (an `ERR` of a
+ * running function, a Lua error, has other text). The only reply whose text is read: the
+ * code `ERR` alone cannot tell it from the call's own error once another instance has
+ * loaded the library again.
+ */
+function functionMissing(err: unknown): boolean {
+  return replyCode(err) === 'ERR' && /^ERR Function not found$/.test((err as Error).message);
 }
 
 /** Error codes of a server that will not run functions for this client. */
@@ -177,7 +197,7 @@ export class ScriptRunner {
     });
   }
 
-  #fcall(code: ServerCode, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+  #fcall(code: ServerCode, keys: readonly string[], args: readonly string[], retries = RELOAD_RETRIES): Promise<unknown> {
     const loads = this.#loads;
     const port = this.#port;
     return port.fcall(code.fn, keys, args).catch(async (err: unknown) => {
@@ -188,14 +208,18 @@ export class ScriptRunner {
         return this.#script(code, keys, args);
       }
       if (reply !== 'ERR') throw err;
+      const missing = functionMissing(err);
       // A load since this call was sent (another call's): the library is there now.
       if (this.#loads === loads) {
         const mode = await this.#probe(true);
         if (mode === 'scripts') return this.#script(code, keys, args);
-        // The library was on every server: the error is the call's own.
-        if (this.#loads === loads) throw err;
+        // The library was on every server: the error is the call's own, unless the server
+        // said the function was missing (another instance has loaded it again since).
+        if (this.#loads === loads && !missing) throw err;
       }
-      return port.fcall(code.fn, keys, args);
+      // A call that met a missing function ran nothing; a flush may come again meanwhile.
+      if (retries === 0) throw err;
+      return this.#fcall(code, keys, args, retries - 1);
     });
   }
 
@@ -252,7 +276,7 @@ export function runScript(port: RedisPort, call: { readonly keys: readonly strin
   return runnerOf(port).call(STORE_CODE, call.keys, call.args);
 }
 
-/** Runs one operation by key (lua/keyops.ts) on `key`'s node. */
-export function runKeyOp(port: RedisPort, key: string, args: readonly string[]): Promise<unknown> {
-  return runnerOf(port).call(KEYS_CODE, [key], args);
+/** Runs one operation by key (lua/keyops.ts) on the node of `keys` (the entry, and an id's mark). */
+export function runKeyOp(port: RedisPort, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+  return runnerOf(port).call(KEYS_CODE, keys, args);
 }

@@ -5,7 +5,7 @@
  * the client's own methods would have done stays: Buffer replies, the client's
  * `keyPrefix`, FCALL and the EVALSHA fallback, and the app's commands still auto-pipelined.
  */
-import { createLimiter } from '@tollgate/core';
+import { createLimiter, ManualClock } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
 import { Redis } from 'ioredis';
 import { Redis as Valkey } from 'iovalkey';
@@ -35,7 +35,12 @@ describe.each(families)('%s with enableAutoPipelining', (family, make) => {
     const client = make({ enableAutoPipelining: true });
     try {
       const store = new RedisStore({ client, prefix: `ap-${family}:`, timeoutMs: SLOW, denyCache: false });
-      const limiter = createLimiter({ rules: [{ name: 'r', key: () => 'k', limit: 3, window: '1m' }], store });
+      // A still clock: on Redis time a minute boundary among the four consumes let the fourth through.
+      const limiter = createLimiter({
+        rules: [{ name: 'r', key: () => 'k', limit: 3, window: '1m' }],
+        store,
+        clock: new ManualClock(Date.UTC(2026, 0, 1, 0, 0, 30)),
+      });
       await limiter.peek({});
       const pipelines = vi.spyOn(client, 'pipeline');
       // Patched after the store was made, as instrumentation does: still what sends.

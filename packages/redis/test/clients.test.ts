@@ -4,7 +4,7 @@
  * cluster and Sentinel clients run the conformance and Sentinel suites). A node-redis
  * client used to be refused at construction.
  */
-import { createLimiter, TollgateError } from '@tollgate/core';
+import { createLimiter, ManualClock, TollgateError } from '@tollgate/core';
 import { RedisSlotStore, RedisStore } from '@tollgate/redis';
 import { Redis } from 'ioredis';
 import { Redis as Valkey } from 'iovalkey';
@@ -57,9 +57,11 @@ describe.each(clients)('%s', (name, connect) => {
       const store = new RedisStore({ client, prefix: 'cl:', timeoutMs: SLOW, denyCache: false });
       const errors: unknown[] = [];
       store.on('error', (e) => errors.push(e));
+      // A still clock, mid-minute: on Redis time a minute boundary among the four consumes let the fourth through.
       const limiter = createLimiter({
         rules: [{ name: 'r', key: () => name, limit: 3, window: '1m' }],
         store,
+        clock: new ManualClock(Date.UTC(2026, 0, 1, 0, 0, 30)),
       });
       const ds = [];
       for (let i = 0; i < 4; i++) ds.push(await limiter.consume({}));
@@ -69,6 +71,7 @@ describe.each(clients)('%s', (name, connect) => {
       const other = createLimiter({
         rules: [{ name: 'r', key: () => name, limit: 3, window: '1m' }],
         store: new RedisStore({ client: admin, prefix: 'cl:', timeoutMs: SLOW }),
+        clock: new ManualClock(Date.UTC(2026, 0, 1, 0, 0, 30)),
       });
       expect((await other.peek({})).rules[0]?.remaining).toBe(0);
       await limiter.reset({});
@@ -87,7 +90,12 @@ describe.each(clients)('%s', (name, connect) => {
       const store = new RedisStore({ client, prefix: 'cl:', timeoutMs: SLOW, denyCache: false });
       const errors: unknown[] = [];
       store.on('error', (e) => errors.push(e));
-      const limiter = createLimiter({ rules: [{ name: 'f', key: () => name, limit: 5, window: '1m' }], store });
+      // A still clock: a minute boundary between the consumes changed the remaining count.
+      const limiter = createLimiter({
+        rules: [{ name: 'f', key: () => name, limit: 5, window: '1m' }],
+        store,
+        clock: new ManualClock(Date.UTC(2026, 0, 1, 0, 0, 30)),
+      });
       for (let i = 1; i <= 3; i++) {
         await admin.script('FLUSH');
         const d = await limiter.consume({});

@@ -53,6 +53,27 @@ describe('RedisSlotStore', () => {
     expect(await client.exists(`${prefix}k`)).toBe(0);
   });
 
+  it('bug: a slot key of another type (a string, a hash, a list) made every acquire fail, so every request passed for good; it is forgotten and the limit holds', async () => {
+    for (const [what, poison] of [
+      ['a string', (k: string) => client.set(k, 'garbage')],
+      ['a hash', (k: string) => client.hset(k, 'f', 'v')],
+      ['a list', (k: string) => client.rpush(k, 'x')],
+    ] as const) {
+      const { store, prefix } = fresh();
+      await poison(`${prefix}k`);
+      const grants = [];
+      for (let i = 0; i < 3; i++) grants.push(await store.acquire('k', `id${i}`, 2, 30_000));
+      expect(
+        grants.map((g) => g.acquired),
+        what,
+      ).toEqual([true, true, false]);
+      expect(await client.type(`${prefix}k`)).toBe('zset');
+      expect(await client.pttl(`${prefix}k`)).toBeGreaterThan(0);
+      for (let i = 0; i < 2; i++) await store.release('k', `id${i}`);
+      expect(await store.count('k')).toBe(0);
+    }
+  });
+
   it('a killed instance leaks nothing: its leases lapse after the lease, and no key is left without expiry', async () => {
     const clock = new ManualClock(5_000_000);
     const { store, prefix } = fresh(clock);

@@ -53,6 +53,13 @@ export type AppMessage =
 
 /** Set on an admitted response when the failure policy, not Redis, decided it. */
 export const DEGRADED_HEADER = 'x-tollgate-degraded';
+/**
+ * Set on every response: how much longer than a plain `timeoutMs` timer, started as the
+ * request reached the limiter, the app took to answer it (ms; 0 when it answered before that
+ * timer fired). A request that waited for Redis past the deadline shows here; a busy machine
+ * does not, since it delays the timer as much as the store's own deadline timer.
+ */
+export const LATE_HEADER = 'x-tollgate-late';
 
 const config = JSON.parse(process.argv[2] as string) as AppConfig;
 const send = (m: AppMessage) => process.send?.(m);
@@ -152,6 +159,23 @@ const peeker = createLimiter<http.IncomingMessage>({
   ...(config.prefix === undefined ? {} : { prefix: config.prefix }),
 });
 
+/** The plain timer a request's answer is measured against (see LATE_HEADER). */
+function watch(): () => string {
+  const deadline = config.timeoutMs ?? 100;
+  const t0 = performance.now();
+  let fired: number | undefined;
+  const timer = setTimeout(() => {
+    fired = performance.now() - t0;
+  }, deadline);
+  // A request the client gave up on never clears it: it must not keep a stopping app alive.
+  timer.unref();
+  return () => {
+    clearTimeout(timer);
+    // Answered before the timer fired: within the deadline however busy the machine.
+    return fired === undefined ? '0' : Math.max(0, performance.now() - t0 - fired).toFixed(1);
+  };
+}
+
 let close: () => Promise<void>;
 let port: number;
 if (config.framework === 'express') {
@@ -159,6 +183,16 @@ if (config.framework === 'express') {
   // Before the limiter: reading the counters must not consume from them.
   app.get('/peek', async (req, res) => {
     res.json(await peeker.peek(req));
+  });
+  app.use((_req, res, next) => {
+    const late = watch();
+    const writeHead = res.writeHead;
+    // Every answer, the limiter's refusals (503 under 'deny') included, goes through writeHead.
+    res.writeHead = function (this: typeof res, ...args: Parameters<typeof res.writeHead>) {
+      this.setHeader(LATE_HEADER, late());
+      return writeHead.apply(this, args);
+    } as typeof res.writeHead;
+    next();
   });
   app.use(rateLimit({ rules: rules(), ...common }));
   app.use((req, res) => {
@@ -175,6 +209,17 @@ if (config.framework === 'express') {
   };
 } else {
   const app = fastify({ keepAliveTimeout: 2000 });
+  const watches = new WeakMap<object, () => string>();
+  // Added before the plugin: runs before its hook, so the timer starts as the request reaches it.
+  app.addHook('onRequest', async (req) => {
+    watches.set(req, watch());
+  });
+  // Every answer, the plugin's refusals included.
+  app.addHook('onSend', async (req, reply, payload) => {
+    const late = watches.get(req);
+    if (late) reply.header(LATE_HEADER, late());
+    return payload;
+  });
   await app.register(tollgate, { rules: rules(), ...common });
   app.get('/peek', { config: { rateLimit: false } }, async (req) => peeker.peek(req.raw));
   app.all('/*', async (req, reply) => {
@@ -217,7 +262,9 @@ process.on('message', async (m) => {
   }
 });
 // The parent gone means the test is over: never outlive it. After a 'stop' the process
-// should already be exiting by itself; if anything keeps it alive, exit 3 says so.
-process.on('disconnect', () => setTimeout(() => process.exit(stopping ? 3 : 0), 500).unref());
+// should already be exiting by itself; if anything keeps it alive, exit 3 says so. 3 s, not
+// 0.5: a leak keeps it alive for good, and closing can take longer on a busy machine (the
+// parent kills it after 5 s).
+process.on('disconnect', () => setTimeout(() => process.exit(stopping ? 3 : 0), 3000).unref());
 
 send({ type: 'ready', port, pid: process.pid });

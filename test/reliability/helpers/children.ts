@@ -7,7 +7,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { AppConfig, AppMessage } from './app.js';
-import type { LoadConfig, LoadResult } from './load.js';
+import type { LoadCommand, LoadConfig, LoadResult } from './load.js';
 
 const loader = fileURLToPath(new URL('./ts-loader.mjs', import.meta.url));
 const appPath = fileURLToPath(new URL('./app.ts', import.meta.url));
@@ -97,6 +97,14 @@ export interface RunningLoad {
   started: Promise<void>;
   /** Resolves with every response once the generator has finished. */
   done: Promise<LoadResult>;
+  /**
+   * Resolves once `count` more requests have been answered (any status, a hung one when its
+   * requestTimeoutMs is up), or with `clean` once `count` answers in a row were 200 and decided
+   * by Redis; rejects if the load ends first (its durationMs or maxRequests cap).
+   */
+  answered(count: number, options?: { clean?: boolean }): Promise<void>;
+  /** Ends the load after the requests in flight; resolves with every response, as `done`. */
+  stop(): Promise<LoadResult>;
 }
 
 /** Starts the load generator; see load.ts. */
@@ -107,14 +115,44 @@ export function startLoad(config: LoadConfig): RunningLoad {
   const started = new Promise<void>((r) => {
     onStart = r;
   });
-  child.on('message', (m: LoadResult | { type: 'started' }) => {
+  let nextMark = 0;
+  const marks = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
+  child.on('message', (m: LoadResult | { type: 'started' } | { type: 'mark'; id: number }) => {
     if (m.type === 'started') onStart();
-    else result = m;
+    else if (m.type === 'mark') {
+      marks.get(m.id)?.resolve();
+      marks.delete(m.id);
+    } else result = m;
   });
   const done = new Promise<LoadResult>((resolve, reject) => {
-    child.once('exit', (code) => (result ? resolve(result) : reject(new Error(`load generator exited with ${code} and no result`))));
+    child.once('exit', (code) => {
+      for (const mark of marks.values()) mark.reject(new Error(`the load ended (code ${code}) before the answers a test waited for`));
+      marks.clear();
+      if (result) resolve(result);
+      else reject(new Error(`load generator exited with ${code} and no result`));
+    });
   });
-  return { started, done };
+  const send = (command: LoadCommand) => {
+    if (child.connected) child.send(command);
+  };
+  return {
+    started,
+    done,
+    answered: (count, options) =>
+      new Promise<void>((resolve, reject) => {
+        if (!child.connected) {
+          reject(new Error('the load has ended'));
+          return;
+        }
+        const id = nextMark++;
+        marks.set(id, { resolve, reject });
+        send({ type: 'mark', id, count, clean: options?.clean === true });
+      }),
+    stop: () => {
+      send({ type: 'stop' });
+      return done;
+    },
+  };
 }
 
 /** Runs the load generator to its end and returns every response it recorded. */
@@ -135,6 +173,8 @@ export interface LoadSummary {
   p50: number;
   p99: number;
   max: number;
+  /** The latest answer beyond a plain deadline timer in the app (app.ts LATE_HEADER); NaN when a response lacked it. */
+  lateMax: number;
 }
 
 export function summarize(r: LoadResult, from = 0, to = Number.POSITIVE_INFINITY): LoadSummary {
@@ -142,10 +182,24 @@ export function summarize(r: LoadResult, from = 0, to = Number.POSITIVE_INFINITY
   const ms = idx.map((i) => r.ms[i] as number);
   const byStatus: Record<string, number> = {};
   for (const i of idx) byStatus[String(r.status[i])] = (byStatus[String(r.status[i])] ?? 0) + 1;
-  return { total: idx.length, byStatus, p50: quantile(ms, 0.5), p99: quantile(ms, 0.99), max: Math.max(...ms) };
+  const late = idx.map((i) => r.late[i] as number);
+  return {
+    total: idx.length,
+    byStatus,
+    p50: quantile(ms, 0.5),
+    p99: quantile(ms, 0.99),
+    max: Math.max(...ms),
+    lateMax: late.some(Number.isNaN) ? Number.NaN : Math.max(0, ...late),
+  };
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `done()` every 20 ms until it holds or `capMs` has passed (a cap, for a test that would otherwise hang). */
+export async function until(done: () => boolean, capMs: number): Promise<void> {
+  const end = Date.now() + capMs;
+  while (!done() && Date.now() < end) await sleep(20);
+}
 
 /** Runs a TypeScript child to its end and resolves with the last message it sent. */
 export function runChild<T>(path: string, arg: unknown, execArgv: string[] = []): Promise<T> {

@@ -12,11 +12,27 @@
  * With a fractional T the arithmetic is floating point, so the retry time is computed
  * in closed form and then checked against the decision itself (`settle`): whatever the
  * rounding, a request is still refused at retryAfterMs - 1 and admitted at retryAfterMs.
+ * Every exact figure is a whole multiple of 1/L ms (whole-ms times, T = W/L), so a level
+ * within half of that above the line is rounding (`slackOf`): without it a burst of B at
+ * 7/s admitted only B - 1, as a token bucket never does.
  */
 import type { RuleSpec } from '../types.js';
 import { type Algorithm, admit, checkOf, type Kernel, refuse, type State } from './types.js';
 
 const interval = (r: RuleSpec): number => r.windowMs / r.limit;
+
+/** How far above the line a float level may lie and still be on it: half of 1/L ms. */
+const slackOf = (r: RuleSpec): number => 0.5 / r.limit;
+
+/** Whole ms up to `x` (never negative), rounding error forgiven. */
+function msUp(x: number, slack: number): number {
+  return Math.max(0, Math.ceil(x - slack));
+}
+
+/** Whole units of T in `room` ms (never negative), rounding error forgiven. */
+function unitsIn(room: number, T: number, slack: number): number {
+  return Math.max(0, Math.floor((room + slack) / T));
+}
 
 /**
  * Moves a whole-ms candidate `t` to the first instant at which a request weighing `need`
@@ -59,34 +75,34 @@ function giveBack(state: State, now: number, r: RuleSpec, cost: number, at: numb
 /** `check` of both readings on the state `[s[o]]` (see `Kernel`). */
 export const leakyBucketKernel: Kernel = (s, o, has, now, r, cost, v) => {
   const T = interval(r);
+  const slack = slackOf(r);
   const s0 = has ? (s[o] as number) : 0;
   const ahead = backlog(has, s0, now);
   const need = cost * T;
   if (r.mode === 'queue') {
     const max = r.queue * T;
     const wait = ahead + need;
-    if (wait <= max) {
+    if (wait <= max + slack) {
       const departure = now + wait;
       v.n0 = departure;
-      admit(v, Math.max(0, Math.floor((max - wait) / T)), Math.ceil(departure - now), Math.ceil(wait), Math.ceil(departure));
+      admit(v, unitsIn(max - wait, T, slack), msUp(wait, slack), msUp(wait, slack), Math.ceil(departure));
       return;
     }
-    const retry = settle(now + Math.ceil(ahead - (max - need)), has, s0, need, max) - now;
-    refuse(v, Math.max(0, Math.floor((max - ahead) / T)), Math.ceil(ahead), retry, false);
+    const retry = settle(now + Math.ceil(ahead - (max - need)), has, s0, need, max + slack) - now;
+    refuse(v, unitsIn(max - ahead, T, slack), msUp(ahead, slack), retry, false);
     return;
   }
   // meter
   const tol = r.burst * T;
   const level = ahead + need;
   v.n0 = now + level;
-  if (level <= tol) {
-    // resetMs from the time stored (rounded), so that at now + resetMs it has passed.
-    const tat = now + level;
-    admit(v, Math.floor((tol - level) / T), Math.ceil(tat - now), 0, Math.ceil(tat));
+  if (level <= tol + slack) {
+    // resetMs: at now + resetMs the time stored has passed (to within the slack).
+    admit(v, unitsIn(tol - level, T, slack), msUp(level, slack), 0, Math.ceil(now + level));
     return;
   }
-  const retry = settle(now + Math.ceil(ahead - (tol - need)), has, s0, need, tol) - now;
-  refuse(v, Math.max(0, Math.floor((tol - ahead) / T)), Math.ceil(ahead), retry, r.countRejected);
+  const retry = settle(now + Math.ceil(ahead - (tol - need)), has, s0, need, tol + slack) - now;
+  refuse(v, unitsIn(tol - ahead, T, slack), msUp(ahead, slack), retry, r.countRejected);
 };
 
 const expiresAt = (state: State): number => Math.ceil(state[0] as number);

@@ -13,15 +13,14 @@
  * since a slot freed by another instance sends no signal.
  */
 import { randomUUID } from 'node:crypto';
-import type { ServerResponse } from 'node:http';
 import { callbackResultError, guardAppFn, markAppError, skipOf } from '../app-errors.js';
 import { publishInFlight, publishStoreError } from '../diagnostics.js';
 import type { Duration } from '../duration.js';
 import { configError } from '../errors.js';
 import type { HeaderField } from '../headers.js';
-import { whenGone } from '../http/lifetime.js';
 import { ip } from '../keys.js';
 import { hashedKey, sanitizeKey } from '../limiter.js';
+import { type NodeResponse, whenGone } from '../node/lifetime.js';
 import { capacityRefusal, type Refusal, refusal } from '../response.js';
 import type { KeyFn } from '../rules.js';
 import type { Decision, RuleResult } from '../types.js';
@@ -564,7 +563,8 @@ export function acquireWhileConnected<R, S, N>(
   const onClose = () => abort.abort();
   const nodeReq = requestOf(raw);
   // A Node response: the client's departure as the pipeline sees it (pipelined requests too).
-  const stop = nodeReq !== undefined ? whenGone(nodeReq, raw as ServerResponse, onClose) : () => raw.removeListener('close', onClose);
+  const stop =
+    nodeReq !== undefined ? whenGone(nodeReq, raw as unknown as NodeResponse, onClose) : () => raw.removeListener('close', onClose);
   if (nodeReq === undefined) raw.once('close', onClose);
   limit.acquire(req, abort.signal).then(
     (o) => {

@@ -6,10 +6,10 @@
  * event fires when the response has been sent or the connection was lost, whichever
  * comes first; `finish` fires when the last byte was handed to the OS. A response queued
  * behind another on a pipelined connection emits neither when the client leaves, so a
- * Node response is followed through its request and connection too (`../http/lifetime.ts`).
+ * Node response is followed through its request and connection too (`../node/lifetime.ts`).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { holdRequest, onceOver } from '../http/lifetime.js';
+import { holdRequest } from '../http/lifetime.js';
+import { type NodeRequest, type NodeResponse, isGone as nodeIsGone, onceOver, whenGone } from '../node/lifetime.js';
 import { systemTimers, type Timers } from './timers.js';
 
 /** The parts of a Node `ServerResponse` the controls use. */
@@ -22,9 +22,12 @@ export interface ResponseLike {
   readonly closed?: boolean;
 }
 
+/** Node's lifetimes as the part of a port `holdRequest` uses. */
+const nodeLifetimes = { isGone: nodeIsGone, whenGone } as const;
+
 /** Node's request behind a `ServerResponse` (its `req`), when `res` is one. */
-export function requestOf(res: ResponseLike): IncomingMessage | undefined {
-  const req = (res as { req?: unknown }).req as IncomingMessage | null | undefined;
+export function requestOf(res: ResponseLike): NodeRequest | undefined {
+  const req = (res as { req?: unknown }).req as (NodeRequest & { once?: unknown }) | null | undefined;
   return req !== null && typeof req === 'object' && typeof req.once === 'function' ? req : undefined;
 }
 
@@ -43,7 +46,7 @@ export function isGone(res: ResponseLike): boolean {
  */
 export function hold(res: ResponseLike, ms: number, timers: Timers = systemTimers): Promise<boolean> {
   const req = requestOf(res);
-  if (req !== undefined) return holdRequest(req, res as ServerResponse, ms, timers);
+  if (req !== undefined) return holdRequest(nodeLifetimes, req, res as NodeResponse, ms, timers);
   if (isGone(res)) return Promise.resolve(false);
   if (!(ms > 0)) return Promise.resolve(true);
   return new Promise((resolve) => {
@@ -67,7 +70,7 @@ export function hold(res: ResponseLike, ms: number, timers: Timers = systemTimer
  */
 export function onceDone(res: ResponseLike, fn: () => void): () => void {
   const req = requestOf(res);
-  if (req !== undefined) return onceOver(req, res as ServerResponse, fn);
+  if (req !== undefined) return onceOver(req, res as NodeResponse, fn);
   let done = false;
   const run = () => {
     if (done) return;

@@ -23,6 +23,7 @@
  * `headroom` of the capacity (20% by default; 40% for priority-1 requests) stays for
  * the small tenants however hard one tenant floods.
  */
+import { callbackResultError, guardAppFn } from '../app-errors.js';
 import { type Clock, systemClock } from '../clock.js';
 import { publishInFlight } from '../diagnostics.js';
 import type { Duration } from '../duration.js';
@@ -152,9 +153,10 @@ export function createShedder<R = unknown>(options: ShedOptions<R>): Shedder<R> 
   const retryAfterMs = o.retryAfter === undefined ? 1000 : boundedDuration(o.retryAfter, `${path}.retryAfter`, MAX_TIMER_MS);
   const tenantWindowMs = o.tenantWindow === undefined ? 1000 : boundedDuration(o.tenantWindow, `${path}.tenantWindow`, MAX_TIMER_MS);
   const maxTenants = o.maxTenants === undefined ? 10_000 : wholeNumber(o.maxTenants, `${path}.maxTenants`, 1);
-  const priorityFn = optionalFn<(req: R) => number>(o.priority, `${path}.priority`, '(req) => number');
-  const tenantFn = optionalFn<KeyFn<R>>(o.tenant, `${path}.tenant`, '(req) => string | undefined');
-  const skip = optionalFn<(req: R) => boolean>(o.skip, `${path}.skip`, '(req) => boolean');
+  // Guarded: whatever they throw is the app's error (the framework's error handler).
+  const priorityFn = guarded(optionalFn<(req: R) => number>(o.priority, `${path}.priority`, '(req) => number'));
+  const tenantFn = guarded(optionalFn<KeyFn<R>>(o.tenant, `${path}.tenant`, '(req) => string | undefined'));
+  const skip = guarded(optionalFn<(req: R) => boolean>(o.skip, `${path}.skip`, '(req) => boolean'));
   const clock = o.clock ?? systemClock;
   const ownMonitor = o.loopDelay === undefined && maxLag !== undefined;
   const loop = o.loopDelay ?? (maxLag !== undefined ? monitorLoopDelay() : undefined);
@@ -180,8 +182,23 @@ export function createShedder<R = unknown>(options: ShedOptions<R>): Shedder<R> 
   function priorityOf(req: R): number {
     if (priorityFn === undefined) return 1;
     const p = priorityFn(req);
-    // Garbage from a priority function sheds the request first rather than last.
-    return typeof p === 'number' && p >= 0 ? Math.min(1, p) : 0;
+    if (typeof p !== 'number') throw wrongResult(`${path}.priority`, 'a number from 0 to 1 (not a promise)', p);
+    // A number out of range is clamped; NaN sheds the request first rather than last.
+    return p >= 0 ? Math.min(1, p) : 0;
+  }
+
+  function tenantOf(req: R): string | undefined {
+    const raw = (tenantFn as KeyFn<R>)(req) as unknown;
+    if (raw === undefined || raw === null) return undefined;
+    if (typeof raw === 'string' || typeof raw === 'number' || typeof raw === 'bigint') return sanitizeKey(String(raw));
+    throw wrongResult(`${path}.tenant`, 'a tenant id (string or number), undefined or null (not a promise)', raw);
+  }
+
+  function skipped(req: R): boolean {
+    if (skip === undefined) return false;
+    const v = skip(req) as unknown;
+    if (v === true || v === false) return v;
+    throw wrongResult(`${path}.skip`, 'true or false (not a promise)', v);
   }
 
   return {
@@ -190,14 +207,13 @@ export function createShedder<R = unknown>(options: ShedOptions<R>): Shedder<R> 
     },
     pressure: () => Math.max(countPressure(), lagPressure()),
     check(req) {
-      if (skip?.(req)) return undefined;
+      if (skipped(req)) return undefined;
       const p = priorityOf(req);
       let threshold = 1 - headroom * (1 - p);
       let tenant: string | undefined;
       if (tenantFn !== undefined) {
-        const raw = tenantFn(req);
-        if (raw !== undefined && raw !== null) {
-          tenant = sanitizeKey(String(raw));
+        tenant = tenantOf(req);
+        if (tenant !== undefined) {
           const now = clock.now();
           const active = activeTenants(now, tenant);
           lastSeen.delete(tenant);
@@ -264,4 +280,20 @@ export function shedDecision(outcome: ShedOutcome & { shed: true }, at = Date.no
     delayMs: 0,
   };
   return controlDecision([rule], false, outcome.retryAfterMs, 0, at);
+}
+
+function guarded<F extends (...args: never[]) => unknown>(fn: F | undefined): F | undefined {
+  return fn === undefined ? undefined : (guardAppFn(fn) as F);
+}
+
+/**
+ * A shedding callback's wrong result, coded. Shedding decides at once, so a promise is a
+ * wrong value too: it is never awaited, and its rejection is caught here rather than left
+ * unhandled.
+ */
+function wrongResult(path: string, expected: string, v: unknown): Error {
+  if (typeof v === 'object' && v !== null && typeof (v as { then?: unknown }).then === 'function') {
+    Promise.resolve(v).catch(() => {});
+  }
+  return callbackResultError(path, expected, v, 'Return the value itself: shedding decides before anything is awaited.');
 }

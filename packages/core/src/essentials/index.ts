@@ -8,6 +8,7 @@
  */
 export { ManualClock } from '../clock.js';
 export type { HeaderMode, HeadersOption } from '../headers.js';
+export type { RequestRateLimit } from '../http/settle.js';
 export { constant, header, ip, ipKey, type TrustProxy, tenant, user } from '../keys.js';
 export { MemoryStore } from '../memory-store.js';
 export type { KeyState } from '../operations.js';

@@ -6,14 +6,17 @@
  * it reaches the framework's error handler like a throw.
  */
 import { callbackResultError, markAppError } from '../app-errors.js';
+import { messageContentType } from '../response.js';
 
 export function isThenable(v: unknown): v is PromiseLike<unknown> {
   return typeof v === 'object' && v !== null && typeof (v as { then?: unknown }).then === 'function';
 }
 
 /**
- * Runs `fn(value)` on a callback's result: at once for a plain value, after it settles
- * for a promise. Rejections and throws inside `fn` go to `fail`, marked as the app's.
+ * Runs `then(value)` on a callback's result: at once for a plain value, after it settles
+ * for a promise. Rejections and throws in `check` go to `fail`, marked as the app's; a
+ * throw in a later `then` goes to `fail` too (on a promise's branch nothing else would
+ * catch it: an unhandled rejection).
  */
 export function settle<T>(result: unknown, check: (v: unknown) => T, then: (v: T) => void, fail: (err: unknown) => void): void {
   if (!isThenable(result)) {
@@ -36,7 +39,11 @@ export function settle<T>(result: unknown, check: (v: unknown) => T, then: (v: T
         fail(err);
         return;
       }
-      then(v);
+      try {
+        then(v);
+      } catch (err) {
+        fail(err);
+      }
     },
     (err) => fail(markAppError(err)),
   );
@@ -50,11 +57,41 @@ export function asSkip(path: string): (v: unknown) => boolean {
   };
 }
 
-/** A refusal `message` result: a string (sent as text) or an object (sent as JSON). */
+/** A refusal `message` result: a string (sent as text) or an object JSON can write (sent as JSON). */
 export function asMessage(path: string): (v: unknown) => string | object {
+  const body = asMessageBody(path);
   return (v) => {
-    if (typeof v === 'string' || (typeof v === 'object' && v !== null && !isThenable(v))) return v as string | object;
-    throw callbackResultError(path, 'a string or an object (or a promise of one)', v, 'Return the body to send.');
+    body(v);
+    return v as string | object;
+  };
+}
+
+/** A refusal body, its content type and text, ready to send. */
+export interface MessageBody {
+  contentType: string;
+  text: string;
+}
+
+/**
+ * A refusal `message` result as the body to send: a string as text, an object as its
+ * JSON. An object `JSON.stringify` cannot write (a circular one, one holding a BigInt, a
+ * `toJSON` giving nothing) is a wrong value, like a number: a coded error, never a throw
+ * while sending.
+ */
+export function asMessageBody(path: string): (v: unknown) => MessageBody {
+  const expected = 'a string or an object JSON can write (or a promise of one)';
+  const fix = 'Return the body to send: text, or a plain object without cycles or BigInt values.';
+  return (v) => {
+    if (typeof v === 'string') return { contentType: messageContentType(v), text: v };
+    if (typeof v !== 'object' || v === null || isThenable(v)) throw callbackResultError(path, expected, v, fix);
+    let text: unknown;
+    try {
+      text = JSON.stringify(v);
+    } catch {
+      throw callbackResultError(path, expected, v, fix);
+    }
+    if (typeof text !== 'string') throw callbackResultError(path, expected, v, fix);
+    return { contentType: messageContentType(v), text };
   };
 }
 

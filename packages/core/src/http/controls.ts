@@ -10,7 +10,6 @@
  * takes the site down); a callback of the app that throws, rejects or returns the wrong
  * type is the app's error and goes to the framework's error handler.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isAppError } from '../app-errors.js';
 import type { ByteRateLimit } from '../controls/byte-rate.js';
 import {
@@ -31,9 +30,9 @@ import { compileHeaders, type HeadersOption } from '../headers.js';
 import { type ClientAddressOptions, splitClientAddress } from '../http-options.js';
 import type { TrustProxy } from '../keys.js';
 import { type AccessList, compileAccess } from './access.js';
-import { holdRequest, isGone, onceOver, whenGone } from './lifetime.js';
+import { holdRequest } from './lifetime.js';
 import { type LimitRateFlowOptions, limitRateFlow } from './limit-rate.js';
-import { type HttpPort, sendRefusal, writeFields } from './port.js';
+import { type HttpPort, localsOf, readerMark, sendRefusal, writeFields } from './port.js';
 
 /** A control as a request handler in the framework's continuation style. */
 export type Stage<Req, Res, Next> = (req: Req, res: Res, next: Next) => void;
@@ -68,6 +67,16 @@ export interface ConcurrencyFlowOptions<Req> extends Omit<ConcurrencyOptions<Req
   allow?: AccessList<Req>;
 }
 
+/** `stage` read through the port when its requests are not Node-shaped (the key functions' default). */
+function reading<Req, Res, Next>(port: HttpPort<Req, Res, Next>, stage: Stage<Req, Res, Next>): Stage<Req, Res, Next> {
+  const mark = readerMark(port);
+  if (mark === undefined) return stage;
+  return (req, res, next) => {
+    mark(req);
+    stage(req, res, next);
+  };
+}
+
 /** `stage` behind a control's `allow` list: a listed client passes on untouched. */
 function allowing<Req, Res, Next>(
   port: HttpPort<Req, Res, Next>,
@@ -76,16 +85,15 @@ function allowing<Req, Res, Next>(
   stage: Stage<Req, Res, Next>,
 ): Stage<Req, Res, Next> {
   const access = compileAccess<Req>(allow, undefined, o);
-  if (access === undefined) return stage;
-  return (req, res, next) =>
+  if (access === undefined) return reading(port, stage);
+  return reading(port, (req, res, next) =>
     access(
       req,
       (verdict) => (verdict === 'allow' ? port.pass(next) : stage(req, res, next)),
       (err) => port.fail(next, err),
-    );
+    ),
+  );
 }
-
-type WithSlowDown = { slowDown?: ThrottleResult };
 
 /**
  * The slow-down throttle's flow.
@@ -100,13 +108,14 @@ export function slowDownFlow<Req, Res, Next>(
   const throttle = createThrottle<Req>({ ...core, defaultKey } as ThrottleOptions<Req>);
   const format = headers === undefined ? undefined : compileHeaders(headers);
   const clock = core.clock;
+  const locals = localsOf(port);
 
   function proceed(req: Req, res: Res, next: Next, t: ThrottleResult | undefined): void {
     if (t === undefined) {
       port.pass(next);
       return;
     }
-    (req as WithSlowDown).slowDown = t;
+    locals(req).slowDown = t;
     const at = clock?.now() ?? Date.now();
     if (format !== undefined) {
       // A delayed response is still admitted: never `r=0`, which announces a refusal.
@@ -119,24 +128,30 @@ export function slowDownFlow<Req, Res, Next>(
       return;
     }
     // A client that leaves while delayed never reaches the handler.
-    holdRequest(port.rawRequest(req), port.rawResponse(res), t.delayMs, timers).then((stillThere) => {
-      if (stillThere) port.pass(next);
-    });
+    holdRequest(port, req, res, t.delayMs, timers)
+      .then((stillThere) => {
+        if (stillThere) port.pass(next);
+      })
+      .catch((err: unknown) => port.fail(next, err));
   }
 
   const stage: Stage<Req, Res, Next> = (req, res, next) => {
-    throttle.hit(req).then(
-      (t) => proceed(req, res, next, t),
-      (err) => {
-        if (isAppError(err)) {
-          port.fail(next, err);
-          return;
-        }
-        // It slows, it never blocks: a failing store lets the request through undelayed.
-        publishStoreError(err, req, throttle.name, 'allow');
-        port.pass(next);
-      },
-    );
+    throttle
+      .hit(req)
+      .then(
+        (t) => proceed(req, res, next, t),
+        (err) => {
+          if (isAppError(err)) {
+            port.fail(next, err);
+            return;
+          }
+          // It slows, it never blocks: a failing store lets the request through undelayed.
+          publishStoreError(err, req, throttle.name, 'allow');
+          port.pass(next);
+        },
+      )
+      // A port operation that throws on this promise's branch (a mock request): the app's error, never unhandled.
+      .catch((err: unknown) => port.fail(next, err));
   };
   const guarded = allowing(port, allow, { path: 'slowDown', trustProxy: rest.trustProxy }, stage);
   return { stage: guarded, throttle, close: () => throttle.close() };
@@ -155,7 +170,7 @@ export function concurrencyFlow<Req, Res, Next>(
   const [core, defaultKey] = splitClientAddress<Req, typeof rest>(rest);
   const limit = createConcurrency<Req>({ ...core, defaultKey } as ConcurrencyOptions<Req>);
 
-  function answer(req: Req, res: Res, next: Next, raw: IncomingMessage, out: ServerResponse, o: ConcurrencyOutcome | undefined): void {
+  function answer(req: Req, res: Res, next: Next, o: ConcurrencyOutcome | undefined): void {
     if (o === undefined) {
       port.pass(next);
       return;
@@ -167,25 +182,30 @@ export function concurrencyFlow<Req, Res, Next>(
       sendRefusal(port, res, concurrencyRefusal(o));
       return;
     }
-    if (isGone(raw, out)) {
+    if (port.isGone(req, res)) {
       o.release();
       return;
     }
-    onceOver(raw, out, o.release);
+    port.onceOver(req, res, o.release);
     if (headers) writeFields(port, res, concurrencyHeaderFields(o.figures));
     port.pass(next);
   }
 
   const stage: Stage<Req, Res, Next> = (req, res, next) => {
-    const raw = port.rawRequest(req);
-    const out = port.rawResponse(res);
     // Give up waiting in the queue as soon as the client goes away.
     const abort = new AbortController();
-    const stop = whenGone(raw, out, () => abort.abort());
+    let stop: () => void;
+    try {
+      stop = port.whenGone(req, res, () => abort.abort());
+    } catch (err) {
+      // A request or response without the runtime's events (a mock): the app's error, never a throw out of the stage.
+      port.fail(next, err);
+      return;
+    }
     limit.acquire(req, abort.signal).then(
       (o) => {
         stop();
-        answer(req, res, next, raw, out, o);
+        answer(req, res, next, o);
       },
       (err) => {
         stop();
@@ -194,7 +214,7 @@ export function concurrencyFlow<Req, Res, Next>(
           return;
         }
         publishStoreError(err, req, limit.name, 'allow');
-        answer(req, res, next, raw, out, undefined);
+        answer(req, res, next, undefined);
       },
     );
   };
@@ -225,23 +245,56 @@ export function shedFlow<Req, Res, Next>(
       sendRefusal(port, res, shedRefusal(o));
       return;
     }
-    const raw = port.rawRequest(req);
-    const out = port.rawResponse(res);
-    onceOver(raw, out, o.release);
-    if (!isGone(raw, out)) port.pass(next);
+    try {
+      port.onceOver(req, res, o.release);
+    } catch (err) {
+      // A request or response without the runtime's events (a mock): counted out again, handed to the error handler.
+      o.release();
+      port.fail(next, err);
+      return;
+    }
+    if (!port.isGone(req, res)) port.pass(next);
   };
-  return { stage, shedder, close: () => shedder.close() };
+  return { stage: reading(port, stage), shedder, close: () => shedder.close() };
 }
 
 /** The controls by name, as a route's opt-out and a handler's name spell them. */
 export type ControlName = 'slowDown' | 'concurrency' | 'shed' | 'limitRate';
 
+/** What the slow-down throttle's handler carries. */
+export interface SlowDownCarried<Req> {
+  /** Forgets the request key's arrivals. */
+  reset(req: Req): Promise<void>;
+  /** Closes the store if the throttle created it. */
+  close(): Promise<void>;
+}
+
+/** What the concurrency limit's handler carries. */
+export interface ConcurrencyCarried<Req> {
+  /** The core limit (for `count`, `held`, `waiting`). */
+  readonly limit: ConcurrencyLimit<Req>;
+  /** Refuses waiters, stops timers, closes a store it created. */
+  close(): Promise<void>;
+}
+
+/** What load shedding's handler carries. */
+export interface ShedCarried<Req> {
+  /** The core shedder (for `inFlight` and `pressure()`). */
+  readonly shedder: Shedder<Req>;
+  /** Stops the event-loop monitor. */
+  close(): void;
+}
+
+/** What limitRate's handler carries. */
+export interface LimitRateCarried<Req> {
+  /** The core byte-rate limit (for `after`, `figures`). */
+  readonly limit: ByteRateLimit<Req>;
+  /** Closes the store if the control created it. */
+  close(): Promise<void>;
+}
+
 /** What a control's handler carries beside itself: `close`, and the throttle's `reset`, the limit or the shedder. */
-export type ControlCarried<Req> =
-  | { reset(req: Req): Promise<void>; close(): Promise<void> }
-  | { readonly limit: ConcurrencyLimit<Req>; close(): Promise<void> }
-  | { readonly shedder: Shedder<Req>; close(): void }
-  | { readonly limit: ByteRateLimit<Req>; close(): Promise<void> };
+export type ControlCarried<Req> = SlowDownCarried<Req> | ConcurrencyCarried<Req> | ShedCarried<Req> | LimitRateCarried<Req>;
 
 /**
  * The controls over one port: each maker runs its control's flow and hands `mount`

@@ -1,6 +1,7 @@
 /**
  * @tollgate/core/http — the request pipeline every HTTP adapter shares: the framework
- * port an adapter implements, the limiter's flow (`createRateLimit`), the controls'
+ * port an adapter implements (runtime-neutral: the Node implementations are in
+ * `@tollgate/core/node`), the limiter's flow (`createRateLimit`), the controls'
  * flows (`slowDownFlow`, `concurrencyFlow`, `shedFlow`), option normalisation and the
  * request-lifetime helpers. Plumbing for adapters: applications import an adapter
  * (`@tollgate/express`, `@tollgate/fastify`, `@tollgate/node`) instead.
@@ -9,7 +10,7 @@ export { guardAppFn, guardRules, isAppError, markAppError } from '../app-errors.
 export { acquireWhileConnected } from '../controls/concurrency.js';
 export { hold, onceDone, type ResponseLike } from '../controls/hold.js';
 export { publishControl } from '../controls/publish.js';
-export { countedRules, type FinishingResponse, refundUncountedOnFinish } from '../count-if.js';
+export { countedRules, type OnFinish, refundUncountedOnFinish } from '../count-if.js';
 export { appendHeaderValue, applyHeaders } from '../headers.js';
 export {
   type ClientAddressOptions,
@@ -23,24 +24,28 @@ export {
   type OptionNameFixes,
   splitClientAddress,
 } from '../http-options.js';
-export { clientAddress } from '../keys.js';
+export { clientAddress, REQUEST_READER, type RequestReader, readerOf } from '../keys.js';
 export { mergeDecisions } from '../merge.js';
 export { type NextAdmission, nextAdmission } from '../next-admission.js';
 export { messageContentType, messageText, storeFailureRefusal } from '../response.js';
 export { type Access, type AccessList, compileAccess, deniedRefusal, type Verdict } from './access.js';
 export { asMessage, asSkip, isThenable, settle } from './callbacks.js';
 export {
+  type ConcurrencyCarried,
   type ConcurrencyFlowOptions,
   type ControlCarried,
   type ControlName,
   concurrencyFlow,
   controlMakers,
+  type LimitRateCarried,
+  type ShedCarried,
+  type SlowDownCarried,
   type SlowDownFlowOptions,
   type Stage,
   shedFlow,
   slowDownFlow,
 } from './controls.js';
-export { holdRequest, isGone, onceOver, untilOver, whenGone } from './lifetime.js';
+export { holdRequest } from './lifetime.js';
 export { type LimitRateFlowOptions, limitRateFlow, type PaceBody } from './limit-rate.js';
 export { type GroupOperations, groupOperations, type LimiterMethods, limiterMethods } from './methods.js';
 export {
@@ -58,10 +63,18 @@ export {
   routeOptionsOf,
   type StoreErrorPolicyOf,
 } from './options.js';
-export { type PaceState, paceResponse } from './pace.js';
 export { paceStream } from './pace-stream.js';
 export { EXPRESS_RATE_LIMIT_OPTIONS, FASTIFY_RATE_LIMIT_OPTIONS, peerHint } from './peers.js';
-export { type HttpPort, lowerHeaderName, type NodeNext, nodePort, sendRefusal, writeFields, writeRefusalHead } from './port.js';
+export {
+  type HttpPort,
+  localsOf,
+  lowerHeaderName,
+  type RequestLocals,
+  readerMark,
+  sendRefusal,
+  writeFields,
+  writeRefusalHead,
+} from './port.js';
 export {
   createRateLimit,
   type Decide,
@@ -70,6 +83,7 @@ export {
   type RateLimitSource,
   type RouteMode,
 } from './rate-limit.js';
+export type { RequestRateLimit } from './settle.js';
 export {
   FORWARDED_UNTRUSTED_WARNING,
   PROXY_WARNING_CHANNEL,
@@ -77,4 +91,6 @@ export {
   proxyWarnings,
   resetProxyWarnings,
   TRUST_PROXY_UNSET_WARNING,
+  type WarningSource,
 } from './warnings.js';
+export { type GoneOverride, type WebLifetime, webLifetime } from './web.js';

@@ -1,9 +1,8 @@
 /**
  * The flow of `limitRate`, the byte-rate control, written once for every framework: find
  * the response's key, open a grant on its bucket, pace the body, go on. Deciding is the
- * core control's (`createByteRate`); pacing a Node response is `paceResponse`. A port
- * whose responses are not Node's (`ServerResponse`) supplies `paceBody` (on the port, or
- * here) instead.
+ * core control's (`createByteRate`); pacing is the port's `paceBody` (a Node-based port's
+ * from `@tollgate/core/node`, a Web one's through `paceStream`), or one given here.
  *
  * It refuses nothing and writes no header. A store that fails lets the body through
  * unpaced; a key or skip function that throws is the app's error.
@@ -11,11 +10,10 @@
 import { isAppError } from '../app-errors.js';
 import { type ByteGrant, type ByteRateLimit, type ByteRateOptions, createByteRate } from '../controls/byte-rate.js';
 import { publishStoreError } from '../diagnostics.js';
+import { TollgateError } from '../errors.js';
 import { compileHeaders, type HeadersOption } from '../headers.js';
 import { type ClientAddressOptions, splitClientAddress } from '../http-options.js';
 import { type AccessList, compileAccess } from './access.js';
-import { isGone } from './lifetime.js';
-import { paceResponse } from './pace.js';
 import { type HttpPort, writeFields } from './port.js';
 
 export interface LimitRateFlowOptions<Req> extends Omit<ByteRateOptions<Req>, 'defaultKey'>, ClientAddressOptions {
@@ -52,11 +50,9 @@ export function limitRateFlow<Req, Res, Next>(
   const limit = createByteRate<Req>({ ...core, defaultKey } as ByteRateOptions<Req>);
   const access = compileAccess<Req>(allow, undefined, { path: 'limitRate', trustProxy: rest.trustProxy });
   const format = headers === undefined ? undefined : compileHeaders(headers);
-  const pace: PaceBody<Req, Res> =
-    paceBody ??
-    (port.paceBody !== undefined
-      ? (req, res, grant, after) => port.paceBody?.(req, res, grant, after)
-      : (req, res, grant, after) => paceResponse(port.rawRequest(req), port.rawResponse(res), grant, after));
+  const pace = paceBody ?? port.paceBody?.bind(port);
+  if (pace === undefined)
+    throw new TollgateError('TG_INVALID_OPTION', `limitRate: the ${port.name} port cannot pace a response body (it has no paceBody)`);
 
   // The bucket's figures as headers, when asked for: a refusal is never announced (r >= 1).
   const withHeaders = async (req: Req, res: Res): Promise<ByteGrant | undefined> => {
@@ -78,7 +74,7 @@ export function limitRateFlow<Req, Res, Next>(
       (grant) => {
         if (grant !== undefined) {
           // The client left while the key was found: nothing to pace, free the share now.
-          if (isGone(port.rawRequest(req), port.rawResponse(res))) grant.close();
+          if (port.isGone(req, res)) grant.close();
           else pace(req, res, grant, limit.after);
         }
         port.pass(next);

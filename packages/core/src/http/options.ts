@@ -107,8 +107,13 @@ export const LIMITER_OPTION_NAMES: readonly string[] = [
 export interface AdapterWording {
   /** The error path's root: `'rateLimit'`, `'tollgate'`. */
   path: string;
-  /** The request, response and continuation as the adapter's docs name them: `['req', 'res', 'next']`. */
-  names: readonly [req: string, res: string, next: string];
+  /**
+   * The request, response and continuation as the adapter's docs name them: `['req', 'res',
+   * 'next']`; or the context and continuation of a framework whose one context object is
+   * both (Koa: `['ctx', 'next']`), whose callbacks then take it once: `skip(ctx)`,
+   * `onRejected(ctx, decision)`, `onStoreError(error, ctx, next)`.
+   */
+  names: readonly [req: string, res: string, next: string] | readonly [ctx: string, next: string];
   /** The handler's arguments when they are not the three names and the decision (Fastify's has no continuation). */
   handler?: string;
   /** The fix when the options are not an object. */
@@ -153,13 +158,16 @@ export function normalizeLimiterOptions<Req, O extends LimiterOptionsOf<Req, nev
       fix: "Pass rules: [{ name: 'ip', rate: '100/min' }].",
     });
   }
-  const [req, res, next] = w.names;
+  const req = w.names[0];
+  const next = w.names.length === 3 ? w.names[2] : w.names[1];
+  // The request and the response, or the one context object.
+  const both = w.names.length === 3 ? `${req}, ${w.names[1]}` : req;
   const wording: HttpOptionsWording = {
     path: w.path,
-    handler: `a function ${w.handler ?? `(${req}, ${res}, ${next}, decision)`}`,
-    skip: `a function (${req}, ${res}) => boolean`,
-    onRejected: `a function (${req}, ${res}, decision)`,
-    onStoreError: `'allow', 'deny', 'error' or a function (error, ${req}, ${res}, ${next})`,
+    handler: `a function ${w.handler ?? `(${both}, ${next}, decision)`}`,
+    skip: `a function (${both}) => boolean`,
+    onRejected: `a function (${both}, decision)`,
+    onStoreError: `'allow', 'deny', 'error' or a function (error, ${both}, ${next})`,
     message: `a string, an object, or a function (${req}, decision) => string | object`,
   };
   const shared = normalizeHttpOptions<Req, O>(options, wording);

@@ -3,22 +3,27 @@
  * `./controls.ts`) needs from a web framework, and nothing more. An adapter implements
  * it once, as an object of plain functions over its own request, response and
  * continuation types, and hands it to the pipeline's factories at construction; the
- * pipeline never names Express, Fastify or any other framework.
+ * pipeline never names Express, Fastify, Node's `http` or any other framework or runtime.
  *
  * - `Req`: the framework's request (Express `Request`, Fastify `FastifyRequest`, Node's
- *   `IncomingMessage`). The pipeline reads headers and the client address from it
- *   through the key functions, and leaves `rateLimit` (the combined decision) on it.
+ *   `IncomingMessage`, Hono's `Context`). The pipeline reads the client address and
+ *   headers through the port, and leaves `rateLimit` (the combined decision) on it.
  * - `Res`: the framework's response (Express `Response`, Fastify `FastifyReply`, Node's
- *   `ServerResponse`).
+ *   `ServerResponse`), or whatever the adapter answers through.
  * - `Next`: how the framework continues or fails a request (Express `next`, Fastify's
  *   hook `done`, the node adapter's own callback).
+ *
+ * The Node implementations of the reading and lifetime operations are shared by every
+ * Node-based port: `nodeOperations` and `nodePort` in `@tollgate/core/node`.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ByteGrant } from '../controls/byte-pools.js';
+import type { ThrottleResult } from '../controls/throttle.js';
 import type { HeaderField } from '../headers.js';
+import { nodeReader, REQUEST_READER, type RequestReader } from '../keys.js';
 import type { Refusal } from '../response.js';
+import type { Decision } from '../types.js';
 
-export interface HttpPort<Req, Res, Next> {
+export interface HttpPort<Req, Res, Next> extends RequestReader<Req> {
   /** The adapter's name in warnings (`express`, `fastify`, `node`). */
   readonly name: string;
   /**
@@ -26,10 +31,26 @@ export interface HttpPort<Req, Res, Next> {
    * when it has one: tollgate warns once when it is set and `trustProxy` is not.
    */
   frameworkTrust?(req: Req): unknown;
-  /** Node's request behind the framework's (for its socket and its `close`). */
-  rawRequest(req: Req): IncomingMessage;
-  /** Node's response behind the framework's (for `finish` and `close`). */
-  rawResponse(res: Res): ServerResponse;
+  /**
+   * Calls `fn` once with the response's status when the response has been sent in full
+   * (refunds by outcome, `countIf`); never when it was cut short (the client left).
+   */
+  onFinish(req: Req, res: Res, fn: (status: number) => void): void;
+  /**
+   * Calls `fn` once when the request is over: its response finished or closed, or the
+   * client went away, whichever comes first (at once when it already is). Returns a
+   * function that does the same now (idempotent).
+   */
+  onceOver(req: Req, res: Res, fn: () => void): () => void;
+  /** Calls `fn` if the client goes away before the returned cancel function is called. */
+  whenGone(req: Req, res: Res, fn: () => void): () => void;
+  /** True when the response can no longer be delivered: the client is gone. */
+  isGone(req: Req, res: Res): boolean;
+  /**
+   * The response as the app's handlers see it, given to a rule's `actualCost` (default: `res`;
+   * Koa's is the context).
+   */
+  handlerResponse?(req: Req, res: Res): unknown;
   /** The current value of a response header, or undefined. */
   getHeader(res: Res, name: string): unknown;
   /** Sets a response header, replacing any earlier value. */
@@ -48,11 +69,44 @@ export interface HttpPort<Req, Res, Next> {
   /** Hands an error to the framework's error handler. */
   fail(next: Next, err: unknown): void;
   /**
+   * Where the app reads what tollgate keeps for a request (`rateLimit`, the combined
+   * decision; `slowDown`, the throttle's figures), when the framework keeps per-request
+   * values elsewhere than on its request object (Koa: `ctx.state`). Left out: the request's
+   * own properties (`req.rateLimit`). Route stages read the decision back from here.
+   */
+  locals?(req: Req): RequestLocals;
+  /**
    * Paces a response body through a byte grant (`limitRate`), the first `after` bytes
-   * unpaced. Ports whose responses are Node's leave it out (the pipeline paces
-   * `rawResponse`); a port answering with Web `Response`s wraps its body with `paceStream`.
+   * unpaced. A Node-based port has it from `nodeOperations` (`@tollgate/core/node`'s
+   * `paceResponse`); a port answering with Web `Response`s wraps its body with `paceStream`.
+   * Left out, the port cannot run `limitRate`.
    */
   paceBody?(req: Req, res: Res, grant: ByteGrant, after: number): void;
+}
+
+/** What tollgate keeps for the app on a request (see {@link HttpPort.locals}). */
+export interface RequestLocals {
+  rateLimit?: Decision | undefined;
+  slowDown?: ThrottleResult | undefined;
+}
+
+/** A port's {@link HttpPort.locals} as a function: the request itself when the port leaves it out. */
+export function localsOf<Req, Res, Next>(port: HttpPort<Req, Res, Next>): (req: Req) => RequestLocals {
+  const locals = port.locals;
+  return locals === undefined ? (req) => req as RequestLocals : (req) => locals.call(port, req);
+}
+
+/**
+ * What makes a request readable by the key functions (`ip()`, `header()`, allow and deny
+ * lists): nothing for a port that reads requests as Node's shape (the key functions'
+ * default), else a function leaving the port on the request as its reader.
+ */
+export function readerMark<Req>(port: RequestReader<Req>): ((req: Req) => void) | undefined {
+  const reader = nodeReader as unknown as RequestReader<Req>;
+  if (port.peerAddress === reader.peerAddress && port.header === reader.header) return undefined;
+  return (req) => {
+    (req as { [REQUEST_READER]?: RequestReader<Req> })[REQUEST_READER] = port;
+  };
 }
 
 const lowered: Record<string, string> = Object.create(null);
@@ -100,32 +154,3 @@ export function sendRefusal<Req, Res, Next>(port: HttpPort<Req, Res, Next>, res:
   writeRefusalHead(port, res, r);
   port.send(res, r.status, r.contentType, JSON.stringify(r.body));
 }
-
-/** The continuation of the node adapter and of connect-style middleware. */
-export type NodeNext = (err?: unknown) => void;
-
-/**
- * The port of a framework whose request and response are Node's own (node:http, and
- * Express, whose `req`/`res` extend them). Express adds its `trust proxy` reading.
- */
-export const nodePort: HttpPort<IncomingMessage, ServerResponse, NodeNext> = {
-  name: 'node',
-  rawRequest: (req) => req,
-  rawResponse: (res) => res,
-  // Node lowers the name it looks up: given lowered, it makes no new string per lookup.
-  getHeader: (res, name) => res.getHeader(lowerHeaderName(name)),
-  setHeader: (res, name, value) => {
-    res.setHeader(name, value);
-  },
-  status: (res, code) => {
-    res.statusCode = code;
-  },
-  send(res, status, contentType, body) {
-    res.statusCode = status;
-    res.setHeader('Content-Type', contentType);
-    res.setHeader('Content-Length', Buffer.byteLength(body));
-    res.end(body);
-  },
-  pass: (next) => next(),
-  fail: (next, err) => next(err),
-};

@@ -23,13 +23,14 @@ import { MemoryStore } from '../memory-store.js';
 import { mergeDecisions } from '../merge.js';
 import { nextAdmission } from '../next-admission.js';
 import { type KeyOperations, keyOperations, type OperationSource } from '../operations.js';
-import { isCapacityRefusal, messageContentType, messageText, refusal, storeFailureRefusal } from '../response.js';
+import { isCapacityRefusal, refusal, storeFailureRefusal } from '../response.js';
 import type { CompiledRule, KeyFn, Rule, RuleChanges } from '../rules.js';
 import type { Decision, RuleResult, RuleSpec, Store } from '../types.js';
 import { type Access, deniedRefusal } from './access.js';
-import { asAny, asMessage, asSkip, call, isThenable, settle } from './callbacks.js';
+import { asAny, asMessageBody, asSkip, call, isThenable, settle } from './callbacks.js';
 import { holdRequest } from './lifetime.js';
-import { type HttpPort, sendRefusal, writeRefusalHead } from './port.js';
+import { type HttpPort, localsOf as localsOn, readerMark, sendRefusal, writeRefusalHead } from './port.js';
+import { exposeSettle, reservations } from './settle.js';
 import { proxyWarnings } from './warnings.js';
 
 /** How a route's rules combine with the app-level (plugin-level) ones. */
@@ -111,7 +112,7 @@ export interface RateLimitCore<Req, Res, Next> {
   close(): Promise<void>;
 }
 
-type WithDecision = { rateLimit?: Decision | undefined } & Record<symbol, Decision | null | undefined>;
+type WithDecision = Record<symbol, Decision | null | undefined>;
 type NextMs = readonly (number | undefined)[] | undefined;
 type Port<Req, Res, Next> = HttpPort<Req, Res, Next>;
 
@@ -170,6 +171,7 @@ export function createRateLimit<Req, Res, Next>(
   const slot = Symbol(`tollgate:${o.name}`);
   // Whether route stages may read `slot` (see RateLimitSetup.routeStages).
   const marking = s.routeStages !== false;
+  const localsOf = localsOn(port);
   const checkSkip = asSkip(`${o.path}.skip`);
   const skip = s.skip;
 
@@ -250,13 +252,22 @@ export function createRateLimit<Req, Res, Next>(
       : access !== undefined
         ? (req, res, next) => accessThen(req, res, next, () => port.pass(next))
         : (_req, _res, next) => port.pass(next);
+  const mark = readerMark(port);
+  /** `decide` for a port whose requests are not Node-shaped: the key functions read them through the port. */
+  const reading = (decide: Decide<Req, Res, Next>): Decide<Req, Res, Next> =>
+    mark === undefined
+      ? decide
+      : (req, res, next) => {
+          mark(req);
+          decide(req, res, next);
+        };
 
   return {
     limiter,
     active: limiter !== undefined || access !== undefined,
     store,
-    handle,
-    stack,
+    handle: reading(handle),
+    stack: (lim) => reading(stack(lim)),
     routeLimiter,
     route(routeRules, mode, path) {
       // An adapter bug, never a user's: its setup said it has no route stages.
@@ -267,7 +278,7 @@ export function createRateLimit<Req, Res, Next>(
       const alone = mode === 'replace' ? whole : createLimiterIn<Req>({ rules: guarded, ...common }, family);
       const decideWhole = stack(whole);
       const decideAlone = pipelineOf(alone);
-      return function routeStage(req, res, next) {
+      return reading(function routeStage(req, res, next) {
         const prior = (req as WithDecision)[slot];
         if (prior === null) {
           // The app-level stage skipped this request: so does its route stage.
@@ -284,8 +295,9 @@ export function createRateLimit<Req, Res, Next>(
         }
         // 'replace' after the app-level stage: its units go back, the route's rules decide alone.
         (req as WithDecision)[slot] = undefined;
-        const fresh = (req as WithDecision).rateLimit === prior;
-        if (fresh) (req as WithDecision).rateLimit = undefined;
+        const locals = localsOf(req);
+        const fresh = locals.rateLimit === prior;
+        if (fresh) locals.rateLimit = undefined;
         limiter?.refund(req, prior).then(
           () => decideAlone(req, res, next, undefined, fresh),
           (err) => {
@@ -293,7 +305,7 @@ export function createRateLimit<Req, Res, Next>(
             decideAlone(req, res, next, undefined, fresh);
           },
         );
-      };
+      });
     },
     update: (ruleName, changes) => updateRule(family, ruleName, changes),
     operations: keyOperations(operationSource),
@@ -372,9 +384,11 @@ function pipeline<Req, Res, Next>(
   const { handler, message, onRejected, onStoreError } = s;
   const timers = o.timers ?? systemTimers;
   const counted = countedRules(lim);
+  const reserved = reservations(lim, name);
   const firstUnit = nextAdmission(lim);
   const deadline = storeDeadline(lim.store);
-  const checkMessage = asMessage(`${o.path}.message`);
+  const checkMessage = asMessageBody(`${o.path}.message`);
+  const localsOf = localsOn(port);
 
   function headers(req: Req, res: Res, d: Decision, all: Decision, nextMs: NextMs, fresh: boolean): void {
     const f = format as NonNullable<typeof format>;
@@ -415,7 +429,7 @@ function pipeline<Req, Res, Next>(
       return;
     }
     if (message !== undefined && !isCapacityRefusal(d)) {
-      settle(call(message, req, d), checkMessage, (body) => port.send(res, r.status, messageContentType(body), messageText(body)), fail);
+      settle(call(message, req, d), checkMessage, (body) => port.send(res, r.status, body.contentType, body.text), fail);
       return;
     }
     port.send(res, r.status, r.contentType, JSON.stringify(r.body));
@@ -426,12 +440,16 @@ function pipeline<Req, Res, Next>(
     if (format !== undefined) headers(req, res, shown, all, nextMs, fresh);
     publishDecision(d, req, name, dryRun);
     if (d.allowed || dryRun) {
-      if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, req, port.rawResponse(res), d, name);
+      if (d.allowed) reserved(req, port.handlerResponse ? port.handlerResponse(req, res) : res, d, (fn) => port.onFinish(req, res, fn));
+      exposeSettle(req, localsOf(req));
+      if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, req, (fn) => port.onFinish(req, res, fn), d, name);
       if (d.delayMs > 0 && !dryRun) {
         // A client that leaves while waiting never reaches the handler.
-        holdRequest(port.rawRequest(req), port.rawResponse(res), d.delayMs, timers).then((stillThere) => {
-          if (stillThere) port.pass(next);
-        });
+        holdRequest(port, req, res, d.delayMs, timers)
+          .then((stillThere) => {
+            if (stillThere) port.pass(next);
+          })
+          .catch((err: unknown) => port.fail(next, err));
         return;
       }
       port.pass(next);
@@ -451,15 +469,16 @@ function pipeline<Req, Res, Next>(
 
   function decided(req: Req, res: Res, next: Next, prior: Decision | undefined, fresh: boolean, d: Decision, t0: number): void {
     if (remember !== undefined) (req as WithDecision)[remember] = d;
-    const all = mergeDecisions((req as WithDecision).rateLimit, d);
-    (req as WithDecision).rateLimit = all;
+    const locals = localsOf(req);
+    const all = mergeDecisions(locals.rateLimit, d);
+    locals.rateLimit = all;
     if (!d.allowed && !dryRun && prior !== undefined && owner !== undefined) {
       // A route-level refusal: the app-level units go back first, so that the headers and
       // `rateLimit` show the state after the refund.
       owner.refund(req, prior).then(
         () => {
           const after = afterRefund(all, prior);
-          (req as WithDecision).rateLimit = after;
+          locals.rateLimit = after;
           // Every item again, in place of what the earlier stages wrote before the refund.
           safely(req, res, next, d, after, undefined, true, after);
         },
@@ -533,7 +552,15 @@ function pipeline<Req, Res, Next>(
   }
 
   return function decide(req, res, next, prior, fresh = false): void {
-    if (warnings !== undefined) warnings(port.rawRequest(req), port.frameworkTrust, req);
+    if (warnings !== undefined) {
+      try {
+        warnings(port, req);
+      } catch (err) {
+        // A request without the fields the port reads (a mock in the app's tests): the app's error, not a throw out of the middleware.
+        port.fail(next, err);
+        return;
+      }
+    }
     const t0 = deadline === undefined ? 0 : performance.now();
     let d: Decision | Promise<Decision>;
     try {

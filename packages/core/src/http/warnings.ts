@@ -3,15 +3,15 @@
  * "Process warnings"): as a process warning (`process.emitWarning`, type
  * `TollgateWarning`) and on the `tollgate:warning` diagnostics channel.
  *
- * - `TOLLGATE_TRUST_PROXY_UNSET`: the framework trusts a proxy (Express' `trust proxy`)
+ * - `TOLLGATE_TRUST_PROXY_UNSET`: the framework trusts a proxy (Express' `trust proxy`, Koa's `app.proxy`)
  *   while tollgate's `trustProxy` is not set, so `req.ip` and tollgate's key differ.
  * - `TOLLGATE_FORWARDED_UNTRUSTED`: a request from a loopback or private peer carries
  *   `X-Forwarded-For` or `Forwarded` while no proxy is trusted: the app is most likely
  *   behind a proxy and every client shares the proxy's address as its key.
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
-import type { IncomingMessage } from 'node:http';
 import ipaddr from 'ipaddr.js';
+import type { RequestReader } from '../keys.js';
 
 export const TRUST_PROXY_UNSET_WARNING = 'TOLLGATE_TRUST_PROXY_UNSET';
 export const FORWARDED_UNTRUSTED_WARNING = 'TOLLGATE_FORWARDED_UNTRUSTED';
@@ -52,22 +52,27 @@ export interface ProxyWarningOptions {
   trusted: boolean;
 }
 
+/** What the check reads of a request: the port's reader and its framework's own proxy trust. */
+export interface WarningSource<R> extends RequestReader<R> {
+  frameworkTrust?(req: R): unknown;
+}
+
 /**
  * The per-request check of one limiter or control: a no-op once both warnings were
  * given, or when a proxy is trusted.
- * @example const check = proxyWarnings({ adapter: 'express', trusted: false }); check(req, (r) => r.app.get('trust proxy'), req)
+ * @example const check = proxyWarnings({ adapter: 'express', trusted: false }); check(expressPort, req)
  */
-export function proxyWarnings(o: ProxyWarningOptions): <R>(req: IncomingMessage, trustOf: ((r: R) => unknown) | undefined, r: R) => void {
+export function proxyWarnings(o: ProxyWarningOptions): <R>(port: WarningSource<R>, req: R) => void {
   let frameworkChecked = false;
-  return function check(req, trustOf, r) {
+  return function check(port, req) {
     if (o.trusted) return;
-    if (!frameworkChecked && trustOf !== undefined) {
+    if (!frameworkChecked && port.frameworkTrust !== undefined) {
       frameworkChecked = true;
-      const frameworkTrusts = trustOf(r);
+      const frameworkTrusts = port.frameworkTrust(req);
       if (frameworkTrusts !== undefined && frameworkTrusts !== false && frameworkTrusts !== 0) {
         warn(
           TRUST_PROXY_UNSET_WARNING,
-          `The ${o.adapter} app trusts a proxy ('trust proxy' is set) but tollgate's trustProxy is not: ` +
+          `The ${o.adapter} app trusts a proxy (its own setting is on: Express' 'trust proxy', Koa's app.proxy) but tollgate's trustProxy is not: ` +
             'tollgate keys on the socket address, so every client behind the proxy shares one budget. ' +
             "Set trustProxy to the same proxies (e.g. trustProxy: 'loopback'); see docs/keys-and-proxies.md.",
           o.adapter,
@@ -75,12 +80,12 @@ export function proxyWarnings(o: ProxyWarningOptions): <R>(req: IncomingMessage,
       }
     }
     if (forwardedWarned) return;
-    const h = req.headers;
-    if (h['x-forwarded-for'] === undefined && h.forwarded === undefined) return;
-    if (!isInternal(req.socket?.remoteAddress)) return;
+    if (port.header(req, 'x-forwarded-for') === undefined && port.header(req, 'forwarded') === undefined) return;
+    const peer = port.peerAddress(req);
+    if (!isInternal(peer)) return;
     warn(
       FORWARDED_UNTRUSTED_WARNING,
-      `A request from ${req.socket?.remoteAddress} (a loopback or private address) carries X-Forwarded-For or Forwarded, ` +
+      `A request from ${peer} (a loopback or private address) carries X-Forwarded-For or Forwarded, ` +
         "but tollgate trusts no proxy: if the app runs behind one, every client shares the proxy's key. " +
         "Set trustProxy (e.g. trustProxy: 'loopback' for nginx on the same machine); see docs/keys-and-proxies.md.",
       o.adapter,

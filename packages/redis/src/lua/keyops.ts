@@ -4,11 +4,14 @@
  * trip. Assembled in index.ts after the prelude and the algorithm sections (it uses their
  * `ALG`, `decode`, `encode`), as the library's keys function and as a script of its own.
  *
- * KEYS[1] is the entry's Redis key (one key: on a Cluster the call goes to its slot).
+ * KEYS[1] is the entry's Redis key (on a Cluster the call goes to its slot); KEYS[2], with
+ * an operation id, the id's mark (in the entry's slot: it holds the entry key's hash tag).
  * ARGV[1] is the rule's 7 fields as the store's plan lists them (args.ts `ruleText`);
  * ARGV[2] the operation: `g` (get), `b <ms>` (block), `u` (unblock), `p <units>`
  * (penalize), `w <units>` (reward); ARGV[3] the time (empty: Redis `TIME`); ARGV[4] the
- * least TTL, in ms, of a key written on supplied time. The reply is 6 little-endian
+ * least TTL, in ms, of a key written on supplied time; ARGV[5] the operation id (empty:
+ * none) and ARGV[6] how long its mark lives, in ms: an operation whose mark is already
+ * there was applied before (a retry) and only reads. The reply is 6 little-endian
  * doubles: now, whether state exists (1/0), remaining, resetMs, retryAfterMs and the block
  * deadline (0: none), the figures of `keyFigures` after the operation.
  *
@@ -163,6 +166,9 @@ local function keyop(KEYS, ARGV)
     s, b, present = nil, nil, false
   end
   if b == nil then b = 0 end
+  -- An id applied before (a retried call): nothing changes, the figures are read.
+  local id = ARGV[5]
+  if op ~= 'g' and id ~= nil and id ~= '' and not call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[6]) then op = 'g' end
   if op == 'b' then
     b = max(b, now + amount)
     present = true

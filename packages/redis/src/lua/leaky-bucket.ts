@@ -2,7 +2,8 @@
  * Lua mirror of `core/src/algorithms/leaky-bucket.ts`: `meter` (GCRA, state
  * `{ tat }`) and `queue` (state `{ lastDeparture }`), T = W / L in floating point. Like
  * the core it works on the backlog (stored time - now, a small exact number) and
- * corrects the closed-form retry time with `settle`.
+ * corrects the closed-form retry time with `settle`; a level within half of 1/L ms above
+ * the line is rounding, as in the core.
  */
 export const LEAKY_BUCKET_LUA = `
 -- Moves a whole-ms candidate t to the first instant at which fits(t) holds.
@@ -18,6 +19,16 @@ local function backlog(state, now)
   return max(0, state[1] - now)
 end
 
+-- Exact figures are whole multiples of 1/L ms, so a level within sl = 0.5/L above the line
+-- is float rounding, as in the core: whole units of T in room ms, never negative.
+local function lb_units(room, T, sl)
+  return max(0, floor((room + sl) / T))
+end
+
+local function lb_ms(x, sl)
+  return max(0, ceil(x - sl))
+end
+
 -- Both readings' refund: back by what the request still weighs, c*T less what has drained
 -- since at (a clock reading before at is no time passing), as in the core.
 local function lb_refund(state, now, r, cost, at)
@@ -28,18 +39,19 @@ end
 ALG['k'] = {
   check = function(state, now, r, cost)
     local T = r.W / r.L
+    local sl = 0.5 / r.L
     local tol = r.B * T
     local ahead = backlog(state, now)
     local level = ahead + cost * T
-    if level <= tol then
+    if level <= tol + sl then
       local tat = now + level
-      return true, floor((tol - level) / T), ceil(tat - now), 0, 0, { tat }
+      return true, lb_units(tol - level, T, sl), lb_ms(level, sl), 0, 0, { tat }
     end
-    local fits = function(t) return backlog(state, t) + cost * T <= tol end
+    local fits = function(t) return backlog(state, t) + cost * T <= tol + sl end
     local retry = settle(now + ceil(ahead - (tol - cost * T)), fits) - now
     local w = nil
     if r.cr then w = { now + level } end
-    return false, max(0, floor((tol - ahead) / T)), ceil(ahead), retry, 0, w
+    return false, lb_units(tol - ahead, T, sl), lb_ms(ahead, sl), retry, 0, w
   end,
   refund = lb_refund,
   expires = function(state, r) return ceil(state[1]) end,
@@ -49,16 +61,17 @@ ALG['k'] = {
 ALG['kq'] = {
   check = function(state, now, r, cost)
     local T = r.W / r.L
+    local sl = 0.5 / r.L
     local mx = r.Q * T
     local wait = backlog(state, now) + cost * T
-    if wait <= mx then
+    if wait <= mx + sl then
       local dep = now + wait
-      return true, max(0, floor((mx - wait) / T)), ceil(dep - now), 0, ceil(wait), { dep }
+      return true, lb_units(mx - wait, T, sl), lb_ms(wait, sl), 0, lb_ms(wait, sl), { dep }
     end
     local ahead = backlog(state, now)
-    local fits = function(t) return backlog(state, t) + cost * T <= mx end
+    local fits = function(t) return backlog(state, t) + cost * T <= mx + sl end
     local retry = settle(now + ceil(ahead - (mx - cost * T)), fits) - now
-    return false, max(0, floor((mx - ahead) / T)), ceil(ahead), retry, 0, nil
+    return false, lb_units(mx - ahead, T, sl), lb_ms(ahead, sl), retry, 0, nil
   end,
   refund = lb_refund,
   expires = function(state, r) return ceil(state[1]) end,

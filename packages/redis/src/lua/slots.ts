@@ -15,6 +15,11 @@ if not now then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+-- A key of another type was not written here: forgotten, or every call fails on it and the
+-- failing store lets every request through, for good (it may have no TTL).
+local kind = redis.call('TYPE', key)
+if type(kind) == 'table' then kind = kind.ok end
+if kind ~= 'zset' and kind ~= 'none' then redis.call('DEL', key) end
 -- A lease whose expiry has come is gone.
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
 local function keep_ttl()

@@ -23,6 +23,8 @@
  *   exact and cost Redis and Node less than an array of integer and text replies.
  * - `r` (refund): one line, the ops' shape (`r1:1,2:1`); ARGV[2] is `now` (empty: Redis
  *   `TIME`) and ARGV[3] `at`; the reply is now.
+ * - `s` (settle): as `r`, each op's cost the actual cost less the estimate (`s1:-3,2:5`):
+ *   below zero a refund of the difference, above zero a charge (core's settleEntry).
  *
  * A plan names no key and no time, so the calls of one limiter send the same plan again and
  * again: a function library keeps each plan parsed (see plan_of), and a call reads it with
@@ -167,7 +169,7 @@ local function plan_of(text)
   local rules = {}
   for j = 1, nr do rules[j] = rule_of(lines[1 + j]) end
   p = { mode = mode, minTtl = tonumber(minTtl), rules = rules }
-  if mode == 'r' then p.sh = shape_of(lines[2 + nr])
+  if mode == 'r' or mode == 's' then p.sh = shape_of(lines[2 + nr])
   else
     local runs, hot = {}, {}
     for j = 2 + nr, nl do
@@ -523,6 +525,31 @@ local store_rest
  * after STACK_LUA and ONE_LUA (one.ts).
  */
 export const ENTRY_LUA = `
+-- The state after charging units at now without refusing (core's chargeState): the
+-- algorithm's check with countRejected forced on, its next state written whatever it
+-- says; no number beyond CHARGE_MAX (a sliding-log entry: LOG_CHARGE_MAX), far below SANE2.
+local CHARGE_MAX, LOG_CHARGE_MAX = 2 ^ 50, 2 ^ 40
+local function charge(s, now, r, units)
+  if r.algo == 'k' then
+    local base = now
+    if s ~= nil and s[1] > now then base = s[1] end
+    return { min(base + units * (r.W / r.L), now + CHARGE_MAX) }
+  end
+  local f = r.forced
+  if f == nil then
+    f = {}
+    for k, v in pairs(r) do f[k] = v end
+    f.cr = true
+    r.forced = f
+  end
+  local _, _, _, _, _, nx = r.alg.check(s, now, f, units)
+  if r.algo == 't' then nx[2] = max(nx[2], -CHARGE_MAX)
+  elseif r.algo == 'f' then nx[2] = min(nx[2], CHARGE_MAX)
+  elseif r.algo == 'w' then nx[3] = min(nx[3], CHARGE_MAX)
+  elseif r.algo == 's' then nx[#nx] = min(nx[#nx], LOG_CHARGE_MAX) end
+  return nx
+end
+
 -- One call: the state of the previous one is dropped first (a function library keeps
 -- these definitions loaded from call to call).
 local function store(keys, argv)
@@ -551,16 +578,22 @@ store_rest = function(plan, keys, argv, now0, vals0)
     HAD_HOT = false
   end
   VALS = nil
-  if plan.mode == 'r' then
+  if plan.mode == 'r' or plan.mode == 's' then
     local now, drop = stack_now(ARGV[2])
     local at = tonumber(ARGV[3])
     local sh = plan.sh
+    local settle = plan.mode == 's'
     VALS = call('MGET', unpack(KEYS))
     for i = 1, sh.n do
       local r = plan.rules[sh.nums[i]]
       local s, b = read(KEYS[i], r, now, drop, i)
-      if s ~= nil then
-        local nx = r.alg.refund(s, now, r, sh.costs[i], at)
+      local c = sh.costs[i]
+      -- A settle's cost is the actual cost less the estimate: above zero a charge (core's
+      -- settleEntry), below zero a refund of the difference.
+      if settle and c > 0 then write(KEYS[i], charge(s, now, r, c), b or 0, r, now)
+      elseif s ~= nil then
+        if settle then c = -c end
+        local nx = r.alg.refund(s, now, r, c, at)
         if nx == nil and b == 0 then call('DEL', KEYS[i]) else write(KEYS[i], nx, b, r, now) end
       end
     end

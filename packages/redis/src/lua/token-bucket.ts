@@ -39,7 +39,8 @@ ALG['t'] = {
     end
     local nx = nil
     if r.cr then nx = { now, scaled - need } end
-    return false, floor(scaled / W), ceil((cap - scaled) / r.L) + (now - at), ceil((need - scaled) / r.L) + (now - at), 0, nx
+    -- Never below 0: a bucket in debt (countRejected, a settle) has no tokens to offer.
+    return false, max(0, floor(scaled / W)), ceil((cap - scaled) / r.L) + (now - at), ceil((need - scaled) / r.L) + (now - at), 0, nx
   end,
   refund = function(state, now, r, cost, at)
     local t, scaled = tb_level(state, now, r)

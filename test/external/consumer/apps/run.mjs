@@ -1,11 +1,13 @@
 // A tiny app per framework, in the consumer project, against the memory store or Redis:
-//   node apps/run.mjs <express|fastify|node-http> <memory|redis> [redis port]
+//   node apps/run.mjs <express|fastify|node-http|koa|hono> <memory|redis> [redis port]
 // Each allows 2 requests per minute per client address, sends 3 and prints one JSON line:
 // the three statuses and the headers of the refusal. Exits by itself.
 import http from 'node:http';
 
 const [framework, storeKind, redisPort] = process.argv.slice(2);
-const rules = [{ name: 'ip', limit: 2, window: '1m' }];
+// A sliding log: exact whatever the wall clock's phase (a window counter crossing its
+// boundary between the requests would admit a third).
+const rules = [{ name: 'ip', limit: 2, window: '1m', algorithm: 'sliding-log' }];
 
 async function makeStore() {
   if (storeKind === 'memory') {
@@ -71,6 +73,29 @@ if (framework === 'express') {
     if (!(await limit(req, res))) return;
     res.end('ok');
   });
+  port = await listen(server);
+  stop = () => new Promise((r) => server.close(r));
+} else if (framework === 'hono') {
+  const { Hono } = await import('hono');
+  const { serve } = await import('@hono/node-server');
+  const { getConnInfo } = await import('@hono/node-server/conninfo');
+  const { rateLimit } = await import('@tollgate/hono');
+  const app = new Hono();
+  app.use(rateLimit({ rules, store, connInfo: getConnInfo }));
+  app.get('/', (c) => c.text('ok'));
+  const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
+  await new Promise((resolve) => server.once('listening', resolve));
+  port = server.address().port;
+  stop = () => new Promise((r) => server.close(r));
+} else if (framework === 'koa') {
+  const { default: Koa } = await import('koa');
+  const { rateLimit } = await import('@tollgate/koa');
+  const app = new Koa();
+  app.use(rateLimit({ rules, store }));
+  app.use((ctx) => {
+    ctx.body = 'ok';
+  });
+  const server = http.createServer(app.callback());
   port = await listen(server);
   stop = () => new Promise((r) => server.close(r));
 } else {

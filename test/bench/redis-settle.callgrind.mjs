@@ -1,0 +1,140 @@
+// Instructions redis-server executes per reservation settle (docs/reserve.md), counted by
+// valgrind's callgrind inside redis-server as redis-script.callgrind.mjs counts decisions:
+// a two-rule stack (a token bucket per key, a day's fixed window per key), one at a time,
+// reserving 10 and settling at 30 (a charge) or at 4 (a give-back), beside the reserve
+// itself (a consume) and a bare EVALSHA of `return 1`.
+//
+//   pnpm build && node test/bench/redis-settle.callgrind.mjs [--decisions 2000]
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { freePort } from './util.mjs';
+
+const { values } = parseArgs({
+  options: {
+    decisions: { type: 'string', default: '2000' },
+    // Only the workloads whose name contains this text.
+    only: { type: 'string', default: '' },
+    // Prints the functions with the most inclusive instructions of each workload.
+    top: { type: 'string', default: '0' },
+    // Keeps the callgrind dumps in this directory (for callgrind_annotate by hand).
+    keep: { type: 'string', default: '' },
+  },
+});
+const TOP = Number(values.top);
+const DECISIONS = Number(values.decisions);
+const KEYS = 1000;
+const HIGH = 1_000_000_000;
+const keyOf = (i) => `10.${(i >> 8) & 255}.${i & 255}.1`;
+
+const { Redis } = await import('ioredis');
+const core = await import(new URL('../../packages/core/dist/index.mjs', import.meta.url).href);
+const { RedisStore } = await import(new URL('../../packages/redis/dist/index.mjs', import.meta.url).href);
+
+const dir = mkdtempSync(join(tmpdir(), 'tollgate-callgrind-redis-'));
+const port = await freePort();
+const proc = spawn(
+  'valgrind',
+  [
+    '--tool=callgrind',
+    `--callgrind-out-file=${join(dir, 'cg.out')}`,
+    'redis-server',
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    dir,
+  ],
+  { stdio: 'ignore' },
+);
+let client;
+const deadline = Date.now() + 60_000;
+for (;;) {
+  await new Promise((r) => setTimeout(r, 300));
+  const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+  c.on('error', () => {});
+  const ok = await c.connect().then(
+    () => c.ping(),
+    () => undefined,
+  );
+  if (ok === 'PONG') {
+    client = c;
+    break;
+  }
+  c.disconnect();
+  if (Date.now() > deadline) throw new Error('redis-server under valgrind did not start within 60 s');
+}
+
+/**
+ * Inclusive instructions of processCommand since the previous call: callgrind_control
+ * dumps the counts and zeroes them; the dump is then annotated.
+ */
+let dumps = 0;
+function counted() {
+  execFileSync('callgrind_control', ['-d', String(proc.pid)], { stdio: 'ignore' });
+  dumps++;
+  const file = join(dir, `cg.out.${dumps}`);
+  const text = execFileSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], { maxBuffer: 64 << 20 }).toString();
+  const m = /([\d,]+) \([ \d.]+%\)\s+\S*:processCommand /.exec(text);
+  if (TOP > 0) {
+    const lines = text.split('\n').filter((l) => /^\s*[\d,]+ \(/.test(l));
+    console.error(lines.slice(0, TOP).join('\n'));
+  }
+  return m ? Number(m[1].replace(/,/g, '')) : 0;
+}
+
+const store = new RedisStore({ client, timeoutMs: 60_000 });
+const limiter = core.createLimiter({
+  rules: [
+    { name: 'tokens', key: (r) => r.ip, algorithm: 'token-bucket', limit: HIGH, window: '1h' },
+    { name: 'day', key: (r) => r.ip, algorithm: 'fixed-window', limit: HIGH, window: '1d' },
+  ],
+  store,
+  prefix: 's2',
+});
+const sha = await client.script('LOAD', 'return 1');
+
+/** Reservations made ahead (uncounted), settled in the counted part. */
+async function reserved(n) {
+  const out = [];
+  for (let i = 0; i < n; i++) out.push(await limiter.reserve({ ip: keyOf(i % KEYS) }, { cost: 10 }));
+  return out;
+}
+const rows = [];
+try {
+  for (let i = 0; i < KEYS; i++) await limiter.consume({ ip: keyOf(i) });
+  for (const [name, actual] of [
+    ['settle above the estimate (10 → 30)', 30],
+    ['settle below the estimate (10 → 4)', 4],
+  ]) {
+    if (!name.includes(values.only)) continue;
+    const rs = await reserved(DECISIONS);
+    counted();
+    for (const r of rs) await r.settle(actual);
+    rows.push({ name, per: counted() / DECISIONS });
+  }
+  counted();
+  for (let i = 0; i < DECISIONS; i++) await limiter.reserve({ ip: keyOf(i % KEYS) }, { cost: 10 });
+  rows.push({ name: 'the reserve itself (a consume of the stack)', per: counted() / DECISIONS });
+  counted();
+  for (let i = 0; i < DECISIONS; i++) await client.evalsha(sha, 1, keyOf(i % KEYS));
+  rows.push({ name: 'bare EVALSHA of return 1', per: counted() / DECISIONS });
+} finally {
+  client.disconnect();
+  proc.kill('SIGTERM');
+  await new Promise((r) => proc.once('exit', r));
+  if (values.keep !== '') execFileSync('cp', ['-r', dir, values.keep]);
+  rmSync(dir, { recursive: true, force: true });
+}
+const bare = rows.at(-1).per;
+console.log('| two-rule stack, one at a time | redis-server instructions per call | × bare EVALSHA |');
+console.log('| --- | ---: | ---: |');
+for (const r of rows) console.log(`| ${r.name} | ${Math.round(r.per).toLocaleString('en-US')} | ${(r.per / bare).toFixed(1)} |`);
+console.error(`(${dumps} dumps, ${DECISIONS} calls per workload)`);
