@@ -9,3 +9,4 @@ for a in sliding-log sliding-window token-bucket leaky-queue; do
   $t simulate -a "$a" -r 10/s -p "burst 80 over 2s" --rows 0 --svg "docs/img/burst-80-$a.svg"
 done
 $t compare -r 10/s -p "burst 80 over 2s" --svg docs/img/burst-80-compare.svg
+$t rate-timeline --rate 2MB/s --burst 16MB --link 10MB/s --duration 6s --svg docs/img/limit-rate-textbook.svg

@@ -11,13 +11,31 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import {
   concurrency as expressConcurrency,
+  limitRate as expressLimitRate,
   rateLimit as expressRateLimit,
   shed as expressShed,
   slowDown as expressSlowDown,
 } from '@tollgate/express';
-import tollgate, { concurrency as fastifyConcurrency, shed as fastifyShed, slowDown as fastifySlowDown } from '@tollgate/fastify';
-import { concurrency as honoConcurrency, rateLimit as honoRateLimit, shed as honoShed, slowDown as honoSlowDown } from '@tollgate/hono';
-import { concurrency as koaConcurrency, rateLimit as koaRateLimit, shed as koaShed, slowDown as koaSlowDown } from '@tollgate/koa';
+import tollgate, {
+  concurrency as fastifyConcurrency,
+  limitRate as fastifyLimitRate,
+  shed as fastifyShed,
+  slowDown as fastifySlowDown,
+} from '@tollgate/fastify';
+import {
+  concurrency as honoConcurrency,
+  limitRate as honoLimitRate,
+  rateLimit as honoRateLimit,
+  shed as honoShed,
+  slowDown as honoSlowDown,
+} from '@tollgate/hono';
+import {
+  concurrency as koaConcurrency,
+  limitRate as koaLimitRate,
+  rateLimit as koaRateLimit,
+  shed as koaShed,
+  slowDown as koaSlowDown,
+} from '@tollgate/koa';
 import { TollgateGuard, TollgateModule } from '@tollgate/nestjs';
 import * as node from '@tollgate/node';
 import express5 from 'express';
@@ -46,7 +64,7 @@ function expressPort(name: string, express: typeof express5): FailingPort {
     onError: false,
     makeApp(spec: FailSpec) {
       const app = express();
-      const controls = { slowDown: expressSlowDown, concurrency: expressConcurrency, shed: expressShed };
+      const controls = { slowDown: expressSlowDown, concurrency: expressConcurrency, shed: expressShed, limitRate: expressLimitRate };
       if (spec.control) app.use(controls[spec.control.kind](spec.control.options as never));
       const { handler } = spec;
       app.use(
@@ -72,7 +90,7 @@ const fastifyPort: FailingPort = {
   onError: false,
   async makeApp(spec) {
     const app = Fastify({ logger: false });
-    const controls = { slowDown: fastifySlowDown, concurrency: fastifyConcurrency, shed: fastifyShed };
+    const controls = { slowDown: fastifySlowDown, concurrency: fastifyConcurrency, shed: fastifyShed, limitRate: fastifyLimitRate };
     if (spec.control) await app.register(controls[spec.control.kind] as never, spec.control.options);
     const { handler } = spec;
     await app.register(tollgate, {
@@ -89,7 +107,7 @@ const fastifyPort: FailingPort = {
   },
 };
 
-const nodeControls = { slowDown: node.slowDown, concurrency: node.concurrency, shed: node.shed };
+const nodeControls = { slowDown: node.slowDown, concurrency: node.concurrency, shed: node.shed, limitRate: node.limitRate };
 
 function answerError(err: unknown, res: http.ServerResponse): void {
   res.statusCode = 500;
@@ -180,7 +198,7 @@ const koaPort: FailingPort = {
         ctx.body = errorBody(err);
       }
     });
-    const controls = { slowDown: koaSlowDown, concurrency: koaConcurrency, shed: koaShed };
+    const controls = { slowDown: koaSlowDown, concurrency: koaConcurrency, shed: koaShed, limitRate: koaLimitRate };
     if (spec.control) app.use(controls[spec.control.kind](spec.control.options as never));
     const { handler } = spec;
     app.use(
@@ -206,7 +224,7 @@ const honoPort: FailingPort = {
       if (spec.errorHandlerFails) throw new Error('error handler bug');
       return c.json(errorBody(err), 500);
     });
-    const controls = { slowDown: honoSlowDown, concurrency: honoConcurrency, shed: honoShed };
+    const controls = { slowDown: honoSlowDown, concurrency: honoConcurrency, shed: honoShed, limitRate: honoLimitRate };
     // Shedding reads no client address, so it takes no connInfo.
     const own = spec.control?.kind === 'shed' ? {} : { connInfo: getConnInfo };
     if (spec.control) app.use(controls[spec.control.kind]({ ...spec.control.options, ...own } as never) as MiddlewareHandler);

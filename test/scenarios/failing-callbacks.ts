@@ -1,7 +1,8 @@
 /**
  * The failing-callback suite: every port, mounted with every kind of failing user
  * callback (key, cost, skip, tier, limit, message, handler, onRejected, onStoreError, the
- * allow and deny functions, the controls' key, delay, skip, tenant and priority, and
+ * allow and deny functions, the controls' key, delay, skip, tenant and priority (limitRate's
+ * key and skip too), and
  * node's onError), each throwing, rejecting or returning a wrong value. For each it
  * asserts that every request got an answer (the app's error handler's 500, with the
  * coded `TG_INVALID_CALLBACK_RESULT` where the value was wrong) and that no
@@ -23,7 +24,7 @@ export interface FailSpec {
   /** A refusal handler, in port-neutral form: the port calls it with the request and decision. */
   handler?: (req: unknown, decision: Decision) => unknown;
   /** A control mounted before the limiter. */
-  control?: { kind: 'slowDown' | 'concurrency' | 'shed'; options: Record<string, unknown> };
+  control?: { kind: 'slowDown' | 'concurrency' | 'shed' | 'limitRate'; options: Record<string, unknown> };
   /** The app's error handler fails too (throws): the framework's own 500 answers. */
   errorHandlerFails?: boolean;
   /** The node port's `onError` (ports without one are not run with it). */
@@ -223,6 +224,12 @@ function cases(): Case[] {
   });
   add('concurrency.key', [...failures, ...wrong(['an object', () => ({})])], (fn) => concurrency({ key: fn }));
   add('concurrency.skip', [...failures, ...wrong(['a string', () => 'yes'])], (fn) => concurrency({ skip: fn }));
+  const limitRate = (options: Record<string, unknown>): FailSpec => ({
+    rateLimit: { rules: [rule({ limit: 100 })] },
+    control: { kind: 'limitRate', options: { rate: '1MB/s', ...options } },
+  });
+  add('limitRate.key', [...failures, ...wrong(['an object', () => ({})])], (fn) => limitRate({ key: fn }));
+  add('limitRate.skip', [...failures, ...wrong(['a string', () => 'yes'])], (fn) => limitRate({ skip: fn }));
   // Shedding decides at once: a promise from its callbacks is a wrong value, never awaited.
   const shed = (options: Record<string, unknown>): FailSpec => ({
     rateLimit: { rules: [rule({ limit: 100 })] },

@@ -25,6 +25,18 @@ const POLICY_OPTIONS = {
 export const SIMULATE_OPTIONS = { ...POLICY_OPTIONS, algorithm: { type: 'string', short: 'a' }, rows: { type: 'string' } } as const;
 export const COMPARE_OPTIONS = { ...POLICY_OPTIONS, algorithms: { type: 'string', short: 'a' } } as const;
 
+export const RATE_TIMELINE_OPTIONS = {
+  rate: { type: 'string', short: 'r' },
+  burst: { type: 'string' },
+  link: { type: 'string' },
+  after: { type: 'string' },
+  duration: { type: 'string', short: 'd' },
+  step: { type: 'string' },
+  svg: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
 export const KEYS_OPTIONS = {
   redis: { type: 'string', multiple: true },
   cluster: { type: 'boolean' },
@@ -89,10 +101,30 @@ Usage:
   tollgate compare [options]    run several algorithms on the same arrivals
   tollgate keys <op> [options]  read, reset, block, unblock, penalize or reward
                                 a key in an application's Redis
+  tollgate rate-timeline [options]
+                                a byte-rate limit (limitRate) on a simulated link
   tollgate help <command>       help for a command
 
 simulate and compare run the real @tollgate/core limiter (memory store, same code
 as production) on simulated time. Run "tollgate <command> --help" for the options.
+`,
+  'rate-timeline': `Usage: tollgate rate-timeline --rate <R> [options]
+
+Runs limitRate's byte bucket (the real @tollgate/core code, memory store) on a simulated
+link and prints the throughput over time: with a full bucket the client gets the link's
+speed for burst / (link - rate), then the rate.
+
+  -r, --rate <R>          bytes per second: 2MB/s, 512KiB/s
+      --burst <B>         bucket size: 16MB, 100KiB (default: one second of rate)
+      --link <M>          the link's speed (default: 10MB/s)
+      --after <A>         bytes sent unpaced first (default: 0)
+  -d, --duration <len>    simulated time (default: 10s)
+      --step <len>        simulation step (default: 10ms)
+      --svg <file>        write the chart (throughput and bytes received) as SVG
+      --json              print the run as JSON
+
+Example:
+  tollgate rate-timeline --rate 2MB/s --burst 16MB --link 10MB/s --duration 6s --svg rate.svg
 `,
   keys: `Usage: tollgate keys <get|reset|block|unblock|penalize|reward> [options]
 

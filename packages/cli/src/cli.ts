@@ -8,8 +8,9 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { compileRules, TollgateError, unknownOptionFix } from '@tollgate/core';
-import { COMPARE_OPTIONS, HELP, KEYS_OPTIONS, parse, SIMULATE_OPTIONS } from './args.js';
+import { COMPARE_OPTIONS, HELP, KEYS_OPTIONS, parse, RATE_TIMELINE_OPTIONS, SIMULATE_OPTIONS } from './args.js';
 import { type Arrival, generateArrivals, parsePattern } from './arrivals.js';
+import { byteRateSvg, byteRateTable, simulateByteRate } from './byte-rate.js';
 import { parseConfig } from './config.js';
 import { CliError, cliError, show } from './errors.js';
 import { keysCommand } from './keys.js';
@@ -275,6 +276,49 @@ function report(err: unknown, io: Io, json: boolean): number {
   return 1;
 }
 
+/** `tollgate rate-timeline`: limitRate on a simulated link. */
+async function rateTimelineCommand(args: string[], io: Io): Promise<number> {
+  const { values: v } = parse(args, RATE_TIMELINE_OPTIONS, 'rate-timeline');
+  if (v.help) {
+    io.stdout(HELP['rate-timeline']);
+    return 0;
+  }
+  if (typeof v.rate !== 'string') {
+    throw cliError('TG_CLI_INVALID_ARGUMENT', {
+      path: 'rate-timeline --rate',
+      expected: "a byte rate such as '2MB/s'",
+      received: 'nothing',
+      fix: 'Pass --rate 2MB/s (and --burst, --link as needed).',
+    });
+  }
+  const str = (k: string) => (typeof v[k] === 'string' ? (v[k] as string) : undefined);
+  const durationMs = parseTime(str('duration') ?? '10s', '--duration', 1);
+  const stepMs = parseTime(str('step') ?? '10ms', '--step', 1);
+  if (durationMs / stepMs > 100_000) {
+    throw cliError('TG_CLI_INVALID_ARGUMENT', {
+      path: 'rate-timeline --step',
+      expected: 'at most 100000 steps in --duration',
+      received: `${Math.ceil(durationMs / stepMs)} steps`,
+      fix: 'Use a longer --step or a shorter --duration.',
+    });
+  }
+  const burst = str('burst');
+  const after = str('after');
+  const run = await simulateByteRate({
+    rate: v.rate,
+    link: str('link') ?? '10MB/s',
+    durationMs,
+    stepMs,
+    ...(burst !== undefined ? { burst } : {}),
+    ...(after !== undefined ? { after } : {}),
+  });
+  const svg = str('svg');
+  if (svg !== undefined) await io.writeFile(svg, byteRateSvg(run));
+  if (v.json) io.stdout(`${JSON.stringify(run)}\n`);
+  else io.stdout(byteRateTable(run));
+  return 0;
+}
+
 /**
  * Runs the command line `argv` (without `node` and the script name).
  * @returns the exit code
@@ -288,6 +332,8 @@ export async function run(argv: readonly string[], io: Io = defaultIo): Promise<
         return await simulateCommand(args, io);
       case 'compare':
         return await compareCommand(args, io);
+      case 'rate-timeline':
+        return await rateTimelineCommand(args, io);
       case 'keys': {
         const [operation, ...rest] = args;
         if (operation === '--help' || operation === '-h' || operation === undefined) {
@@ -308,7 +354,7 @@ export async function run(argv: readonly string[], io: Io = defaultIo): Promise<
         return 0;
       case 'help': {
         const topic = args[0];
-        io.stdout(topic === 'simulate' || topic === 'compare' || topic === 'keys' ? HELP[topic] : HELP.main);
+        io.stdout(topic === 'simulate' || topic === 'compare' || topic === 'keys' || topic === 'rate-timeline' ? HELP[topic] : HELP.main);
         return 0;
       }
       case '--version':
@@ -318,9 +364,9 @@ export async function run(argv: readonly string[], io: Io = defaultIo): Promise<
       default:
         throw cliError('TG_CLI_UNKNOWN_COMMAND', {
           path: 'tollgate',
-          expected: 'a command: simulate, compare, keys or help',
+          expected: 'a command: simulate, compare, keys, rate-timeline or help',
           received: show(command),
-          fix: unknownOptionFix(command, ['simulate', 'compare', 'keys', 'help'], 'Run "tollgate --help".'),
+          fix: unknownOptionFix(command, ['simulate', 'compare', 'keys', 'rate-timeline', 'help'], 'Run "tollgate --help".'),
         });
     }
   } catch (err) {

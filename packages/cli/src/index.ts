@@ -8,6 +8,7 @@
  */
 export { HELP } from './args.js';
 export { type Arrival, generateArrivals, MAX_ARRIVALS, type Pattern, type PatternTarget, parsePattern } from './arrivals.js';
+export { type ByteRateRun, type ByteRateRunOptions, byteRateSvg, byteRateTable, simulateByteRate, throughput } from './byte-rate.js';
 export { defaultIo, type Io, run } from './cli.js';
 export { type Config, parseConfig } from './config.js';
 export { CLI_ERROR_CODES, CliError, type CliErrorCode } from './errors.js';

@@ -196,7 +196,7 @@ it('--version prints the package version', async () => {
 
 describe('errors', () => {
   it.each([
-    [['launch'], 'TG_CLI_UNKNOWN_COMMAND', /expected a command: simulate, compare, keys or help/],
+    [['launch'], 'TG_CLI_UNKNOWN_COMMAND', /expected a command: simulate, compare, keys, rate-timeline or help/],
     [['simulate', '-r', '10/s', '-p', 'boundary', '--speed', '2'], 'TG_CLI_INVALID_ARGUMENT', /Unknown option '--speed'/],
     [['simulate', '-r', '10/s'], 'TG_CLI_INVALID_ARGUMENT', /arrivals: --pattern or --trace/],
     [['simulate', '-p', 'boundary'], 'TG_CLI_INVALID_ARGUMENT', /--rate 10\/s, or --limit 10 --window 1s/],

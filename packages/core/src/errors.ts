@@ -14,6 +14,7 @@ export const ERROR_CODES = {
   TG_UNKNOWN_OPTION: 'An options object contains a key tollgate does not know.',
   TG_INVALID_DURATION: 'A duration is not a positive number of milliseconds or a string like "15m".',
   TG_INVALID_RATE: 'A rate shorthand is not of the form "<count>/<period>" or "<count> per <period>".',
+  TG_INVALID_SIZE: 'A size or byte rate is not a positive number of bytes (at most 1 TiB) or a string like "16MB" or "2MB/s".',
   TG_INVALID_LIMIT: 'A limit, burst, queue or quota is not a positive integer.',
   TG_INVALID_COST: 'A cost is not a positive integer, or can never be admitted by the rule.',
   TG_UNKNOWN_ALGORITHM: 'The algorithm name is not one of the five tollgate provides.',

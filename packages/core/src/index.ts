@@ -9,6 +9,9 @@ export type { Algorithm, Check, State } from './algorithms/index.js';
 export { algorithms } from './algorithms/index.js';
 export { type Clock, checkTime, ManualClock, systemClock } from './clock.js';
 export {
+  type ByteGrant,
+  type ByteRateLimit,
+  type ByteRateOptions,
   type ConcurrencyFigures,
   type ConcurrencyLimit,
   type ConcurrencyOptions,
@@ -16,6 +19,7 @@ export {
   concurrencyDecision,
   concurrencyHeaderFields,
   concurrencyRefusal,
+  createByteRate,
   createConcurrency,
   createShedder,
   createThrottle,
@@ -126,6 +130,7 @@ export {
   retryAfterSeconds,
 } from './response.js';
 export { type CompiledRule, compileRule, compileRules, type KeyFn, type Rule, type RuleChanges, type ValueFn } from './rules.js';
+export { type ByteRate, MAX_BYTES, parseByteRate, parseSize, type Size, type SizeString } from './sizes.js';
 export { CHARGE_MAX, chargeState, checkRule, decideStack, type Entry, entryExpiresAt, refundEntry, settleEntry } from './stack.js';
 export { closest, didYouMean, editDistance, unknownOptionFix } from './suggest.js';
 export type {

@@ -4,8 +4,8 @@
  * slots and in-flight counts are released exactly once when the request is over
  * (finished, closed, or abandoned with its connection, pipelined requests included).
  */
-import type { ConcurrencyLimit, Shedder, ShedOptions, ThrottleResult } from '@tollgate/core';
-import { type ConcurrencyFlowOptions, controlMakers, type SlowDownFlowOptions } from '@tollgate/core/http';
+import type { ByteRateLimit, ConcurrencyLimit, Shedder, ShedOptions, ThrottleResult } from '@tollgate/core';
+import { type ConcurrencyFlowOptions, controlMakers, type LimitRateFlowOptions, type SlowDownFlowOptions } from '@tollgate/core/http';
 import type { Request, RequestHandler } from 'express';
 import { expressPort } from './rate-limit.js';
 
@@ -23,6 +23,14 @@ export type { ClientAddressOptions } from '@tollgate/core/http';
 
 export type SlowDownOptions = SlowDownFlowOptions<Request>;
 export type ConcurrencyMiddlewareOptions = ConcurrencyFlowOptions<Request>;
+export type LimitRateOptions = LimitRateFlowOptions<Request>;
+
+export type LimitRateMiddleware = RequestHandler & {
+  /** The core byte-rate limit (its figures and `active` responses). */
+  readonly limit: ByteRateLimit<Request>;
+  /** Closes a store it created; open responses go on unpaced. */
+  close(): Promise<void>;
+};
 
 export type SlowDownMiddleware = RequestHandler & {
   /** Forgets the request key's arrivals. */
@@ -74,4 +82,13 @@ export function concurrency(options: ConcurrencyMiddlewareOptions): ConcurrencyM
  */
 export function shed(options: ShedOptions<Request>): ShedMiddleware {
   return controls.shed(options) as ShedMiddleware;
+}
+
+/**
+ * Paces response bodies with a token bucket on bytes per key (all of a client's responses
+ * share it); refuses nothing.
+ * @example app.use('/downloads', limitRate({ rate: '2MB/s', burst: '16MB' }));
+ */
+export function limitRate(options: LimitRateOptions): LimitRateMiddleware {
+  return controls.limitRate(options) as LimitRateMiddleware;
 }

@@ -55,5 +55,7 @@ declare module 'fastify' {
     concurrency?: false;
     /** `false` exempts this route from load shedding (health checks). */
     shed?: false;
+    /** `false` leaves this route's responses unpaced by `limitRate`. */
+    limitRate?: false;
   }
 }

@@ -1,11 +1,18 @@
 /**
- * The controls beside the limiter for Hono 4: `slowDown`, `concurrency` and `shed` as
- * middleware, over core's flows (`@tollgate/core/http`). A slot or an in-flight count is
- * released once the response's body has been sent, or when the runtime reports the
- * client gone (the request's abort signal, or the body's cancellation).
+ * The controls beside the limiter for Hono 4: `slowDown`, `concurrency`, `shed` and
+ * `limitRate` as middleware, over core's flows (`@tollgate/core/http`). A slot or an
+ * in-flight count is released once the response's body has been sent, or when the runtime
+ * reports the client gone (the request's abort signal, or the body's cancellation);
+ * `limitRate` paces the response's body as a Web stream.
  */
 import type { ConcurrencyLimit, Shedder, ShedOptions, ThrottleResult } from '@tollgate/core';
-import { type ConcurrencyFlowOptions, controlMakers, type SlowDownFlowOptions } from '@tollgate/core/http';
+import {
+  type ConcurrencyFlowOptions,
+  controlMakers,
+  type LimitRateCarried,
+  type LimitRateFlowOptions,
+  type SlowDownFlowOptions,
+} from '@tollgate/core/http';
 import type { Context, MiddlewareHandler } from 'hono';
 import { honoPort } from './port.js';
 import { type ConnInfoOption, checkConnInfo, middleware, type RateLimitEnv } from './rate-limit.js';
@@ -13,6 +20,7 @@ import { type ConnInfoOption, checkConnInfo, middleware, type RateLimitEnv } fro
 export type SlowDownOptions = SlowDownFlowOptions<Context> & ConnInfoOption;
 export type ConcurrencyMiddlewareOptions = ConcurrencyFlowOptions<Context> & ConnInfoOption;
 export type ShedMiddlewareOptions = ShedOptions<Context>;
+export type LimitRateOptions = LimitRateFlowOptions<Context> & ConnInfoOption;
 
 /** `c.get('slowDown')`: what the throttle decided for this request. */
 export type SlowDownVariables = { slowDown: ThrottleResult | undefined };
@@ -43,6 +51,9 @@ export type ShedMiddleware = MiddlewareHandler<RateLimitEnv> & {
   close(): void;
 };
 
+/** The byte-rate limit as middleware, with its core `limit` and `close()`. */
+export type LimitRateMiddleware = MiddlewareHandler<RateLimitEnv> & LimitRateCarried<Context>;
+
 /** The controls over the port of one `connInfo`, each as middleware carrying its `close` and core object. */
 const makers = (connInfo: ConnInfoOption['connInfo'], path: string) =>
   controlMakers(honoPort(checkConnInfo(connInfo, path)), (_name, stage, carried) => Object.assign(middleware(stage), carried));
@@ -71,4 +82,15 @@ export function concurrency(options: ConcurrencyMiddlewareOptions): ConcurrencyM
  */
 export function shed(options: ShedMiddlewareOptions): ShedMiddleware {
   return makers(undefined, 'shed').shed(options) as unknown as ShedMiddleware;
+}
+
+/**
+ * Paces response bodies with a token bucket on bytes per key (all of a client's responses
+ * share it); refuses nothing. A paced body leaves as a stream: a download states its
+ * `Content-Length` itself.
+ * @example app.use('/downloads/*', limitRate({ rate: '2MB/s', burst: '16MB', connInfo: getConnInfo }));
+ */
+export function limitRate(options: LimitRateOptions): LimitRateMiddleware {
+  const { connInfo, ...rest } = options ?? ({} as LimitRateOptions);
+  return makers(connInfo, 'limitRate').limitRate(rest) as unknown as LimitRateMiddleware;
 }

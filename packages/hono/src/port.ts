@@ -4,9 +4,11 @@
  * `c.req.header`, the lifetimes are core's Web ones (`webLifetime`: "finished" when the
  * response's body has been read to its end, "gone" on the request's abort signal or the
  * body's cancellation; under @hono/node-server, Node's own events), a refusal is a
- * `Response` the middleware returns, passing on is `await next()`.
+ * `Response` the middleware returns, passing on is `await next()`. `limitRate` paces the
+ * response's body as a Web stream (`paceStream`) once the handlers have set it.
  */
-import { type GoneOverride, type HttpPort, lowerHeaderName, markAppError, webLifetime } from '@tollgate/core/http';
+import type { ByteGrant } from '@tollgate/core';
+import { type GoneOverride, type HttpPort, lowerHeaderName, markAppError, paceStream, webLifetime } from '@tollgate/core/http';
 import { isGone, whenGone } from '@tollgate/core/node';
 import type { Context } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
@@ -35,6 +37,30 @@ function nodeGone(c: Context): GoneOverride<Context> | undefined {
 /** The lifetimes every Hono middleware shares (the request's exchange is kept on the context). */
 export const lifetime = webLifetime<Context>((c) => c.req.raw.signal ?? undefined, nodeGone);
 
+const PACE = Symbol('tollgate.hono.pace');
+type Paced = { [PACE]?: ((res: Response) => Response) | undefined };
+
+/**
+ * The pacing `limitRate`'s stage asked for on `c` (taken, so that only the middleware
+ * running now applies it): what to do with the response once its handlers have set it.
+ */
+export function takePacing(c: Context): ((res: Response) => Response) | undefined {
+  const pace = (c as Paced)[PACE];
+  if (pace !== undefined) (c as Paced)[PACE] = undefined;
+  return pace;
+}
+
+/** A body to pace through `grant`: wrapped in `paceStream`; none (or a HEAD request's), the grant closed. */
+function pacing(c: Context, grant: ByteGrant, after: number): (res: Response) => Response {
+  return (res) => {
+    if (res.body === null || c.req.method === 'HEAD') {
+      grant.close();
+      return res;
+    }
+    return new Response(paceStream(res.body, grant, after), res);
+  };
+}
+
 /** The Hono port, reading the client address with `connInfo`; without it the address is unknown. */
 export function honoPort(connInfo: GetConnInfo | undefined): HttpPort<Context, Context, HonoNext> {
   return {
@@ -60,5 +86,9 @@ export function honoPort(connInfo: GetConnInfo | undefined): HttpPort<Context, C
     send: (c, status, contentType, body) => lifetime.answer(c, c.newResponse(body, status as 200, { 'Content-Type': contentType })),
     pass: (next) => next.pass(),
     fail: (next, err) => next.fail(err),
+    // The body is not set yet: the middleware wraps it after `await next()` (`takePacing`).
+    paceBody: (c, _res, grant, after) => {
+      (c as Paced)[PACE] = pacing(c, grant, after);
+    },
   };
 }

@@ -18,7 +18,7 @@ import {
 } from '@tollgate/core/http';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
-import { type HonoNext, honoPort, lifetime } from './port.js';
+import { type HonoNext, honoPort, lifetime, takePacing } from './port.js';
 
 /** What tollgate leaves on a request: `c.get('rateLimit')`, typed in every app (Hono's `ContextVariableMap`). */
 export type RateLimitVariables = { rateLimit: RequestRateLimit | undefined };
@@ -90,12 +90,21 @@ export function middleware(stage: Stage<Context, Context, HonoNext>): Middleware
       const run: HonoNext = {
         pass() {
           publish(c);
+          const pace = takePacing(c);
           resolve(
-            next().then(() => {
-              // The outermost tollgate middleware follows the response the client gets.
-              if (opened) c.res = lifetime.follow(c, c.res);
-              return undefined;
-            }),
+            next().then(
+              () => {
+                if (pace !== undefined) c.res = pace(c.res);
+                // The outermost tollgate middleware follows the response the client gets.
+                if (opened) c.res = lifetime.follow(c, c.res);
+                return undefined;
+              },
+              (err: unknown) => {
+                // No response to pace: the grant is closed on an empty one.
+                pace?.(new Response(null));
+                throw err;
+              },
+            ),
           );
         },
         answer(res) {

@@ -1,14 +1,17 @@
 /**
- * The controls beside the limiter for Koa: `slowDown`, `concurrency` and `shed` as
- * middleware. Their flows are core's (`@tollgate/core/http`): slots and in-flight counts
- * are released exactly once when the request is over (finished, closed, or abandoned with
- * its connection, pipelined requests included).
+ * The controls beside the limiter for Koa: `slowDown`, `concurrency`, `shed` and
+ * `limitRate` as middleware. Their flows are core's (`@tollgate/core/http`): slots and
+ * in-flight counts are released exactly once when the request is over (finished, closed,
+ * or abandoned with its connection, pipelined requests included); `limitRate` paces the
+ * Node response Koa writes the body to (`@tollgate/core/node`).
  */
 import type { ShedOptions, ThrottleResult } from '@tollgate/core';
 import {
   type ConcurrencyCarried,
   type ConcurrencyFlowOptions,
   controlMakers,
+  type LimitRateCarried,
+  type LimitRateFlowOptions,
   type ShedCarried,
   type SlowDownCarried,
   type SlowDownFlowOptions,
@@ -28,12 +31,16 @@ export type { ClientAddressOptions } from '@tollgate/core/http';
 export type SlowDownOptions = SlowDownFlowOptions<Context>;
 /** Options of `concurrency`: the limit's (docs/concurrency.md), with functions of `ctx`. */
 export type ConcurrencyMiddlewareOptions = ConcurrencyFlowOptions<Context>;
+/** Options of `limitRate`: the byte-rate limit's (docs/limit-rate.md), with functions of `ctx`. */
+export type LimitRateOptions = LimitRateFlowOptions<Context>;
 /** The throttle as Koa middleware, with `reset(ctx)` and `close()`. */
 export type SlowDownMiddleware = Middleware & SlowDownCarried<Context>;
 /** The concurrency limit as Koa middleware, with its core `limit` and `close()`. */
 export type ConcurrencyMiddleware = Middleware & ConcurrencyCarried<Context>;
 /** Load shedding as Koa middleware, with its core `shedder` and `close()`. */
 export type ShedMiddleware = Middleware & ShedCarried<Context>;
+/** The byte-rate limit as Koa middleware, with its core `limit` and `close()`. */
+export type LimitRateMiddleware = Middleware & LimitRateCarried<Context>;
 
 /** A control's stage as Koa middleware named after it, carrying its `close` and core object. */
 const controls = controlMakers(koaPort, (name, stage, carried): Middleware => Object.assign(asMiddleware(name, stage), carried));
@@ -55,3 +62,10 @@ export const concurrency = controls.concurrency as (options: ConcurrencyMiddlewa
  * @example app.use(shed({ maxInFlight: 500, maxEventLoopDelay: '200ms', tenant: (ctx) => ctx.get('x-tenant') }));
  */
 export const shed = controls.shed as (options: ShedOptions<Context>) => ShedMiddleware;
+
+/**
+ * Paces response bodies with a token bucket on bytes per key (all of a client's responses
+ * share it); refuses nothing. Mount it before the middleware that sets the body.
+ * @example router.get('/downloads/:file', limitRate({ rate: '2MB/s', burst: '16MB' }), download);
+ */
+export const limitRate = controls.limitRate as (options: LimitRateOptions) => LimitRateMiddleware;

@@ -14,7 +14,7 @@
  * });
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { ConcurrencyLimit, Decision, Shedder, ShedOptions, ThrottleResult } from '@tollgate/core';
+import type { ByteRateLimit, ConcurrencyLimit, Decision, Shedder, ShedOptions, ThrottleResult } from '@tollgate/core';
 import {
   type ConcurrencyFlowOptions,
   concurrencyFlow,
@@ -22,7 +22,9 @@ import {
   isThenable,
   type LimiterMethods,
   type LimiterOptionsOf,
+  type LimitRateFlowOptions,
   limiterMethods,
+  limitRateFlow,
   normalizeLimiterOptions,
   RATE_LIMIT_WORDING,
   type RequestRateLimit,
@@ -72,6 +74,7 @@ export interface RateLimitOptions extends LimiterOptionsOf<Req, Res, NodeNext>, 
 export interface SlowDownOptions extends SlowDownFlowOptions<Req>, Common {}
 export interface ConcurrencyOptions extends ConcurrencyFlowOptions<Req>, Common {}
 export interface ShedOptionsNode extends ShedOptions<Req>, Common {}
+export interface LimitRateOptions extends LimitRateFlowOptions<Req>, Common {}
 
 /** The async form, with the connect-style form beside it. */
 export type NodeLimiter = ((req: Req, res: Res) => Promise<boolean>) & { middleware: (req: Req, res: Res, next: NodeNext) => void };
@@ -179,4 +182,15 @@ export function shed(options: ShedOptionsNode): NodeLimiter & { readonly shedder
   const { onError, ...rest } = options ?? ({} as ShedOptionsNode);
   const { stage, shedder, close } = shedFlow(nodePort, rest);
   return forms(stage, onError, { shedder, close });
+}
+
+/**
+ * Paces response bodies with a token bucket on bytes per key (all of a client's responses
+ * share it); refuses nothing. Call it before writing the response.
+ * @example const pace = limitRate({ rate: '2MB/s', burst: '16MB' }); if (!(await pace(req, res))) return;
+ */
+export function limitRate(options: LimitRateOptions): NodeLimiter & { readonly limit: ByteRateLimit<Req>; close(): Promise<void> } {
+  const { onError, ...rest } = options ?? ({} as LimitRateOptions);
+  const { stage, limit, close } = limitRateFlow(nodePort, rest);
+  return forms(stage, onError, { limit, close });
 }

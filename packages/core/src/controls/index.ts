@@ -2,6 +2,8 @@
  * Controls beside the limiter: throttle, concurrency limit, load shedding,
  * and what adapters need to wait on behalf of a request.
  */
+
+export { type ByteGrant, type ByteRateLimit, type ByteRateOptions, chunkFor, createByteRate } from './byte-rate.js';
 export {
   acquireWhileConnected,
   type ConcurrencyFigures,

@@ -11,6 +11,7 @@
  * type is the app's error and goes to the framework's error handler.
  */
 import { isAppError } from '../app-errors.js';
+import type { ByteRateLimit } from '../controls/byte-rate.js';
 import {
   type ConcurrencyLimit,
   type ConcurrencyOptions,
@@ -30,6 +31,7 @@ import { type ClientAddressOptions, splitClientAddress } from '../http-options.j
 import type { TrustProxy } from '../keys.js';
 import { type AccessList, compileAccess } from './access.js';
 import { holdRequest } from './lifetime.js';
+import { type LimitRateFlowOptions, limitRateFlow } from './limit-rate.js';
 import { type HttpPort, localsOf, readerMark, sendRefusal, writeFields } from './port.js';
 
 /** A control as a request handler in the framework's continuation style. */
@@ -257,7 +259,7 @@ export function shedFlow<Req, Res, Next>(
 }
 
 /** The controls by name, as a route's opt-out and a handler's name spell them. */
-export type ControlName = 'slowDown' | 'concurrency' | 'shed';
+export type ControlName = 'slowDown' | 'concurrency' | 'shed' | 'limitRate';
 
 /** What the slow-down throttle's handler carries. */
 export interface SlowDownCarried<Req> {
@@ -283,11 +285,19 @@ export interface ShedCarried<Req> {
   close(): void;
 }
 
+/** What limitRate's handler carries. */
+export interface LimitRateCarried<Req> {
+  /** The core byte-rate limit (for `after`, `figures`). */
+  readonly limit: ByteRateLimit<Req>;
+  /** Closes the store if the control created it. */
+  close(): Promise<void>;
+}
+
 /** What a control's handler carries beside itself: `close`, and the throttle's `reset`, the limit or the shedder. */
-export type ControlCarried<Req> = SlowDownCarried<Req> | ConcurrencyCarried<Req> | ShedCarried<Req>;
+export type ControlCarried<Req> = SlowDownCarried<Req> | ConcurrencyCarried<Req> | ShedCarried<Req> | LimitRateCarried<Req>;
 
 /**
- * The three controls over one port: each maker runs its control's flow and hands `mount`
+ * The controls over one port: each maker runs its control's flow and hands `mount`
  * the control's name, its stage and what the handler may carry; `mount` returns the
  * adapter's handler (middleware, a hook).
  * @example const controls = controlMakers(port, (name, stage, { close }) => Object.assign((req, res, next) => stage(req, res, next), { close }))
@@ -299,6 +309,7 @@ export function controlMakers<Req, Res, Next, H>(
   slowDown(options: SlowDownFlowOptions<Req>): H;
   concurrency(options: ConcurrencyFlowOptions<Req>): H;
   shed(options: ShedOptions<Req>): H;
+  limitRate(options: LimitRateFlowOptions<Req>): H;
 } {
   return {
     slowDown(options) {
@@ -312,6 +323,10 @@ export function controlMakers<Req, Res, Next, H>(
     shed(options) {
       const { stage, shedder, close } = shedFlow(port, options);
       return mount('shed', stage, { shedder, close });
+    },
+    limitRate(options) {
+      const { stage, limit, close } = limitRateFlow(port, options);
+      return mount('limitRate', stage, { limit, close });
     },
   };
 }

@@ -37,6 +37,7 @@ export {
   type ControlName,
   concurrencyFlow,
   controlMakers,
+  type LimitRateCarried,
   type ShedCarried,
   type SlowDownCarried,
   type SlowDownFlowOptions,
@@ -45,6 +46,7 @@ export {
   slowDownFlow,
 } from './controls.js';
 export { holdRequest } from './lifetime.js';
+export { type LimitRateFlowOptions, limitRateFlow, type PaceBody } from './limit-rate.js';
 export { type GroupOperations, groupOperations, type LimiterMethods, limiterMethods } from './methods.js';
 export {
   type AdapterWording,
@@ -61,6 +63,7 @@ export {
   routeOptionsOf,
   type StoreErrorPolicyOf,
 } from './options.js';
+export { paceStream } from './pace-stream.js';
 export { EXPRESS_RATE_LIMIT_OPTIONS, FASTIFY_RATE_LIMIT_OPTIONS, NESTJS_THROTTLER_OPTIONS, peerHint } from './peers.js';
 export {
   type HttpPort,

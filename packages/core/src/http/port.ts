@@ -16,6 +16,7 @@
  * The Node implementations of the reading and lifetime operations are shared by every
  * Node-based port: `nodeOperations` and `nodePort` in `@tollgate/core/node`.
  */
+import type { ByteGrant } from '../controls/byte-pools.js';
 import type { ThrottleResult } from '../controls/throttle.js';
 import type { HeaderField } from '../headers.js';
 import { nodeReader, REQUEST_READER, type RequestReader } from '../keys.js';
@@ -74,6 +75,13 @@ export interface HttpPort<Req, Res, Next> extends RequestReader<Req> {
    * own properties (`req.rateLimit`). Route stages read the decision back from here.
    */
   locals?(req: Req): RequestLocals;
+  /**
+   * Paces a response body through a byte grant (`limitRate`), the first `after` bytes
+   * unpaced. A Node-based port has it from `nodeOperations` (`@tollgate/core/node`'s
+   * `paceResponse`); a port answering with Web `Response`s wraps its body with `paceStream`.
+   * Left out, the port cannot run `limitRate`.
+   */
+  paceBody?(req: Req, res: Res, grant: ByteGrant, after: number): void;
 }
 
 /** What tollgate keeps for the app on a request (see {@link HttpPort.locals}). */

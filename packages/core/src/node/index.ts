@@ -1,7 +1,7 @@
 /**
  * @tollgate/core/node — the Node implementations of the framework port's reading and
- * lifetime operations, shared by every port whose framework runs on Node's `http`
- * (Express, Fastify, node, Koa, NestJS): the client address from the socket, headers
+ * lifetime operations and of pacing a response body (`limitRate`), shared by every port
+ * whose framework runs on Node's `http` (Express, Fastify, node, Koa, NestJS): the client address from the socket, headers
  * from `req.headers`, "finished" on the response's `finish`, "gone" on `close` of the
  * response, the request or the connection. A port spreads `nodeOperations(rawReq, rawRes)`
  * (how to reach Node's request and response behind its own) and adds its headers, send and
@@ -14,8 +14,10 @@ import type { HttpPort } from '../http/port.js';
 import { lowerHeaderName } from '../http/port.js';
 import { nodeReader } from '../keys.js';
 import { isGone, onceOver, whenGone } from './lifetime.js';
+import { paceResponse } from './pace.js';
 
 export { isGone, onceOver, untilOver, whenGone } from './lifetime.js';
+export { type PaceState, paceResponse } from './pace.js';
 
 /** The continuation of the node adapter and of connect-style middleware. */
 export type NodeNext = (err?: unknown) => void;
@@ -24,7 +26,8 @@ export type NodeNext = (err?: unknown) => void;
 export type NodeOperations<Req, Res> = Pick<
   HttpPort<Req, Res, never>,
   'peerAddress' | 'header' | 'connection' | 'onFinish' | 'onceOver' | 'whenGone' | 'isGone'
->;
+> &
+  Required<Pick<HttpPort<Req, Res, never>, 'paceBody'>>;
 
 /**
  * The reading and lifetime operations of a port over Node's `http`, given how to reach
@@ -51,6 +54,9 @@ export function nodeOperations<Req, Res>(
     onceOver: (req, res, fn) => onceOver(rawRequest(req), rawResponse(res), fn),
     whenGone: (req, res, fn) => whenGone(rawRequest(req), rawResponse(res), fn),
     isGone: (req, res) => isGone(rawRequest(req), rawResponse(res)),
+    paceBody(req, res, grant, after) {
+      paceResponse(rawRequest(req), rawResponse(res), grant, after);
+    },
   };
 }
 
