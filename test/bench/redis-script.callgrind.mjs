@@ -16,6 +16,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { freePort } from './util.mjs';
 
@@ -37,8 +38,10 @@ const HIGH = 1_000_000_000;
 const keyOf = (i) => `10.${(i >> 8) & 255}.${i & 255}.1`;
 
 const { Redis } = await import('ioredis');
-const core = await import(new URL('../../packages/core/dist/index.mjs', import.meta.url).href);
-const { RedisStore } = await import(new URL('../../packages/redis/dist/index.mjs', import.meta.url).href);
+// TOLLGATE_CORE / TOLLGATE_REDIS=/path/to/dist/index.mjs measure another build with this harness.
+const build = (env, rel) => (process.env[env] ? pathToFileURL(process.env[env]).href : new URL(rel, import.meta.url).href);
+const core = await import(build('TOLLGATE_CORE', '../../packages/core/dist/index.mjs'));
+const { RedisStore } = await import(build('TOLLGATE_REDIS', '../../packages/redis/dist/index.mjs'));
 const { RateLimiterRedis } = await import('rate-limiter-flexible');
 
 const dir = mkdtempSync(join(tmpdir(), 'tollgate-callgrind-redis-'));
@@ -47,6 +50,9 @@ const proc = spawn(
   'valgrind',
   [
     '--tool=callgrind',
+    // Counted from the warm-up's end only: instrumented from the start, the store's first
+    // FUNCTION LOAD can outlast its one-second probe on a loaded machine (every decision degraded).
+    '--instr-atstart=no',
     `--callgrind-out-file=${join(dir, 'cg.out')}`,
     'redis-server',
     '--port',
@@ -140,6 +146,7 @@ try {
   // Every key written once, so that the measured decisions update existing entries.
   for (const [name, op, inflight] of workloads)
     if (name.includes(values.only) || name.startsWith('bare')) await drive(op, KEYS, Math.max(inflight, 64));
+  execFileSync('callgrind_control', ['-i', 'on', String(proc.pid)], { stdio: 'ignore' });
   for (const [name, op, inflight] of workloads) {
     if (!name.includes(values.only) && !name.startsWith('bare')) continue;
     counted();

@@ -441,7 +441,7 @@ function pipeline<Req, Res, Next>(
     publishDecision(d, req, name, dryRun);
     if (d.allowed || dryRun) {
       if (d.allowed) reserved(req, port.handlerResponse ? port.handlerResponse(req, res) : res, d, (fn) => port.onFinish(req, res, fn));
-      exposeSettle(req, localsOf(req));
+      exposeSettle(req as object, localsOf(req));
       if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, req, (fn) => port.onFinish(req, res, fn), d, name);
       if (d.delayMs > 0 && !dryRun) {
         // A client that leaves while waiting never reaches the handler.
