@@ -1,41 +1,10 @@
 /**
  * The control scenarios on node:http, memory stores and Redis.
  */
-import { RedisSlotStore, RedisStore } from '@tollgate/redis';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, expect } from 'vitest';
-import { keysWithoutExpiry, type RedisServer, startRedis } from '../setup/redis.js';
 import { nodeControlApp } from './node-app.js';
+import { redisControlStores } from './redis-stores.js';
 import { controlScenarios } from './suite.js';
 
 controlScenarios('node:http, memory stores', nodeControlApp);
 
-let server: RedisServer;
-let client: Redis;
-let n = 0;
-
-beforeAll(async () => {
-  server = await startRedis();
-  client = new Redis({ port: server.port, host: '127.0.0.1', lazyConnect: true });
-  await client.connect();
-});
-
-afterAll(async () => {
-  expect(await keysWithoutExpiry(client, '*')).toEqual([]);
-  client.disconnect();
-  await server.destroy();
-});
-
-controlScenarios('node:http, Redis', nodeControlApp, async (clock) => {
-  const prefix = `n${++n}`;
-  const store = new RedisStore({ client, clock, prefix });
-  const slots = new RedisSlotStore({ client, clock, prefix: `${prefix}:` });
-  return {
-    store,
-    slots,
-    async close() {
-      await store.close();
-      await slots.close();
-    },
-  };
-});
+controlScenarios('node:http, Redis', nodeControlApp, redisControlStores('n'));
