@@ -12,13 +12,11 @@
 // callgrind_annotate), warms every workload's 10,000 keys up, then for each workload dumps
 // the counts before and after `--decisions` decisions and reads the inclusive count of
 // Redis' `processCommand` (every command the workload sent, scripts included).
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { freePort } from './util.mjs';
+import { callgrindRedis } from './util.mjs';
 
 const { values } = parseArgs({
   options: {
@@ -37,72 +35,13 @@ const KEYS = 10_000;
 const HIGH = 1_000_000_000;
 const keyOf = (i) => `10.${(i >> 8) & 255}.${i & 255}.1`;
 
-const { Redis } = await import('ioredis');
 // TOLLGATE_CORE / TOLLGATE_REDIS=/path/to/dist/index.mjs measure another build with this harness.
 const build = (env, rel) => (process.env[env] ? pathToFileURL(process.env[env]).href : new URL(rel, import.meta.url).href);
 const core = await import(build('TOLLGATE_CORE', '../../packages/core/dist/index.mjs'));
 const { RedisStore } = await import(build('TOLLGATE_REDIS', '../../packages/redis/dist/index.mjs'));
 const { RateLimiterRedis } = await import('rate-limiter-flexible');
 
-const dir = mkdtempSync(join(tmpdir(), 'tollgate-callgrind-redis-'));
-const port = await freePort();
-const proc = spawn(
-  'valgrind',
-  [
-    '--tool=callgrind',
-    // Counted from the warm-up's end only: instrumented from the start, the store's first
-    // FUNCTION LOAD can outlast its one-second probe on a loaded machine (every decision degraded).
-    '--instr-atstart=no',
-    `--callgrind-out-file=${join(dir, 'cg.out')}`,
-    'redis-server',
-    '--port',
-    String(port),
-    '--bind',
-    '127.0.0.1',
-    '--save',
-    '',
-    '--appendonly',
-    'no',
-    '--dir',
-    dir,
-  ],
-  { stdio: 'ignore' },
-);
-let client;
-const deadline = Date.now() + 60_000;
-for (;;) {
-  await new Promise((r) => setTimeout(r, 300));
-  const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
-  c.on('error', () => {});
-  const ok = await c.connect().then(
-    () => c.ping(),
-    () => undefined,
-  );
-  if (ok === 'PONG') {
-    client = c;
-    break;
-  }
-  c.disconnect();
-  if (Date.now() > deadline) throw new Error('redis-server under valgrind did not start within 60 s');
-}
-
-/**
- * Inclusive instructions of processCommand since the previous call: callgrind_control
- * dumps the counts and zeroes them; the dump is then annotated.
- */
-let dumps = 0;
-function counted() {
-  execFileSync('callgrind_control', ['-d', String(proc.pid)], { stdio: 'ignore' });
-  dumps++;
-  const file = join(dir, `cg.out.${dumps}`);
-  const text = execFileSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], { maxBuffer: 64 << 20 }).toString();
-  const m = /([\d,]+) \([ \d.]+%\)\s+\S*:processCommand /.exec(text);
-  if (TOP > 0) {
-    const lines = text.split('\n').filter((l) => /^\s*[\d,]+ \(/.test(l));
-    console.error(lines.slice(0, TOP).join('\n'));
-  }
-  return m ? Number(m[1].replace(/,/g, '')) : 0;
-}
+const { client, proc, dir, counted } = await callgrindRedis({ top: TOP, instrAtStart: false });
 
 const store = new RedisStore({ client, timeoutMs: 60_000 });
 // Windows of an hour: a run under valgrind lasts minutes, and a window ending during a

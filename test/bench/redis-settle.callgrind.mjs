@@ -5,12 +5,10 @@
 // itself (a consume) and a bare EVALSHA of `return 1`.
 //
 //   pnpm build && node test/bench/redis-settle.callgrind.mjs [--decisions 2000]
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { freePort } from './util.mjs';
+import { callgrindRedis } from './util.mjs';
 
 const { values } = parseArgs({
   options: {
@@ -29,66 +27,10 @@ const KEYS = 1000;
 const HIGH = 1_000_000_000;
 const keyOf = (i) => `10.${(i >> 8) & 255}.${i & 255}.1`;
 
-const { Redis } = await import('ioredis');
 const core = await import(new URL('../../packages/core/dist/index.mjs', import.meta.url).href);
 const { RedisStore } = await import(new URL('../../packages/redis/dist/index.mjs', import.meta.url).href);
 
-const dir = mkdtempSync(join(tmpdir(), 'tollgate-callgrind-redis-'));
-const port = await freePort();
-const proc = spawn(
-  'valgrind',
-  [
-    '--tool=callgrind',
-    `--callgrind-out-file=${join(dir, 'cg.out')}`,
-    'redis-server',
-    '--port',
-    String(port),
-    '--bind',
-    '127.0.0.1',
-    '--save',
-    '',
-    '--appendonly',
-    'no',
-    '--dir',
-    dir,
-  ],
-  { stdio: 'ignore' },
-);
-let client;
-const deadline = Date.now() + 60_000;
-for (;;) {
-  await new Promise((r) => setTimeout(r, 300));
-  const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
-  c.on('error', () => {});
-  const ok = await c.connect().then(
-    () => c.ping(),
-    () => undefined,
-  );
-  if (ok === 'PONG') {
-    client = c;
-    break;
-  }
-  c.disconnect();
-  if (Date.now() > deadline) throw new Error('redis-server under valgrind did not start within 60 s');
-}
-
-/**
- * Inclusive instructions of processCommand since the previous call: callgrind_control
- * dumps the counts and zeroes them; the dump is then annotated.
- */
-let dumps = 0;
-function counted() {
-  execFileSync('callgrind_control', ['-d', String(proc.pid)], { stdio: 'ignore' });
-  dumps++;
-  const file = join(dir, `cg.out.${dumps}`);
-  const text = execFileSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], { maxBuffer: 64 << 20 }).toString();
-  const m = /([\d,]+) \([ \d.]+%\)\s+\S*:processCommand /.exec(text);
-  if (TOP > 0) {
-    const lines = text.split('\n').filter((l) => /^\s*[\d,]+ \(/.test(l));
-    console.error(lines.slice(0, TOP).join('\n'));
-  }
-  return m ? Number(m[1].replace(/,/g, '')) : 0;
-}
+const { client, proc, dir, counted } = await callgrindRedis({ top: TOP });
 
 const store = new RedisStore({ client, timeoutMs: 60_000 });
 const limiter = core.createLimiter({

@@ -1,7 +1,7 @@
 // Shared helpers for the benchmarks (docs/benchmarks.md): a private redis-server on a free
 // loopback port, medians and spreads, the machine description, and the "run me directly"
 // test that lets every bench module double as a command.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -160,4 +160,73 @@ export function floorIndex(xs, x) {
     } else hi = mid - 1;
   }
   return found;
+}
+
+/**
+ * redis-server under callgrind on a free loopback port, an ioredis client to it, and
+ * `counted()`: the inclusive instructions of `processCommand` since the previous call
+ * (`top` > 0 also prints that many of the costliest functions).
+ */
+export async function callgrindRedis({ top = 0, instrAtStart = true } = {}) {
+  const { Redis } = await import('ioredis');
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-callgrind-redis-'));
+  const port = await freePort();
+  const proc = spawn(
+    'valgrind',
+    [
+      '--tool=callgrind',
+      // Off: counted from the warm-up's end only (instrumented from the start, the store's first
+      // FUNCTION LOAD can outlast its one-second probe on a loaded machine).
+      ...(instrAtStart ? [] : ['--instr-atstart=no']),
+      `--callgrind-out-file=${join(dir, 'cg.out')}`,
+      'redis-server',
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+    ],
+    { stdio: 'ignore' },
+  );
+  let client;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 300));
+    const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+    c.on('error', () => {});
+    const ok = await c.connect().then(
+      () => c.ping(),
+      () => undefined,
+    );
+    if (ok === 'PONG') {
+      client = c;
+      break;
+    }
+    c.disconnect();
+    if (Date.now() > deadline) throw new Error('redis-server under valgrind did not start within 60 s');
+  }
+
+  /**
+   * Inclusive instructions of processCommand since the previous call: callgrind_control
+   * dumps the counts and zeroes them; the dump is then annotated.
+   */
+  let dumps = 0;
+  function counted() {
+    execFileSync('callgrind_control', ['-d', String(proc.pid)], { stdio: 'ignore' });
+    dumps++;
+    const file = join(dir, `cg.out.${dumps}`);
+    const text = execFileSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], { maxBuffer: 64 << 20 }).toString();
+    const m = /([\d,]+) \([ \d.]+%\)\s+\S*:processCommand /.exec(text);
+    if (top > 0) {
+      const lines = text.split('\n').filter((l) => /^\s*[\d,]+ \(/.test(l));
+      console.error(lines.slice(0, top).join('\n'));
+    }
+    return m ? Number(m[1].replace(/,/g, '')) : 0;
+  }
+  return { client, proc, dir, counted };
 }
