@@ -5,7 +5,7 @@
 import http from 'node:http';
 import { serve } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
-import { Catch, Controller, Get, Module } from '@nestjs/common';
+import { Catch, Controller, Get, type MiddlewareConsumer, Module } from '@nestjs/common';
 import { APP_GUARD, HttpAdapterHost, NestFactory } from '@nestjs/core';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
@@ -36,7 +36,14 @@ import {
   shed as koaShed,
   slowDown as koaSlowDown,
 } from '@tollgate/koa';
-import { TollgateGuard, TollgateModule } from '@tollgate/nestjs';
+import {
+  concurrency as nestConcurrency,
+  limitRate as nestLimitRate,
+  shed as nestShed,
+  slowDown as nestSlowDown,
+  TollgateGuard,
+  TollgateModule,
+} from '@tollgate/nestjs';
 import * as node from '@tollgate/node';
 import express5 from 'express';
 import express4 from 'express4';
@@ -252,12 +259,14 @@ const honoPort: FailingPort = {
   },
 };
 
-/** NestJS: a failing callback rejects the guard and reaches Nest's exception handling (a catch-all filter). */
+/**
+ * NestJS: a failing callback rejects the guard, or a control applied as Nest middleware calls
+ * `next(err)`; either reaches Nest's exception handling (a catch-all filter).
+ */
 function nestPort(platform: 'express' | 'fastify'): FailingPort {
   return {
     name: `NestJS on ${platform === 'express' ? 'Express' : 'Fastify'}`,
     onError: false,
-    controls: false,
     async makeApp(spec) {
       class Hello {
         hello() {
@@ -271,7 +280,13 @@ function nestPort(platform: 'express' | 'fastify'): FailingPort {
         ...(spec.rateLimit as object),
         ...(handler ? { handler: (req: unknown, _res: unknown, d: never) => handler(req, d) } : {}),
       } as never);
-      class AppModule {}
+      const controls = { slowDown: nestSlowDown, concurrency: nestConcurrency, shed: nestShed, limitRate: nestLimitRate };
+      const control = spec.control && controls[spec.control.kind](spec.control.options as never);
+      class AppModule {
+        configure(consumer: MiddlewareConsumer) {
+          if (control) consumer.apply(control).forRoutes(Hello);
+        }
+      }
       Module({ imports: [tollgate], controllers: [Hello], providers: [{ provide: APP_GUARD, useClass: TollgateGuard }] })(AppModule);
       const adapter = platform === 'express' ? new ExpressAdapter() : new FastifyAdapter();
       const app = await NestFactory.create(AppModule, adapter, { logger: false, abortOnError: false });
@@ -285,7 +300,13 @@ function nestPort(platform: 'express' | 'fastify'): FailingPort {
       Catch()(AnswerErrors);
       app.useGlobalFilters(new AnswerErrors());
       await app.listen(0, '127.0.0.1');
-      return { port: (app.getHttpServer().address() as { port: number }).port, close: () => app.close() };
+      return {
+        port: (app.getHttpServer().address() as { port: number }).port,
+        async close() {
+          await app.close();
+          await control?.close();
+        },
+      };
     },
   };
 }

@@ -40,8 +40,6 @@ export interface FailingPort {
   name: string;
   /** Whether the port has an `onError` option of its own (the node adapter's async form). */
   onError: boolean;
-  /** `false` for a port without the controls (slowDown, concurrency, shed): their cases are not run. */
-  controls?: false;
   makeApp(spec: FailSpec): Promise<FailingApp>;
 }
 
@@ -298,7 +296,6 @@ export function failingCallbackSuite(ports: readonly FailingPort[]): void {
     describe(p.name, () => {
       for (const c of all) {
         if (c.onError === true && !p.onError) continue;
-        if (c.spec.control !== undefined && p.controls === false) continue;
         it(`${c.callback} ${c.variant.name}: answered, nothing escapes`, async () => {
           const app = await p.makeApp(c.spec);
           try {

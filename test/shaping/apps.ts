@@ -46,7 +46,7 @@ function query(url: string | undefined): { path: string; n: number } {
   return { path: u.pathname, n: Number(u.searchParams.get('n') ?? '0') };
 }
 
-function source(n: number, id: string, app: Pick<ShapingApp, 'produced' | 'destroyed'>): Readable {
+export function source(n: number, id: string, app: Pick<ShapingApp, 'produced' | 'destroyed'>): Readable {
   let left = n < 0 ? Number.POSITIVE_INFINITY : n;
   const r = new Readable({
     highWaterMark: CHUNK,
