@@ -228,3 +228,37 @@ describe('acquireWhileConnected (how both adapters take a slot)', () => {
     }
   });
 });
+
+describe('concurrency: a client that leaves while the slot store answers', () => {
+  it('does not join the queue: its place stays free for the next client (a shared store answers later)', async () => {
+    // A store whose answers wait until released by the test, as a Redis round trip does.
+    const inner = new MemorySlotStore();
+    let hold: (() => void) | undefined;
+    const store = Object.assign(Object.create(inner) as MemorySlotStore, {
+      async acquire(key: string, id: string, max: number, leaseMs: number) {
+        if (hold === undefined) await new Promise<void>((r) => (hold = r));
+        return inner.acquire(key, id, max, leaseMs);
+      },
+    });
+    const timers = new ManualTimers(new ManualClock(0));
+    const limit = createConcurrency({ max: 1, queue: 1, queueTimeout: '1h', store, timers });
+    hold = () => {};
+    const first = await limit.acquire({});
+    expect(first?.admitted).toBe(true);
+    hold = undefined;
+    const gone = new AbortController();
+    const leaving = limit.acquire({}, gone.signal);
+    await new Promise((r) => setImmediate(r));
+    gone.abort();
+    (hold as unknown as () => void)();
+    expect(await leaving).toEqual({ admitted: false, reason: 'aborted' });
+    expect(limit.waiting).toBe(0);
+    hold = () => {};
+    // The queue's one place is free: the next client waits for the slot instead of a refusal.
+    const next = limit.acquire({});
+    await new Promise((r) => setImmediate(r));
+    expect(limit.waiting).toBe(1);
+    await limit.close();
+    await next;
+  });
+});

@@ -439,6 +439,8 @@ export function createConcurrency<R = unknown>(options: ConcurrencyOptions<R>): 
         }
         return admit(id, key, first, 0);
       }
+      // The client may have left while the store answered: an aborted signal never fires again.
+      if (signal?.aborted) return { admitted: false, reason: 'aborted' };
       const scope = first.scope;
       if (queue === 0 || closed) return refuse(scope, 'full', first.figures);
       const waitingHere = scope === 'key' && key !== undefined ? (waitingByKey.get(key) ?? 0) : waitingGlobal;
