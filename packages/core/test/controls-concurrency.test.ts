@@ -235,9 +235,9 @@ describe('concurrency: a client that leaves while the slot store answers', () =>
     const inner = new MemorySlotStore();
     let hold: (() => void) | undefined;
     const store = Object.assign(Object.create(inner) as MemorySlotStore, {
-      async acquire(key: string, id: string, max: number, leaseMs: number) {
+      async acquire(key: string, id: string, max: number) {
         if (hold === undefined) await new Promise<void>((r) => (hold = r));
-        return inner.acquire(key, id, max, leaseMs);
+        return inner.acquire(key, id, max);
       },
     });
     const timers = new ManualTimers(new ManualClock(0));
