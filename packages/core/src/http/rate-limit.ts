@@ -384,7 +384,7 @@ function pipeline<Req, Res, Next>(
   const { handler, message, onRejected, onStoreError } = s;
   const timers = o.timers ?? systemTimers;
   const counted = countedRules(lim);
-  const reserved = reservations(lim, name);
+  const reserved = reservations(lim, name, port);
   const firstUnit = nextAdmission(lim);
   const deadline = storeDeadline(lim.store);
   const checkMessage = asMessageBody(`${o.path}.message`);
@@ -440,7 +440,7 @@ function pipeline<Req, Res, Next>(
     if (format !== undefined) headers(req, res, shown, all, nextMs, fresh);
     publishDecision(d, req, name, dryRun);
     if (d.allowed || dryRun) {
-      if (d.allowed) reserved(req, port.handlerResponse ? port.handlerResponse(req, res) : res, d, (fn) => port.onFinish(req, res, fn));
+      if (d.allowed) reserved(req, res, d);
       exposeSettle(req as object, localsOf(req));
       if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, req, (fn) => port.onFinish(req, res, fn), d, name);
       if (d.delayMs > 0 && !dryRun) {

@@ -10,6 +10,7 @@ import { type Limiter, reservationEngine } from '../limiter.js';
 import { actualUnits, alreadySettled, type ReservationEngine, settleDecision } from '../reserve.js';
 import type { Decision } from '../types.js';
 import { isThenable } from './callbacks.js';
+import type { HttpPort } from './port.js';
 
 /** `req.rateLimit` as a handler sees it: the request's decision, and its settle. */
 export type RequestRateLimit = Decision & {
@@ -75,30 +76,32 @@ export function exposeSettle(req: object, locals: { rateLimit?: Decision | undef
 export function reservations<Req, Res>(
   lim: Limiter<Req>,
   name: string,
-): (req: Req, res: Res, d: Decision, onFinish: (fn: () => void) => void) => void {
+  port: Pick<HttpPort<Req, Res, unknown>, 'onFinish' | 'handlerResponse'>,
+): (req: Req, res: Res, d: Decision) => void {
   const engine = reservationEngine(lim) as ReservationEngine;
-  const actual = new Map<string, (req: Req, res: Res) => unknown>();
+  const actual = new Map<string, (req: Req, res: unknown) => unknown>();
   for (const c of [...lim.rules, ...Object.values(lim.tiers ?? {}).flat()]) {
     if (c.source.actualCost !== undefined) actual.set(c.spec.name, c.source.actualCost);
   }
-  return (req, res, d, whenFinished) => {
+  return (req, res, d) => {
     const reserved = reservedOf(req as object);
     reserved.stages.push({ d, engine });
     if (actual.size === 0) return;
-    whenFinished(() => {
+    port.onFinish(req, res, () => {
       if (reserved.settled) return;
-      onFinish(req, res, d, engine, actual).catch((err: unknown) => publishStoreError(err, req, name, 'allow'));
+      const handlersRes = port.handlerResponse ? port.handlerResponse(req, res) : res;
+      onFinish(req, handlersRes, d, engine, actual).catch((err: unknown) => publishStoreError(err, req, name, 'allow'));
     });
   };
 }
 
 /** The rules' actual costs (awaited together), then one settle of the decision. */
-async function onFinish<Req, Res>(
+async function onFinish<Req>(
   req: Req,
-  res: Res,
+  res: unknown,
   d: Decision,
   engine: ReservationEngine,
-  actual: ReadonlyMap<string, (req: Req, res: Res) => unknown>,
+  actual: ReadonlyMap<string, (req: Req, res: unknown) => unknown>,
 ): Promise<void> {
   const values = new Map<string, unknown>();
   const pending: Promise<void>[] = [];
