@@ -16,7 +16,7 @@
  * - `block(ms)` sets the same block deadline `blockFor` sets (never shortening one already
  *   later); `unblock` clears it and leaves the counter as it is.
  */
-import { algorithms, type State } from './algorithms/index.js';
+import { algorithms, registry, type State } from './algorithms/index.js';
 import { type Entry, entryExpiresAt } from './stack.js';
 import type { KeyOp, RuleSpec, StoreKeyState } from './types.js';
 
@@ -60,7 +60,7 @@ export function applyKeyOp(e: Entry | undefined, now: number, r: RuleSpec, op: K
     }
     case 'reward': {
       if (s === undefined) return e;
-      const next = rewarded(s, now, r, op.units);
+      const next = registry[r.algorithm].reward(s, now, r, op.units);
       return next === undefined && b === 0 ? undefined : { s: next, b };
     }
   }
@@ -76,80 +76,6 @@ function penalized(s: State | undefined, now: number, r: RuleSpec, units: number
     if (c.allowed) return c.next;
   }
   return s;
-}
-
-/** The state after giving back up to `units` of what is used (never beyond a full budget). */
-function rewarded(s: State, now: number, r: RuleSpec, units: number): State | undefined {
-  switch (r.algorithm) {
-    case 'sliding-window':
-      return rewardSlidingWindow(s, now, r, units);
-    case 'sliding-log':
-      return rewardSlidingLog(s, now, r, units);
-    default:
-      // A refund of `units` consumed right now: a fixed window's count (within its window),
-      // a token bucket's tokens capped at its burst, a leaky bucket's stored time moved back
-      // by units·T but never before now.
-      return algorithms[r.algorithm].refund(s, now, r, units, now);
-  }
-}
-
-/**
- * A sliding window: the estimate `prev·(W - e)/W + cur` falls by `units` (floored, as
- * decisions read it), from the current window's count first, then from the previous
- * window's, whose units weigh `(W - e)/W` each: the fewest of them that make the floor fall
- * far enough. The state is moved to the current window first (as a check would read it).
- */
-function rewardSlidingWindow(state: State, at: number, r: RuleSpec, units: number): State {
-  const W = r.windowMs;
-  let start = at - (at % W);
-  let now = at;
-  let prev = 0;
-  let cur = 0;
-  const s0 = state[0] as number;
-  if (s0 >= start) {
-    start = s0;
-    now = Math.max(now, s0);
-    prev = state[1] as number;
-    cur = state[2] as number;
-  } else if (s0 === start - W) prev = state[2] as number;
-  else return state;
-  const fromCur = Math.min(cur, units);
-  cur -= fromCur;
-  const left = units - fromCur;
-  if (left > 0 && prev > 0) {
-    const e = now - start;
-    const scaled = prev * (W - e) + cur * W;
-    const target = Math.floor(scaled / W) - left;
-    if (target < cur) prev = 0;
-    else {
-      // The fewest d with prev·(W - e) - d·(W - e) + cur·W < (target + 1)·W.
-      const d = Math.floor((scaled - (target + 1) * W) / (W - e)) + 1;
-      prev = Math.max(0, prev - d);
-    }
-  }
-  return [start, prev, cur];
-}
-
-/** A sliding log: the live entries lose `units`, newest first (the usage that would stay longest). */
-function rewardSlidingLog(state: State, at: number, r: RuleSpec, units: number): State | undefined {
-  if (state.length === 0) return state;
-  const W = r.windowMs;
-  const now = Math.max(at, state[state.length - 2] as number);
-  let first = 0;
-  while (first < state.length && (state[first] as number) <= now - W) first += 2;
-  const next = state.slice(first);
-  let left = units;
-  while (left > 0 && next.length > 0) {
-    const c = next[next.length - 1] as number;
-    if (c > left) {
-      next[next.length - 1] = c - left;
-      left = 0;
-    } else {
-      left -= c;
-      next.length -= 2;
-    }
-  }
-  return next.length > 0 ? next : undefined;
 }
 
 /** How long a store remembers an operation id (a retry within it changes nothing more). */

@@ -12,15 +12,16 @@
  * - Fixed-width states live in typed-array slabs (memory-table.ts): under 100 bytes per key
  *   at a million keys, key string included (docs/benchmarks.md).
  */
-import { algorithms, type Check, type State, Verdict } from './algorithms/index.js';
+import { registry, type State } from './algorithms/index.js';
 import { type Clock, checkTime, systemClock } from './clock.js';
 import { channels, type HeldEvictionMessage } from './diagnostics.js';
 import { configError, describe, TollgateError } from './errors.js';
 import { AppliedIds, applyKeyOp, keyFigures } from './key-ops.js';
-import { ObjectTable, SlabTable, STATE_WIDTH, type Table } from './memory-table.js';
-import { checkRule, decideStack, type Entry, refundEntry, settleEntry } from './stack.js';
+import { MemoryPlan, type PlanStore, Scratch } from './memory-plan.js';
+import { type Found, type Table, tableFor } from './memory-table.js';
+import { checkRule, decideSites, type Entry, nextState, outcomeOf, type RuleJudgement, refundEntry, settleEntry, writes } from './stack.js';
 import { unknownOptionFix } from './suggest.js';
-import type { KeyOp, Outcome, RuleSpec, Store, StoreDecision, StoreKeyState, StoreOp } from './types.js';
+import type { KeyOp, Outcome, RuleSpec, StackPlan, Store, StoreDecision, StoreKeyState, StoreOp } from './types.js';
 
 export interface MemoryStoreOptions {
   /**
@@ -40,46 +41,16 @@ export interface MemoryStoreOptions {
   sweepIntervalMs?: number;
 }
 
-/**
- * The limiter's way into a MemoryStore: `consumeSync` with its outcomes in objects the store
- * reuses, overwritten by its next decision (so a decision makes no object per rule in the
- * store). Internal to core: the limiter builds its rule results from them at once.
- */
-export const DECIDE = Symbol('tollgate.memory-store.decide');
-
-/** A sliding-log check's figures and next state, in a reused verdict. */
-function verdictOf(c: Check, v: Verdict): void {
-  v.allowed = c.allowed;
-  v.remaining = c.remaining;
-  v.resetMs = c.resetMs;
-  v.retryAfterMs = c.retryAfterMs;
-  v.delayMs = c.delayMs;
-  v.reason = c.reason;
-  v.x = c.x;
-  v.write = c.next !== undefined;
-  v.next = c.next;
-}
-
-/**
- * The row the op at one position of the last decision found, kept for the next decision
- * given that same op (a constant key, or one client's run of requests): valid while its
- * table's `epoch` is the one it was found at, and its expiry is still ahead. Kept only while
- * that table is the position's table in `#atTables` (the one a decision writes through):
- * any lookup at the position lets it go first.
- */
-class Found {
-  op: StoreOp | undefined = undefined;
-  table: SlabTable | undefined = undefined;
-  epoch = -1;
-  row = -1;
-  held = false;
-  page: Float64Array = new Float64Array(0);
-  off = 0;
-}
-
 const EVICT_SCAN = 8;
-/** Rules whose tables are found by identity before the map is asked. */
-const RECENT_RULES = 8;
+
+/** The state a found key holds (for an expiry): its numbers as an array. */
+function stateAt(f: Found, width: number): State | undefined {
+  if (!f.has) return undefined;
+  if (width === 0) return f.log;
+  const s: State = [];
+  for (let i = 0; i < width; i++) s.push(f.s[f.o + i] as number);
+  return s;
+}
 
 /**
  * The default, in-process store: every decision is synchronous, so a stack is atomic
@@ -96,23 +67,15 @@ export class MemoryStore implements Store {
   readonly #clock: Clock;
   /** One table per rule id, so keys never need joining with the rule's name. */
   readonly #tables = new Map<string, Table>();
-  /** The tables of the rules last asked for, by rule identity (a stack asks for the same few). */
-  #recentRules: RuleSpec[] = [];
-  #recentTables: Table[] = [];
-  /**
-   * The rules of the last decision by position, and their tables: a limiter hands over the
-   * same rules in the same order every time, so the i-th rule's table costs one comparison.
-   * A decision reads its tables back from `#atTables` when it writes (no array of its own).
-   */
-  #atRules: (RuleSpec | undefined)[] = [];
-  #atTables: Table[] = [];
-  /** The rows the last decision found, by position (see Found). */
-  #found: Found[] = [];
-  /** The verdicts of the decision being made, and the decision that holds them (see DECIDE). */
-  readonly #verdicts: Verdict[] = [];
-  readonly #decision: StoreDecision = { allowed: false, now: 0, outcomes: this.#verdicts };
-  /** Whether a decision is writing its states (an eviction's subscriber may decide meanwhile). */
-  #writing = false;
+  /** The objects `consumeSync` and `peek` decide in (a plan has its own). */
+  readonly #scratch = new Scratch();
+  /** Whether a decision is under way (an eviction's subscriber may decide meanwhile). */
+  #busy = false;
+  /** How a plan reaches this store. */
+  readonly #planStore: PlanStore = {
+    table: (r) => this.#table(r),
+    decide: (ops, now, sc) => this.#consume(ops, this.#now(now), sc),
+  };
   /** Latest time seen, so the sweep works on the limiter's clock too. */
   #latest = 0;
   /** Whether a limiter has passed its own time; then the sweep must not read this store's clock. */
@@ -193,36 +156,17 @@ export class MemoryStore implements Store {
 
   /** The table of a rule's states (made on first use). */
   #table(r: RuleSpec): Table {
-    // A limiter asks for the same rules' tables on every decision: found by identity.
-    const recent = this.#recentRules;
-    for (let i = 0; i < recent.length; i++) if (recent[i] === r) return this.#recentTables[i] as Table;
     const t = this.#tables.get(r.id);
-    if (t !== undefined && t.algorithm === r.algorithm) {
-      if (recent.length >= RECENT_RULES) {
-        recent.length = 0;
-        this.#recentTables.length = 0;
-      }
-      recent.push(r);
-      this.#recentTables.push(t);
-      return t;
-    }
+    if (t !== undefined && t.algorithm === r.algorithm) return t;
     // Rules sharing an id (a group) normally share an algorithm; one with another algorithm
     // gets a table of its own rather than reading numbers it cannot interpret.
     const id = t === undefined ? r.id : `${r.id}\u0000${r.algorithm}`;
     let other = this.#tables.get(id);
     if (other === undefined) {
-      other = STATE_WIDTH[r.algorithm] === 0 ? new ObjectTable(r.algorithm) : new SlabTable(r.algorithm);
+      other = tableFor(r.algorithm);
       this.#tables.set(id, other);
     }
     return other;
-  }
-
-  /** The table of the rule at position `i` of a stack, remembered for the next decision. */
-  #tableAt(r: RuleSpec, i: number): Table {
-    const t = this.#table(r);
-    this.#atRules[i] = r;
-    this.#atTables[i] = t;
-    return t;
   }
 
   #get(r: RuleSpec, key: string, now: number): Entry | undefined {
@@ -231,13 +175,9 @@ export class MemoryStore implements Store {
     return s === undefined && t.block === 0 ? undefined : { s, b: t.block };
   }
 
-  /** Writes a rule's entry; `hold`: the decision refused (see memory-table.ts). */
-  #set(r: RuleSpec, key: string, s: State | undefined, b: number, now: number, hold: boolean): void {
-    this.#setIn(this.#table(r), r, key, s, b, now, hold);
-  }
-
+  /** Writes a rule's entry; `hold`: the key refuses (see #evict). */
   #setIn(t: Table, r: RuleSpec, key: string, s: State | undefined, b: number, now: number, hold: boolean): void {
-    const x = Math.max(s === undefined ? 0 : algorithms[r.algorithm].expiresAt(s, r), b);
+    const x = Math.max(s === undefined ? 0 : registry[r.algorithm].expiresAt(s, r), b);
     if (x <= now) {
       // Already equivalent to no state. Dropped rather than kept with a past expiry, which
       // would come back to life if the clock then went backwards (and Redis drops it too).
@@ -295,6 +235,14 @@ export class MemoryStore implements Store {
     return this.#heldEvictions;
   }
 
+  /**
+   * Prepares a stack (see `Store.prepare`): the plan finds each rule's table once and
+   * decides synchronously, into objects of its own that its next decision overwrites.
+   */
+  prepare(rules: readonly RuleSpec[]): StackPlan {
+    return new MemoryPlan(rules, this.#planStore);
+  }
+
   consume(ops: readonly StoreOp[], now?: number): Promise<StoreDecision> {
     try {
       return Promise.resolve(this.consumeSync(ops, now));
@@ -305,201 +253,92 @@ export class MemoryStore implements Store {
 
   /** The synchronous core of `consume`, for callers that can use it (the limiter, the simulator). */
   consumeSync(ops: readonly StoreOp[], now?: number): StoreDecision {
-    const d = this[DECIDE](ops, now);
-    if (d !== this.#decision) return d;
-    // The verdicts are this store's to reuse: the caller gets outcomes of its own.
-    const outcomes: Outcome[] = new Array(ops.length);
-    for (let i = 0; i < ops.length; i++) {
-      const v = d.outcomes[i] as Outcome;
-      outcomes[i] = {
-        allowed: v.allowed,
-        remaining: v.remaining,
-        resetMs: v.resetMs,
-        retryAfterMs: v.retryAfterMs,
-        delayMs: v.delayMs,
-        reason: v.reason,
-      };
-    }
-    return { allowed: d.allowed, now: d.now, outcomes };
+    return this.#fresh(ops, now, true);
   }
 
-  /**
-   * `consumeSync` for the limiter: the same decision, returned in objects this store reuses
-   * (valid until its next decision; see DECIDE). The common cases, a stack whose rules all
-   * admit and one refused by plain refusals (none blocked, counting the refusal or blocking
-   * for it), are decided here on the states where they lie, without an object per rule;
-   * the rest by the general verdicts (decideStack).
-   */
-  [DECIDE](ops: readonly StoreOp[], now?: number): StoreDecision {
-    const t = this.#now(now);
-    // Decided again while this one writes (from an eviction's subscriber): objects of its own.
-    if (this.#writing) return this.#decideStack(ops, t);
-    const n = ops.length;
-    const verdicts = this.#verdicts;
-    const found = this.#found;
-    while (verdicts.length < n) verdicts.push(new Verdict());
-    while (found.length < n) found.push(new Found());
-    const atRules = this.#atRules;
-    let allowed = true;
-    // Every state is read and decided before any is written, as in decideStack (two rules of
-    // one group may name the same key).
-    for (let i = 0; i < n; i++) {
-      const op = ops[i] as StoreOp;
-      const r = op.rule;
-      const v = verdicts[i] as Verdict;
-      const f = found[i] as Found;
-      // The op this position found its row for last time, in a table unchanged since (so
-      // at the same row, held and unblocked as then) and not expired: no lookup at all.
-      // That op passed the checks below when its row was found, and ops never change.
-      if (f.op === op && f.epoch === (f.table as SlabTable).epoch && (f.page[f.off] as number) > t) {
-        v.row = f.row;
-        v.held = f.held;
-        v.block = 0;
-        v.page = f.page;
-        v.off = f.off;
-        const o = f.off + 1;
-        (f.table as SlabTable).kernel(f.page, o, !Number.isNaN(f.page[o]), t, r, op.cost, v);
-      } else if (op.cost > r.maxCost) return this.#decideStack(ops, t);
-      else {
-        // Let go before the lookup: it may make another rule's table this position's
-        // (`#atTables`, which the writes below go through) and then return for a block,
-        // and a row kept for this position is read only where that table is its own.
-        f.op = undefined;
-        const table = atRules[i] === r ? (this.#atTables[i] as Table) : this.#tableAt(r, i);
-        const kernel = table.kernel;
-        if (kernel === undefined) {
-          const s = table.read(op.key, t);
-          if (table.block > t) return this.#decideStack(ops, t);
-          verdictOf(algorithms[r.algorithm].check(s, t, r, op.cost), v);
-          v.row = -1;
-          v.held = table.held;
-          v.block = table.block;
-        } else {
-          const slab = table as SlabTable;
-          const row = slab.find(op.key, t);
-          if (slab.block > t) return this.#decideStack(ops, t);
-          v.row = row;
-          v.held = slab.held;
-          v.block = slab.block;
-          v.page = slab.page;
-          v.off = slab.off;
-          if (row >= 0 && slab.block === 0) {
-            f.op = op;
-            f.table = slab;
-            f.epoch = slab.epoch;
-            f.row = row;
-            f.held = slab.held;
-            f.page = slab.page;
-            f.off = slab.off;
-          }
-          const o = slab.off + 1;
-          kernel(slab.page, o, row >= 0 && !Number.isNaN(slab.page[o]), t, r, op.cost, v);
-        }
-      }
-      if (!v.allowed) {
-        // A refusal that writes (counted, or a block) needs the general verdict.
-        if (v.write || r.blockForMs > 0) return this.#decideStack(ops, t);
-        if (!r.dryRun) allowed = false;
-      }
-    }
-    if (!allowed) this.#untouched(ops, t);
-    // Taken now: close() from an eviction's subscriber replaces the arrays.
-    const tables = this.#atTables;
-    this.#writing = true;
+  peek(ops: readonly StoreOp[], now?: number): Promise<StoreDecision> {
     try {
-      // Rows found above stay valid until a key leaves a table (a delete, an eviction).
-      let moved = false;
-      for (let i = 0; i < n; i++) {
-        const op = ops[i] as StoreOp;
-        const v = verdicts[i] as Verdict;
-        const table = tables[i] as Table;
-        if (!v.allowed) {
-          // A plain refusal writes nothing but holds the key (see #evict).
-          if (!v.held) table.hold(op.key);
-        } else if (allowed) {
-          if (moved) v.row = -1;
-          if (v.x <= t) {
-            // Already equivalent to no state: dropped (see #setIn).
-            table.delete(op.key);
-            moved = true;
-          } else {
-            const fresh = table.admit(op.key, v, v.x);
-            // Left empty, the key refuses its next request: held as a refused one, or a flood
-            // of new keys would evict it into a fresh budget before that request comes.
-            if (v.remaining === 0) table.hold(op.key);
-            if (fresh && this.size > this.maxKeys) {
-              this.#evict(table, op.key, t);
-              moved = true;
-            }
-          }
-        }
-      }
-    } finally {
-      this.#writing = false;
+      return Promise.resolve(this.#fresh(ops, now, false));
+    } catch (err) {
+      return Promise.reject(err);
     }
-    const d = this.#decision;
-    d.allowed = allowed;
+  }
+
+  /** A decision without a plan, in outcomes of its own (`commit`: consume, else peek). */
+  #fresh(ops: readonly StoreOp[], now: number | undefined, commit: boolean): StoreDecision {
+    const t = this.#now(now);
+    const sc = this.#busy ? new Scratch() : this.#scratch;
+    sc.fit(ops.length);
+    for (let i = 0; i < ops.length; i++) sc.tables[i] = this.#table((ops[i] as StoreOp).rule);
+    const d = commit ? this.#consume(ops, t, sc) : this.#peek(ops, t, sc);
+    const outcomes: Outcome[] = d.outcomes.map(outcomeOf);
+    return { allowed: d.allowed, now: t, outcomes };
+  }
+
+  #peek(ops: readonly StoreOp[], t: number, sc: Scratch): StoreDecision {
+    for (let i = 0; i < ops.length; i++) (sc.tables[i] as Table).find((ops[i] as StoreOp).key, t, sc.found[i] as Found);
+    const d = sc.decision;
+    d.allowed = decideSites(ops, sc.found, t, sc.verdicts);
     d.now = t;
     return d;
   }
 
   /**
-   * The admitting rules of a refused stack consumed nothing: each reports the state it found,
-   * as `untouched` (stack.ts) does, decided again at cost 0 where the first pass read it
-   * (before any write, so every row found is still where it was).
+   * The one decision path: every rule's state found where it lies, every rule decided once
+   * (decideSites), then what the verdicts say written where the states were found.
    */
-  #untouched(ops: readonly StoreOp[], t: number): void {
-    const tables = this.#atTables;
-    for (let i = 0; i < ops.length; i++) {
-      const v = this.#verdicts[i] as Verdict;
-      if (!v.allowed) continue;
-      const op = ops[i] as StoreOp;
-      const r = op.rule;
-      const table = tables[i] as Table;
-      const remaining = v.remaining + op.cost;
-      if (table.kernel === undefined) v.resetMs = algorithms[r.algorithm].check(table.read(op.key, t), t, r, 0).resetMs;
-      else {
-        const o = v.off + 1;
-        // A cost-0 check admits wherever the cost itself was admitted: v stays an admission.
-        table.kernel(v.page, o, v.row >= 0 && !Number.isNaN(v.page[o]), t, r, 0, v);
-      }
-      v.remaining = remaining;
-      v.delayMs = 0;
-    }
-  }
-
-  /** A stack in general: every rule's verdict (checkRule), and the writes they call for. */
-  #decideStack(ops: readonly StoreOp[], t: number): StoreDecision {
-    const entries: (Entry | undefined)[] = new Array(ops.length);
-    for (let i = 0; i < ops.length; i++) {
-      const op = ops[i] as StoreOp;
-      entries[i] = this.#get(op.rule, op.key, t);
-    }
-    const d = decideStack(ops, entries, t);
-    for (let i = 0; i < ops.length; i++) {
-      const w = d.writes[i];
-      const op = ops[i] as StoreOp;
-      const o = d.outcomes[i] as Outcome;
-      const refused = !o.allowed;
-      // An admission that leaves the key empty holds it too (see DECIDE).
-      if (w !== undefined) this.#set(op.rule, op.key, w.s, w.b, t, refused || o.remaining === 0);
-      else if (refused) this.#table(op.rule).hold(op.key);
-    }
-    return { allowed: d.allowed, now: t, outcomes: d.outcomes };
-  }
-
-  peek(ops: readonly StoreOp[], now?: number): Promise<StoreDecision> {
+  #consume(ops: readonly StoreOp[], t: number, sc: Scratch): StoreDecision {
+    const d = this.#peek(ops, t, sc);
+    const was = this.#busy;
+    this.#busy = true;
     try {
-      const t = this.#now(now);
-      const d = decideStack(
-        ops,
-        ops.map((op) => this.#get(op.rule, op.key, t)),
-        t,
-      );
-      return Promise.resolve({ allowed: d.allowed, now: t, outcomes: d.outcomes });
-    } catch (err) {
-      return Promise.reject(err);
+      this.#commit(ops, t, sc, d.allowed);
+    } finally {
+      this.#busy = was;
     }
+    return d;
+  }
+
+  /** Writes a decided stack (see `writes`): states, blocks, and which keys are held. */
+  #commit(ops: readonly StoreOp[], t: number, sc: Scratch, allowed: boolean): void {
+    // Rows found stay where they are until a key leaves a table (a delete, an eviction).
+    let moved = false;
+    const tables = sc.tables;
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as StoreOp;
+      const v = sc.verdicts[i] as RuleJudgement;
+      const f = sc.found[i] as Found;
+      const table = tables[i] as Table;
+      if (moved) f.row = -1;
+      if (!writes(v, allowed)) {
+        // A refusal that writes nothing holds the key (see #evict).
+        if (!v.allowed && !f.held) table.hold(op.key);
+        continue;
+      }
+      const b = v.allowed ? 0 : v.block;
+      const x = v.allowed ? v.x : this.#refusalExpiry(op.rule, v, f, b);
+      if (x <= t) {
+        // Already equivalent to no state. Dropped rather than kept with a past expiry, which
+        // would come back to life if the clock then went backwards (and Redis drops it too).
+        table.delete(op.key);
+        moved = true;
+        continue;
+      }
+      // Refused, or left empty: held, or a flood of new keys would evict it into a fresh
+      // budget before its next request comes.
+      const fresh = table.commit(op.key, f, v, b, x, !v.allowed || v.remaining === 0);
+      if (fresh && this.size > this.maxKeys) {
+        this.#evict(table, op.key, t);
+        moved = true;
+      }
+    }
+  }
+
+  /** When a refusal's write (its penalty, its block) stops mattering. */
+  #refusalExpiry(r: RuleSpec, v: RuleJudgement, f: Found, b: number): number {
+    const def = registry[r.algorithm];
+    const s = v.write ? nextState(def, v) : stateAt(f, def.width);
+    return Math.max(s === undefined ? 0 : def.expiresAt(s, r), b);
   }
 
   refund(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
@@ -582,11 +421,6 @@ export class MemoryStore implements Store {
     this.#timer = undefined;
     this.#tables.clear();
     this.#ids.clear();
-    this.#recentRules = [];
-    this.#recentTables = [];
-    this.#atRules = [];
-    this.#atTables = [];
-    this.#found = [];
     this.#closed = true;
     return Promise.resolve();
   }

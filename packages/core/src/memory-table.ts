@@ -1,32 +1,34 @@
 /**
  * The per-rule tables behind `MemoryStore`: where a (rule, key) state lives.
  *
- * A `SlabTable` holds fixed-width states (fixed-window 2 numbers, sliding-window 3,
- * token-bucket 2, leaky-bucket 1) in pages of a `Float64Array`, one row per key:
- * `[expiresAt, s0, s1, ...]`, found through a `Map<string, row>` whose values are small
- * integers. A key costs its string, one Map entry and `8·(width + 1)` bytes, instead of a
- * slot object and a state array (about half the memory; no object per key for the
- * collector to trace). Blocks (`blockFor`) are rare and live in a separate sparse map.
+ * A `SlabTable` holds fixed-width states (the registry's `width`) in pages of a
+ * `Float64Array`, one row per key: `[expiresAt, s0, s1, ...]`, found through a
+ * `Map<string, row>` whose values are small integers. A key costs its string, one Map entry
+ * and `8·(width + 1)` bytes, instead of a slot object and a state array (about half the
+ * memory; no object per key for the collector to trace). Blocks (`blockFor`) are rare and
+ * live in a separate sparse map.
  *
- * An `ObjectTable` holds variable-width states (sliding-log) as objects, as before.
+ * An `ObjectTable` holds variable-width states (sliding-log) as objects.
  *
  * Both keep their keys in two Maps (`Keys`): the live ones and the held ones (whose last
  * decision refused, blocked ones included), each in insertion order, which the store's
  * eviction relies on (expired first, then the oldest live state, a held one only when no
  * live state is left), finding the oldest of each through an `OldestCursor` in amortised O(1).
+ *
+ * A decision finds each rule's state (`find`, into a `Found`) and writes what its verdict
+ * says there (`commit`); nothing found is kept past the decision.
  */
-import { type Kernel, kernels, type State, type Verdict } from './algorithms/index.js';
-import type { Entry } from './stack.js';
+import { registry, type State } from './algorithms/index.js';
+import { type Entry, nextState, type RuleJudgement, Site } from './stack.js';
 import type { AlgorithmName } from './types.js';
 
-/** Numbers per state, for the algorithms whose state has a fixed width. */
-export const STATE_WIDTH: Record<AlgorithmName, number> = {
-  'fixed-window': 2,
-  'sliding-window': 3,
-  'token-bucket': 2,
-  'leaky-bucket': 1,
-  'sliding-log': 0, // variable: an ObjectTable
-};
+/** Where a decision found a key's state: the site the kernel reads, and the key's row and standing. */
+export class Found extends Site {
+  /** The key's row in a SlabTable (0 for an ObjectTable's key), -1 when the key has no state. */
+  row = -1;
+  /** Whether the key is held (its last decision refused). */
+  held = false;
+}
 
 export interface Table {
   /** The algorithm whose states the table holds. */
@@ -34,26 +36,24 @@ export interface Table {
   readonly size: number;
   /** States that eviction may take: those whose last decision did not refuse. */
   readonly liveSize: number;
+  /** Finds `key`'s state for a decision into `f`; an expired one is dropped. */
+  find(key: string, now: number, f: Found): void;
+  /**
+   * Writes a committed verdict where `f` found the key (`f.row` -1: looked up again): its
+   * next state when `v.write` (else the state stays), the block `b` and the expiry `x`, the
+   * key held or not. Returns true if the key is new.
+   */
+  commit(key: string, f: Found, v: RuleJudgement, b: number, x: number, hold: boolean): boolean;
   /** The state for `key`, or undefined; an expired one is dropped. */
   read(key: string, now: number): State | undefined;
   /** The block deadline of the last `read` (0 when none). */
   readonly block: number;
   /** Whether the key of the last `read` is held: its last decision refused (or blocked). */
   readonly held: boolean;
-  /**
-   * Stores a state (undefined: none) with its block and expiry, held or not (see `held`).
-   * Returns true if the key is new.
-   */
+  /** Stores an entry's state (undefined: none) with its block and expiry, held or not. Returns true if the key is new. */
   write(key: string, s: State | undefined, b: number, x: number, hold: boolean): boolean;
   /** Marks a key that is present as held: a refusal that writes nothing. */
   hold(key: string): void;
-  /**
-   * Writes an admitting verdict's next state with expiry `x`, the key live and not blocked
-   * (a SlabTable: `v.n0`..., an ObjectTable: `v.next`). Returns true if the key is new.
-   */
-  admit(key: string, v: Verdict, x: number): boolean;
-  /** The algorithm's kernel when its states live in a slab (a SlabTable), else undefined. */
-  readonly kernel: Kernel | undefined;
   delete(key: string): boolean;
   /**
    * Drops expired states. With `limit`, only at the old end of the live and the held keys:
@@ -63,6 +63,11 @@ export interface Table {
   sweep(now: number, limit?: number): number;
   /** Drops the oldest live (with `held`: held) state other than `except`; returns its key. */
   evict(held: boolean, except: string): string | undefined;
+}
+
+/** A table for `algorithm`'s states. */
+export function tableFor(algorithm: AlgorithmName): Table {
+  return registry[algorithm].width === 0 ? new ObjectTable(algorithm) : new SlabTable(algorithm);
 }
 
 /**
@@ -105,7 +110,7 @@ class OldestCursor<V> {
  * eviction may take, and `held`, the keys whose last decision refused (blocked ones
  * included), which eviction takes only when no live state is left. A key is in exactly
  * one of them, so the two cost no more memory per key than one Map; a lookup is one `get`
- * until some key is held, and none for the key found last.
+ * until some key is held.
  */
 class Keys<V> {
   readonly live = new Map<string, V>();
@@ -114,33 +119,17 @@ class Keys<V> {
   readonly #oldestHeld = new OldestCursor(this.held);
   /** Whether the key of the last `get` was held. */
   wasHeld = false;
-  /**
-   * The last key `get` found, with its value and map: a key asked for again (a rule's
-   * constant key, a route or 'global', or one client's run of requests) skips the Map.
-   */
-  #lastKey: string | undefined = undefined;
-  #lastValue: V | undefined = undefined;
-  #lastHeld = false;
 
   get size(): number {
     return this.live.size + this.held.size;
   }
 
   get(key: string): V | undefined {
-    if (key === this.#lastKey) {
-      this.wasHeld = this.#lastHeld;
-      return this.#lastValue;
-    }
     let v = this.live.get(key);
     if (v !== undefined || this.held.size === 0) this.wasHeld = false;
     else {
       v = this.held.get(key);
       this.wasHeld = v !== undefined;
-    }
-    if (v !== undefined) {
-      this.#lastKey = key;
-      this.#lastValue = v;
-      this.#lastHeld = this.wasHeld;
     }
     return v;
   }
@@ -150,9 +139,9 @@ class Keys<V> {
     (hold ? this.held : this.live).set(key, v);
   }
 
-  /** Moves a key found by the last `get` to the other map when `hold` says so. */
-  place(key: string, v: V, hold: boolean): void {
-    if (hold === this.wasHeld) return;
+  /** Moves a key from the map `was` says to the one `hold` says. */
+  place(key: string, v: V, was: boolean, hold: boolean): void {
+    if (hold === was) return;
     if (hold) {
       this.live.delete(key);
       this.#oldestLive.dropped(key);
@@ -162,15 +151,9 @@ class Keys<V> {
       this.#oldestHeld.dropped(key);
       this.live.set(key, v);
     }
-    this.wasHeld = hold;
-    if (key === this.#lastKey) this.#lastHeld = hold;
   }
 
   delete(key: string): boolean {
-    if (key === this.#lastKey) {
-      this.#lastKey = undefined;
-      this.#lastValue = undefined;
-    }
     if (this.live.delete(key)) {
       this.#oldestLive.dropped(key);
       return true;
@@ -193,7 +176,6 @@ class Keys<V> {
 const PAGE_BITS = 12;
 const PAGE = 1 << PAGE_BITS;
 const MASK = PAGE - 1;
-const NO_PAGE = new Float64Array(0);
 
 export class SlabTable implements Table {
   readonly #keys = new Keys<number>();
@@ -204,31 +186,14 @@ export class SlabTable implements Table {
   readonly #free: number[] = [];
   #next = 0;
   #blocks: Map<string, number> | undefined;
-  /** Whether the last `#rowFor` added its key. */
-  #added = false;
-  block = 0;
+  readonly #found = new Found();
   held = false;
-  readonly kernel: Kernel;
-  /**
-   * The page and offset of the row the last `find` returned: its expiry at `page[off]`, its
-   * state from `page[off + 1]` on (NaN there: a key that is only blocked).
-   */
-  page: Float64Array = NO_PAGE;
-  off = 0;
-  /**
-   * Counts the changes that move a key's row or its standing: a key added, dropped or
-   * evicted, placed among the held keys or back, blocked or unblocked. A row found at one
-   * epoch is the same key's row, with the same held flag and block, at that epoch: the
-   * store keeps the rows of a limiter's last decision and reuses them while it is unchanged.
-   * An admission written into a live, unblocked row changes none of that.
-   */
-  epoch = 0;
+  block = 0;
 
   constructor(algorithm: AlgorithmName) {
     this.algorithm = algorithm;
-    this.#w = STATE_WIDTH[algorithm];
+    this.#w = registry[algorithm].width;
     this.#stride = this.#w + 1;
-    this.kernel = kernels[algorithm] as Kernel;
   }
 
   get size(): number {
@@ -239,49 +204,69 @@ export class SlabTable implements Table {
     return this.#keys.live.size;
   }
 
-  /**
-   * The row of `key` for a decision, or -1 (none, or expired and dropped), without making
-   * an array of its state: sets `block`, `held`, and `page` and `off` (see there).
-   */
-  find(key: string, now: number): number {
+  find(key: string, now: number, f: Found): void {
     const keys = this.#keys;
     const row = keys.get(key);
-    this.block = 0;
-    this.held = keys.wasHeld;
-    if (row === undefined) return -1;
+    f.held = keys.wasHeld;
+    f.block = 0;
+    f.row = -1;
+    f.has = false;
+    if (row === undefined) return;
     const page = this.#pages[row >>> PAGE_BITS] as Float64Array;
     const o = (row & MASK) * this.#stride;
     if ((page[o] as number) <= now) {
       this.#drop(key, row);
-      this.held = false;
-      return -1;
+      f.held = false;
+      return;
     }
-    if (this.#blocks !== undefined) this.block = this.#blocks.get(key) ?? 0;
-    this.page = page;
-    this.off = o;
-    return row;
+    if (this.#blocks !== undefined) f.block = this.#blocks.get(key) ?? 0;
+    f.row = row;
+    f.s = page;
+    f.o = o + 1;
+    // NaN marks "no algorithm state" (a key that is only blocked).
+    f.has = !Number.isNaN(page[o + 1]);
+  }
+
+  commit(key: string, f: Found, v: RuleJudgement, b: number, x: number, hold: boolean): boolean {
+    let row = f.row;
+    let fresh = false;
+    if (row < 0) {
+      row = this.#rowFor(key, hold);
+      fresh = this.#added;
+    } else this.#keys.place(key, row, f.held, hold);
+    const page = this.#pages[row >>> PAGE_BITS] as Float64Array;
+    const o = (row & MASK) * this.#stride;
+    page[o] = x;
+    if (v.write) {
+      page[o + 1] = v.n0;
+      if (this.#w > 1) {
+        page[o + 2] = v.n1;
+        if (this.#w > 2) page[o + 3] = v.n2;
+      }
+    } else if (fresh) page[o + 1] = Number.NaN;
+    if (b > 0) {
+      this.#blocks ??= new Map();
+      this.#blocks.set(key, b);
+    } else if (this.#blocks !== undefined && (f.block !== 0 || f.row < 0)) this.#blocks.delete(key);
+    return fresh;
   }
 
   read(key: string, now: number): State | undefined {
-    if (this.find(key, now) < 0) return undefined;
-    const page = this.page;
-    const o = this.off;
-    const s0 = page[o + 1] as number;
-    // NaN marks "no algorithm state" (a key that is only blocked).
-    if (Number.isNaN(s0)) return undefined;
-    switch (this.#w) {
-      case 1:
-        return [s0];
-      case 2:
-        return [s0, page[o + 2] as number];
-      default:
-        return [s0, page[o + 2] as number, page[o + 3] as number];
-    }
+    const f = this.#found;
+    this.find(key, now, f);
+    this.held = f.held;
+    this.block = f.block;
+    if (!f.has) return undefined;
+    const s: State = [];
+    for (let i = 0; i < this.#w; i++) s.push(f.s[f.o + i] as number);
+    return s;
   }
+
+  /** Whether the last `#rowFor` added its key. */
+  #added = false;
 
   /** The key's row, made when it has none (`#added` tells), the key placed live or held as `hold` says. */
   #rowFor(key: string, hold: boolean): number {
-    this.epoch++;
     const keys = this.#keys;
     let row = keys.get(key);
     this.#added = row === undefined;
@@ -289,7 +274,7 @@ export class SlabTable implements Table {
       row = this.#free.pop() ?? this.#next++;
       if (row >>> PAGE_BITS >= this.#pages.length) this.#pages.push(new Float64Array(PAGE * this.#stride));
       keys.add(key, row, hold);
-    } else keys.place(key, row, hold);
+    } else keys.place(key, row, keys.wasHeld, hold);
     return row;
   }
 
@@ -307,42 +292,12 @@ export class SlabTable implements Table {
     return this.#added;
   }
 
-  /**
-   * As `Table.admit`. When the verdict's `row` (from `find`, this decision) was neither held
-   * nor blocked, straight into that row at the verdict's `page` and `off`: no Map lookup, no
-   * page worked out again. The caller sets `v.row` to -1 when
-   * rows may have moved since its `find` (an eviction or a delete in between).
-   */
-  admit(key: string, v: Verdict, x: number): boolean {
-    let page = v.page;
-    let o = v.off;
-    let fresh = false;
-    if (v.row < 0 || v.held || v.block !== 0) {
-      const row = this.#rowFor(key, false);
-      fresh = this.#added;
-      this.#blocks?.delete(key);
-      page = this.#pages[row >>> PAGE_BITS] as Float64Array;
-      o = (row & MASK) * this.#stride;
-    }
-    page[o] = x;
-    page[o + 1] = v.n0;
-    if (this.#w > 1) {
-      page[o + 2] = v.n1;
-      if (this.#w > 2) page[o + 3] = v.n2;
-    }
-    return fresh;
-  }
-
   hold(key: string): void {
     const row = this.#keys.get(key);
-    if (row !== undefined) {
-      this.epoch++;
-      this.#keys.place(key, row, true);
-    }
+    if (row !== undefined) this.#keys.place(key, row, this.#keys.wasHeld, true);
   }
 
   #drop(key: string, row: number): void {
-    this.epoch++;
     this.#keys.delete(key);
     this.#blocks?.delete(key);
     this.#free.push(row);
@@ -399,9 +354,8 @@ interface Slot extends Entry {
 export class ObjectTable implements Table {
   readonly algorithm: AlgorithmName;
   readonly #keys = new Keys<Slot>();
-  block = 0;
   held = false;
-  readonly kernel = undefined;
+  block = 0;
 
   constructor(algorithm: AlgorithmName) {
     this.algorithm = algorithm;
@@ -415,10 +369,33 @@ export class ObjectTable implements Table {
     return this.#keys.live.size;
   }
 
+  find(key: string, now: number, f: Found): void {
+    const slot = this.#keys.get(key);
+    f.held = this.#keys.wasHeld;
+    f.block = 0;
+    f.row = -1;
+    f.has = false;
+    f.log = undefined;
+    if (slot === undefined) return;
+    if (slot.x <= now) {
+      this.#keys.delete(key);
+      f.held = false;
+      return;
+    }
+    f.row = 0;
+    f.block = slot.b;
+    f.log = slot.s;
+    f.has = slot.s !== undefined;
+  }
+
+  commit(key: string, f: Found, v: RuleJudgement, b: number, x: number, hold: boolean): boolean {
+    return this.write(key, v.write ? nextState(registry[this.algorithm], v) : f.log, b, x, hold);
+  }
+
   read(key: string, now: number): State | undefined {
     const slot = this.#keys.get(key);
-    this.block = 0;
     this.held = this.#keys.wasHeld;
+    this.block = 0;
     if (slot === undefined) return undefined;
     if (slot.x <= now) {
       this.#keys.delete(key);
@@ -436,7 +413,7 @@ export class ObjectTable implements Table {
       slot.s = s;
       slot.b = b;
       slot.x = x;
-      keys.place(key, slot, hold);
+      keys.place(key, slot, keys.wasHeld, hold);
       return false;
     }
     keys.add(key, { s, b, x }, hold);
@@ -445,11 +422,7 @@ export class ObjectTable implements Table {
 
   hold(key: string): void {
     const slot = this.#keys.get(key);
-    if (slot !== undefined) this.#keys.place(key, slot, true);
-  }
-
-  admit(key: string, v: Verdict, x: number): boolean {
-    return this.write(key, v.next, 0, x, false);
+    if (slot !== undefined) this.#keys.place(key, slot, this.#keys.wasHeld, true);
   }
 
   delete(key: string): boolean {

@@ -1,13 +1,19 @@
 /**
- * The stack decision, shared by every store that decides in JavaScript
- * (the Redis store's Lua mirrors it line for line).
+ * The stack decision, one path for every store that decides in JavaScript (the Redis
+ * store's Lua mirrors it).
  *
  * All-or-nothing: the request is admitted only if every rule admits it (dry-run rules
  * excepted), and if any rule rejects, no rule consumes anything. Rejecting rules may
  * still write: a new `blockFor` block, or the penalty of `countRejected`.
+ *
+ * A store hands each rule's state where it lies (a `Site`: a slab row, or an array) to
+ * `decideSites`, which runs each rule's kernel once and leaves in each `Verdict` what the
+ * store writes; `checkRule` and `decideStack` are the same path on plain entries.
  */
-import { algorithms, type State } from './algorithms/index.js';
+import { type AlgorithmDef, registry, type State, Verdict } from './algorithms/index.js';
 import type { Outcome, RuleSpec, StoreOp } from './types.js';
+
+export { CHARGE_MAX, LOG_CHARGE_MAX } from './algorithms/index.js';
 
 /** What a store keeps per (rule, key): the algorithm's state and a block deadline. */
 export interface Entry {
@@ -22,55 +28,198 @@ export interface RuleVerdict {
   write: Entry | undefined;
 }
 
-/** Decides one rule of a stack. Pure. */
-export function checkRule(entry: Entry | undefined, now: number, r: RuleSpec, cost: number): RuleVerdict {
+const NO_STATE = new Float64Array(0);
+
+/**
+ * Where one rule's state lies for a decision: a fixed-width state at `s[o]`, `s[o + 1]`, ...
+ * (`has`: there is one), a variable-width one in `log`, and the key's block deadline.
+ */
+export class Site {
+  s: Float64Array = NO_STATE;
+  o = 0;
+  has = false;
+  log: State | undefined = undefined;
+  block = 0;
+}
+
+/** A rule's verdict with what it writes when committed: `write` (the next state) and `block` (a deadline, 0: none). */
+export class RuleJudgement extends Verdict {
+  /** A new block deadline to write (blockFor), 0 when none. */
+  block = 0;
+}
+
+/** Scratch for a counted refusal's second look (the state it leaves behind). */
+const afterState = new Float64Array(3);
+const after = new Verdict();
+
+/** The decision of `def` at `site`, into `v`. */
+function run(def: AlgorithmDef, site: Site, now: number, r: RuleSpec, cost: number, v: Verdict): void {
+  const kernel = def.kernel;
+  if (kernel !== undefined) {
+    kernel(site.s, site.o, site.has, now, r, cost, v);
+    return;
+  }
+  const c = def.check(site.log, now, r, cost);
+  v.allowed = c.allowed;
+  v.remaining = c.remaining;
+  v.resetMs = c.resetMs;
+  v.retryAfterMs = c.retryAfterMs;
+  v.delayMs = c.delayMs;
+  v.reason = c.reason;
+  v.x = c.x;
+  v.write = c.next !== undefined;
+  v.next = c.next;
+}
+
+/** The next state a verdict holds, as an array (for an expiry, or a store of arrays). */
+export function nextState(def: AlgorithmDef, v: Verdict): State | undefined {
+  if (!v.write) return undefined;
+  if (def.kernel === undefined) return v.next;
+  return def.width === 1 ? [v.n0] : def.width === 2 ? [v.n0, v.n1] : [v.n0, v.n1, v.n2];
+}
+
+/**
+ * Decides one rule at `site` into `v`: the largest cost, the algorithm, a block, and on a
+ * refusal its penalty (`countRejected`: the figures then describe the state it leaves) and
+ * its block (`blockFor`).
+ */
+export function judge(site: Site, now: number, r: RuleSpec, cost: number, v: RuleJudgement): void {
+  v.block = 0;
   if (cost > r.maxCost) {
-    return {
-      outcome: { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: 'cost_exceeds_limit' },
-      write: undefined,
-    };
+    v.allowed = false;
+    v.remaining = 0;
+    v.resetMs = 0;
+    v.retryAfterMs = 0;
+    v.delayMs = 0;
+    v.reason = 'cost_exceeds_limit';
+    v.write = false;
+    return;
   }
-  const c = algorithms[r.algorithm].check(entry?.s, now, r, cost);
-  const blockedUntil = entry?.b ?? 0;
-  if (blockedUntil > now) {
-    const wait = blockedUntil - now;
-    return {
-      outcome: {
-        allowed: false,
-        remaining: 0,
-        resetMs: Math.max(c.resetMs, wait),
-        retryAfterMs: Math.max(wait, c.allowed ? 0 : c.retryAfterMs),
-        delayMs: 0,
-        reason: 'blocked',
-      },
-      write: undefined,
-    };
+  const def = registry[r.algorithm];
+  run(def, site, now, r, cost, v);
+  const blocked = site.block;
+  if (blocked > now) {
+    const wait = blocked - now;
+    v.retryAfterMs = Math.max(wait, v.allowed ? 0 : v.retryAfterMs);
+    v.resetMs = Math.max(v.resetMs, wait);
+    v.allowed = false;
+    v.remaining = 0;
+    v.delayMs = 0;
+    v.reason = 'blocked';
+    v.write = false;
+    return;
   }
-  // The algorithm's fresh Check object doubles as the outcome (its `next` is not read
-  // past this point), which saves a copy per rule on the hot path.
-  const outcome: Outcome = c;
-  if (c.allowed) return { outcome, write: c.next === undefined ? undefined : { s: c.next, b: 0 } };
-  let write: Entry | undefined = c.next === undefined ? undefined : { s: c.next, b: 0 };
-  if (c.next !== undefined) {
-    // countRejected: the refusal itself is written, so the figures must describe the state
-    // it leaves behind.
-    const after = algorithms[r.algorithm].check(c.next, now, r, cost);
-    outcome.remaining = Math.max(0, Math.min(c.remaining, after.remaining));
-    outcome.resetMs = Math.max(c.resetMs, after.resetMs);
-    outcome.retryAfterMs = after.retryAfterMs;
+  if (v.allowed) return;
+  if (v.write) {
+    // countRejected: the refusal itself is written, so the figures describe what it leaves.
+    const side = countedSite(def, v);
+    run(def, side, now, r, cost, after);
+    v.remaining = Math.max(0, Math.min(v.remaining, after.remaining));
+    v.resetMs = Math.max(v.resetMs, after.resetMs);
+    v.retryAfterMs = after.retryAfterMs;
   }
   if (r.blockForMs > 0) {
-    write = { s: c.next ?? entry?.s, b: now + r.blockForMs };
-    outcome.retryAfterMs = Math.max(outcome.retryAfterMs, r.blockForMs);
-    outcome.resetMs = Math.max(outcome.resetMs, r.blockForMs);
-    outcome.remaining = 0;
+    v.block = now + r.blockForMs;
+    v.retryAfterMs = Math.max(v.retryAfterMs, r.blockForMs);
+    v.resetMs = Math.max(v.resetMs, r.blockForMs);
+    v.remaining = 0;
   }
-  return { outcome, write };
+}
+
+const counted = new Site();
+
+/** The site of the state a counted refusal leaves (its verdict's next state). */
+function countedSite(def: AlgorithmDef, v: Verdict): Site {
+  counted.has = true;
+  counted.block = 0;
+  if (def.kernel === undefined) {
+    counted.log = v.next;
+    return counted;
+  }
+  afterState[0] = v.n0;
+  afterState[1] = v.n1;
+  afterState[2] = v.n2;
+  counted.s = afterState;
+  counted.o = 0;
+  return counted;
+}
+
+/**
+ * Decides a stack whose states lie at `sites` (one per op) into `verdicts`, nothing
+ * written: each rule once, then, when a rule refuses, each admitting rule reported
+ * untouched (its cost back in `remaining`, the `resetMs` of the state as found). Returns
+ * whether the stack is admitted; the store then writes what the verdicts say.
+ */
+export function decideSites(ops: readonly StoreOp[], sites: readonly Site[], now: number, verdicts: readonly RuleJudgement[]): boolean {
+  const n = ops.length;
+  let allowed = true;
+  for (let i = 0; i < n; i++) {
+    const op = ops[i] as StoreOp;
+    const v = verdicts[i] as RuleJudgement;
+    judge(sites[i] as Site, now, op.rule, op.cost, v);
+    if (!v.allowed && !op.rule.dryRun) allowed = false;
+  }
+  if (!allowed) {
+    for (let i = 0; i < n; i++) {
+      const v = verdicts[i] as RuleJudgement;
+      v.delayMs = 0;
+      if (!v.allowed) continue;
+      const op = ops[i] as StoreOp;
+      const remaining = v.remaining + op.cost;
+      // A cost-0 check admits wherever the cost itself was admitted: v stays an admission.
+      run(registry[op.rule.algorithm], sites[i] as Site, now, op.rule, 0, v);
+      v.remaining = remaining;
+      v.delayMs = 0;
+    }
+  }
+  return allowed;
+}
+
+/** Whether a committed verdict writes its rule's entry (else a refusal leaves it, an admission of a refused stack too). */
+export function writes(v: RuleJudgement, stackAllowed: boolean): boolean {
+  return v.allowed ? stackAllowed : v.write || v.block > 0;
+}
+
+/** A verdict as an outcome of its own (the verdict is scratch, reused). */
+export function outcomeOf(v: Outcome): Outcome {
+  return {
+    allowed: v.allowed,
+    remaining: v.remaining,
+    resetMs: v.resetMs,
+    retryAfterMs: v.retryAfterMs,
+    delayMs: v.delayMs,
+    reason: v.reason,
+  };
+}
+
+/** A site for a plain entry (its state copied into `buf` when the algorithm has a kernel). */
+export function siteOf(e: Entry | undefined, r: RuleSpec, site: Site, buf: Float64Array): Site {
+  const s = e?.s;
+  site.block = e?.b ?? 0;
+  site.has = s !== undefined;
+  site.log = s;
+  site.s = buf;
+  site.o = 0;
+  if (s !== undefined && registry[r.algorithm].kernel !== undefined) for (let i = 0; i < s.length && i < 3; i++) buf[i] = s[i] as number;
+  return site;
+}
+
+/** The entry a verdict writes over `e` when committed (see `writes`). */
+function entryAfter(def: AlgorithmDef, v: RuleJudgement, e: Entry | undefined): Entry {
+  const s = v.write ? nextState(def, v) : e?.s;
+  return { s, b: v.allowed ? 0 : v.block };
+}
+
+/** Decides one rule of a stack on a plain entry. Pure. */
+export function checkRule(entry: Entry | undefined, now: number, r: RuleSpec, cost: number): RuleVerdict {
+  const v = new RuleJudgement();
+  judge(siteOf(entry, r, new Site(), new Float64Array(3)), now, r, cost, v);
+  return { outcome: outcomeOf(v), write: v.write || v.block > 0 ? entryAfter(registry[r.algorithm], v, entry) : undefined };
 }
 
 /** The absolute time after which an entry decides like no entry at all. */
 export function entryExpiresAt(e: Entry, r: RuleSpec): number {
-  const s = e.s === undefined ? 0 : algorithms[r.algorithm].expiresAt(e.s, r);
+  const s = e.s === undefined ? 0 : registry[r.algorithm].expiresAt(e.s, r);
   return Math.max(s, e.b);
 }
 
@@ -83,58 +232,31 @@ export function decideStack(
   entries: readonly (Entry | undefined)[],
   now: number,
 ): { allowed: boolean; outcomes: Outcome[]; writes: (Entry | undefined)[] } {
-  const verdicts: RuleVerdict[] = new Array(ops.length);
-  let allowed = true;
-  for (let i = 0; i < ops.length; i++) {
-    const op = ops[i] as StoreOp;
-    const v = checkRule(entries[i], now, op.rule, op.cost);
-    verdicts[i] = v;
-    if (!v.outcome.allowed && !op.rule.dryRun) allowed = false;
+  const n = ops.length;
+  const sites: Site[] = [];
+  const verdicts: RuleJudgement[] = [];
+  for (let i = 0; i < n; i++) {
+    sites.push(siteOf(entries[i], (ops[i] as StoreOp).rule, new Site(), new Float64Array(3)));
+    verdicts.push(new RuleJudgement());
   }
-  const outcomes: Outcome[] = new Array(ops.length);
-  const writes: (Entry | undefined)[] = new Array(ops.length);
-  for (let i = 0; i < ops.length; i++) {
-    const v = verdicts[i] as RuleVerdict;
-    outcomes[i] = v.outcome;
-    // An admitting rule consumes only when the whole stack is admitted; a rejecting
-    // rule writes its block or penalty either way.
-    writes[i] = v.outcome.allowed && !allowed ? undefined : v.write;
-    if (!allowed) {
-      v.outcome.delayMs = 0;
-      // An admitting rule of a refused stack consumed nothing: report it untouched.
-      if (v.outcome.allowed) untouched(v.outcome, entries[i]?.s, now, ops[i] as StoreOp);
-    }
+  const allowed = decideSites(ops, sites, now, verdicts);
+  const outcomes: Outcome[] = new Array(n);
+  const out: (Entry | undefined)[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const v = verdicts[i] as RuleJudgement;
+    const r = (ops[i] as StoreOp).rule;
+    outcomes[i] = outcomeOf(v);
+    out[i] = writes(v, allowed) ? entryAfter(registry[r.algorithm], v, entries[i]) : undefined;
   }
-  return { allowed, outcomes, writes };
-}
-
-/**
- * An admitting rule's outcome as if nothing had been consumed: `cost` back in `remaining`, and
- * the `resetMs` of the state as found (a check of cost 0), not of the state after `cost`.
- */
-function untouched(o: Outcome, s: State | undefined, now: number, op: StoreOp): void {
-  o.remaining += op.cost;
-  o.resetMs = algorithms[op.rule.algorithm].check(s, now, op.rule, 0).resetMs;
+  return { allowed, outcomes, writes: out };
 }
 
 /** The entry after giving back `cost` consumed at `at`. */
 export function refundEntry(e: Entry, now: number, r: RuleSpec, cost: number, at: number): Entry | undefined {
   if (e.s === undefined) return e;
-  const s = algorithms[r.algorithm].refund(e.s, now, r, cost, at);
+  const s = registry[r.algorithm].refund(e.s, now, r, cost, at);
   return s === undefined && e.b === 0 ? undefined : { s, b: e.b };
 }
-
-/**
- * The most a charge leaves in a state (a count, a debt in a token bucket's scaled units, a
- * leaky bucket's time ahead of now): far below the magnitude (1e16) past which the Redis
- * store reads a value as foreign and absent, so no pile of charges turns a debt into a fresh
- * budget. Each sliding-log entry stays below `LOG_CHARGE_MAX` for the same reason.
- */
-export const CHARGE_MAX = 2 ** 50;
-export const LOG_CHARGE_MAX = 2 ** 40;
-
-/** Specs with `countRejected` forced on: a check then always says what consuming would leave. */
-const forcedSpecs = new WeakMap<RuleSpec, RuleSpec>();
 
 /**
  * The state after charging `units` at `now` without refusing: what an admitted request of
@@ -142,31 +264,7 @@ const forcedSpecs = new WeakMap<RuleSpec, RuleSpec>();
  * limit, a leaky bucket's time further ahead): a debt that later requests wait out.
  */
 export function chargeState(s: State | undefined, now: number, r: RuleSpec, units: number): State {
-  if (r.algorithm === 'leaky-bucket') {
-    const base = s === undefined ? now : Math.max(now, s[0] as number);
-    return [Math.min(base + units * (r.windowMs / r.limit), now + CHARGE_MAX)];
-  }
-  let f = forcedSpecs.get(r);
-  if (f === undefined) {
-    f = { ...r, countRejected: true, blockForMs: 0 };
-    forcedSpecs.set(r, f);
-  }
-  const next = (algorithms[r.algorithm].check(s, now, f, units).next as State).slice();
-  switch (r.algorithm) {
-    case 'token-bucket':
-      next[1] = Math.max(next[1] as number, -CHARGE_MAX);
-      break;
-    case 'fixed-window':
-      next[1] = Math.min(next[1] as number, CHARGE_MAX);
-      break;
-    case 'sliding-window':
-      next[2] = Math.min(next[2] as number, CHARGE_MAX);
-      break;
-    case 'sliding-log':
-      next[next.length - 1] = Math.min(next[next.length - 1] as number, LOG_CHARGE_MAX);
-      break;
-  }
-  return next;
+  return registry[r.algorithm].charge(s, now, r, units);
 }
 
 /**

@@ -178,6 +178,13 @@ export interface Store {
    */
   consumeSync?(ops: readonly StoreOp[], now?: number): StoreDecision;
   /**
+   * Optional ability: prepares a stack once (the rules a limiter may hand over, in the order
+   * it hands them) into a plan that decides synchronously, in process. The limiter decides
+   * through the plan and prepares again when its rules change; a store without it is asked
+   * through `consumeSync` or `consume`.
+   */
+  prepare?(rules: readonly RuleSpec[]): StackPlan;
+  /**
    * Optional ability: one operation on a (rule, key) state without a request (read it,
    * block, unblock, penalize, reward), atomic, answering the state after it. `key` is
    * sanitised and `raw` is what the operator gave, as in `StoreOp`. A store without it makes
@@ -185,4 +192,19 @@ export interface Store {
    * `TG_STORE_UNSUPPORTED` (a reset by key needs only `reset`).
    */
   keyOp?(rule: RuleSpec, key: string, op: KeyOp, now?: number, raw?: string): Promise<StoreKeyState>;
+}
+
+/**
+ * A stack prepared by a store (`Store.prepare`): the same decision as `Store.consume`,
+ * made synchronously. Its ops' rules are the prepared ones (or specs derived from them: the
+ * same `id`), in order, some possibly left out; a rule it was not prepared for is decided
+ * too, only slower.
+ */
+export interface StackPlan {
+  /**
+   * Decides a stack and consumes every rule's cost if (and only if) all admit. The
+   * decision and its outcomes are the plan's own, overwritten by its next decision: read
+   * them before deciding again.
+   */
+  consume(ops: readonly StoreOp[], now?: number): StoreDecision;
 }

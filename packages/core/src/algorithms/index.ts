@@ -1,28 +1,11 @@
-/** The five algorithms by name. */
+/** The algorithms by name (each one entry of the registry, registry.ts). */
 import type { AlgorithmName } from '../types.js';
-import { fixedWindow, fixedWindowKernel } from './fixed-window.js';
-import { leakyBucket, leakyBucketKernel } from './leaky-bucket.js';
-import { slidingLog } from './sliding-log.js';
-import { slidingWindow, slidingWindowKernel } from './sliding-window.js';
-import { tokenBucket, tokenBucketKernel } from './token-bucket.js';
-import type { Algorithm, Kernel } from './types.js';
+import { registry } from './registry.js';
+import type { Algorithm } from './types.js';
 
-export const algorithms: Record<AlgorithmName, Algorithm> = {
-  'fixed-window': fixedWindow,
-  'sliding-log': slidingLog,
-  'sliding-window': slidingWindow,
-  'token-bucket': tokenBucket,
-  'leaky-bucket': leakyBucket,
-};
+/** The public face of each algorithm: its `check`, `refund` and `expiresAt`. */
+export const algorithms: Readonly<Record<AlgorithmName, Algorithm>> = registry;
 
-/** The kernels of the algorithms whose states have a fixed width (sliding-log has none). */
-export const kernels: Record<AlgorithmName, Kernel | undefined> = {
-  'fixed-window': fixedWindowKernel,
-  'sliding-log': undefined,
-  'sliding-window': slidingWindowKernel,
-  'token-bucket': tokenBucketKernel,
-  'leaky-bucket': leakyBucketKernel,
-};
-
-export type { Algorithm, Check, Kernel, State } from './types.js';
-export { Verdict } from './types.js';
+export { ALGORITHM_CODES, ALGORITHM_NAMES, registry } from './registry.js';
+export type { Algorithm, AlgorithmDef, Check, Kernel, State } from './types.js';
+export { CHARGE_MAX, LOG_CHARGE_MAX, Verdict } from './types.js';

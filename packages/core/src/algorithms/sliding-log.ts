@@ -5,6 +5,7 @@
  * The window at `now` is `(now - W, now]`: an entry exactly W old has expired. In any
  * interval of length W at most L units are admitted. Memory: up to L entries per key.
  */
+import type { RuleSpec } from '../types.js';
 import { type Algorithm, admitted, refused, type State } from './types.js';
 
 export const slidingLog: Algorithm = {
@@ -71,4 +72,26 @@ function append(state: State | undefined, first: number, now: number, cost: numb
   if (next.length > 0 && next[next.length - 2] === now) next[next.length - 1] = (next[next.length - 1] as number) + cost;
   else next.push(now, cost);
   return next;
+}
+
+/** A sliding log: the live entries lose `units`, newest first (the usage that would stay longest). */
+export function rewardSlidingLog(state: State, at: number, r: RuleSpec, units: number): State | undefined {
+  if (state.length === 0) return state;
+  const W = r.windowMs;
+  const now = Math.max(at, state[state.length - 2] as number);
+  let first = 0;
+  while (first < state.length && (state[first] as number) <= now - W) first += 2;
+  const next = state.slice(first);
+  let left = units;
+  while (left > 0 && next.length > 0) {
+    const c = next[next.length - 1] as number;
+    if (c > left) {
+      next[next.length - 1] = c - left;
+      left = 0;
+    } else {
+      left -= c;
+      next.length -= 2;
+    }
+  }
+  return next.length > 0 ? next : undefined;
 }

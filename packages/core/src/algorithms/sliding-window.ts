@@ -7,8 +7,10 @@
  * floor(estimate) + cost <= L. Everything is computed in integers scaled by W:
  * floor(estimate) + cost <= L  ⟺  prev·(W - e) + cur·W < (L - cost + 1)·W.
  */
+
+import type { RuleSpec } from '../types.js';
 import { alignedStart } from './fixed-window.js';
-import { type Algorithm, admit, checkOf, type Kernel, refuse } from './types.js';
+import { type Algorithm, admit, checkOf, type Kernel, refuse, type State } from './types.js';
 
 /** `check` of the sliding-window counter on the state `[s[o], s[o + 1], s[o + 2]]` (see `Kernel`). */
 export const slidingWindowKernel: Kernel = (s, o, has, at, r, cost, v) => {
@@ -87,4 +89,41 @@ function retryAt(start: number, prev: number, cur: number, W: number, room: numb
   // Window k+1: need cur·(W - e) < room·W, i.e. cur·e > W·(cur - room).
   if (cur < room) return start + W;
   return start + W + Math.floor((W * (cur - room)) / cur) + 1;
+}
+
+/**
+ * A sliding window: the estimate `prev·(W - e)/W + cur` falls by `units` (floored, as
+ * decisions read it), from the current window's count first, then from the previous
+ * window's, whose units weigh `(W - e)/W` each: the fewest of them that make the floor fall
+ * far enough. The state is moved to the current window first (as a check would read it).
+ */
+export function rewardSlidingWindow(state: State, at: number, r: RuleSpec, units: number): State {
+  const W = r.windowMs;
+  let start = at - (at % W);
+  let now = at;
+  let prev = 0;
+  let cur = 0;
+  const s0 = state[0] as number;
+  if (s0 >= start) {
+    start = s0;
+    now = Math.max(now, s0);
+    prev = state[1] as number;
+    cur = state[2] as number;
+  } else if (s0 === start - W) prev = state[2] as number;
+  else return state;
+  const fromCur = Math.min(cur, units);
+  cur -= fromCur;
+  const left = units - fromCur;
+  if (left > 0 && prev > 0) {
+    const e = now - start;
+    const scaled = prev * (W - e) + cur * W;
+    const target = Math.floor(scaled / W) - left;
+    if (target < cur) prev = 0;
+    else {
+      // The fewest d with prev·(W - e) - d·(W - e) + cur·W < (target + 1)·W.
+      const d = Math.floor((scaled - (target + 1) * W) / (W - e)) + 1;
+      prev = Math.max(0, prev - d);
+    }
+  }
+  return [start, prev, cur];
 }

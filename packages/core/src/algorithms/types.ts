@@ -10,7 +10,7 @@
  * caller reuses, so a decision allocates nothing per rule. The public `check` is that
  * kernel run on a copy of its state (`checkOf`), so both are one implementation.
  */
-import type { Outcome, RejectReason, RuleSpec } from '../types.js';
+import type { AlgorithmName, Outcome, RejectReason, RuleSpec } from '../types.js';
 
 export type State = number[];
 
@@ -37,12 +37,9 @@ export interface Algorithm {
   expiresAt(state: State, r: RuleSpec): number;
 }
 
-const NO_ROWS = new Float64Array(0);
-
 /**
  * A `Check` without its objects: the outcome's figures and the next state's numbers
  * (`n0`..`n2`, as many as the algorithm's state has), overwritten by every kernel call.
- * `row`, `held`, `block`, `page` and `off` are the deciding store's notes on where the state was read.
  */
 export class Verdict implements Outcome {
   allowed = false;
@@ -58,13 +55,6 @@ export class Verdict implements Outcome {
   n0 = 0;
   n1 = 0;
   n2 = 0;
-  /** The store's row of the state read (-1: none), whether it was held, its block deadline. */
-  row = -1;
-  held = false;
-  block = 0;
-  /** Where that row lies (when `row >= 0`): its page of the store's slab and its offset there. */
-  page: Float64Array = NO_ROWS;
-  off = 0;
   /** The next state of an algorithm without a kernel (sliding-log), as `Check.next`. */
   next: State | undefined = undefined;
 }
@@ -124,4 +114,64 @@ export function refused(remaining: number, resetMs: number, retryAfterMs: number
   // Never below 0: a fixed window's count may exceed a limit lowered since (a limit per
   // request, or an update). Here rather than in the algorithm, off its admitting path.
   return { allowed: false, remaining: Math.max(0, remaining), resetMs, retryAfterMs, delayMs: 0, reason: 'limit', next, x: 0 };
+}
+
+/**
+ * One algorithm, everything the engine and the stores need to know of it: every
+ * per-algorithm table (storage kind, wire code, slab width, option checks, CLI choices) is
+ * derived from these entries (registry.ts).
+ */
+export interface AlgorithmDef extends Algorithm {
+  readonly name: AlgorithmName;
+  /** One letter: the state kind in a rule's storage id and the algorithm on the Redis wire. */
+  readonly code: string;
+  /** Numbers per state; 0 for a state of variable width (a list, kept as an array). */
+  readonly width: number;
+  /** `check` on the state where it lies (fixed-width states only). */
+  readonly kernel: Kernel | undefined;
+  /** A bucket: a request's largest cost is its burst (a leaky queue: its queue), not its limit. */
+  readonly bucket: boolean;
+  /** Decides in integers scaled by the window: limit (and burst) × window must stay below 2^52. */
+  readonly scaled: boolean;
+  /** Options only some algorithms take, this one among them. */
+  readonly options: readonly ('align' | 'mode' | 'burst' | 'queue' | 'quota')[];
+  /** Whether `countRejected` applies (a leaky queue refuses without counting). */
+  countsRefusals(r: Pick<RuleSpec, 'mode'>): boolean;
+  /** The state after charging `units` at `now` without refusing (a debt; see `chargeState`). */
+  charge(s: State | undefined, now: number, r: RuleSpec, units: number): State;
+  /** The state after giving back up to `units` of what is used now (never beyond full). */
+  reward(s: State, now: number, r: RuleSpec, units: number): State | undefined;
+  /** Other names people give it (or one of its readings), with what tollgate calls that. */
+  readonly spellings: Readonly<Record<string, string>>;
+}
+
+/**
+ * The most a charge leaves in a state (a count, a debt in a token bucket's scaled units, a
+ * leaky bucket's time ahead of now): far below the magnitude (1e16) past which the Redis
+ * store reads a value as foreign and absent, so no pile of charges turns a debt into a fresh
+ * budget. Each sliding-log entry stays below `LOG_CHARGE_MAX` for the same reason.
+ */
+export const CHARGE_MAX = 2 ** 50;
+export const LOG_CHARGE_MAX = 2 ** 40;
+
+/** Specs with `countRejected` forced on: a check then always says what consuming would leave. */
+const forcedSpecs = new WeakMap<RuleSpec, RuleSpec>();
+
+/**
+ * A `charge` by the algorithm's own check with refusals counted: the state an admitted
+ * request of `units` would leave whatever is left, its number at `at` (from the end when
+ * negative) kept within `max` in the direction `sign` says.
+ */
+export function chargeByCheck(check: Algorithm['check'], at: number, sign: 1 | -1, max: number): AlgorithmDef['charge'] {
+  return (s, now, r, units) => {
+    let f = forcedSpecs.get(r);
+    if (f === undefined) {
+      f = { ...r, countRejected: true, blockForMs: 0 };
+      forcedSpecs.set(r, f);
+    }
+    const next = (check(s, now, f, units).next as State).slice();
+    const i = at < 0 ? next.length + at : at;
+    next[i] = sign > 0 ? Math.min(next[i] as number, max) : Math.max(next[i] as number, -max);
+    return next;
+  };
 }
