@@ -9,6 +9,7 @@
  * arrival together. A rule without `cost` charges each arrival its own cost.
  */
 import {
+  ALGORITHM_NAMES,
   type AlgorithmName,
   compileRules,
   constant,
@@ -38,17 +39,9 @@ export interface Policy {
 /** A rule as written in a config file: core's rule with a `key` of `"client"` or `"global"`. */
 export type PlainRule = Omit<Rule<Arrival>, 'key' | 'cost' | 'countIf'> & { key?: 'client' | 'global'; cost?: number };
 
-/** Algorithm names the flags accept: core's five, plus the two readings of the leaky bucket. */
-export const ALGORITHM_CHOICES = [
-  'fixed-window',
-  'sliding-log',
-  'sliding-window',
-  'token-bucket',
-  'leaky-bucket',
-  'leaky-meter',
-  'leaky-queue',
-] as const;
-export type AlgorithmChoice = (typeof ALGORITHM_CHOICES)[number];
+/** Algorithm names the flags accept: core's (its registry's), plus the two readings of the leaky bucket. */
+export type AlgorithmChoice = AlgorithmName | 'leaky-meter' | 'leaky-queue';
+export const ALGORITHM_CHOICES: readonly AlgorithmChoice[] = [...ALGORITHM_NAMES, 'leaky-meter', 'leaky-queue'];
 
 const arrivalKey = (a: Arrival): string => a.key;
 

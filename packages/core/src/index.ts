@@ -6,7 +6,7 @@
  */
 
 export type { Algorithm, Check, State } from './algorithms/index.js';
-export { algorithms } from './algorithms/index.js';
+export { ALGORITHM_CODES, ALGORITHM_NAMES, algorithms } from './algorithms/index.js';
 export { type Clock, checkTime, ManualClock, systemClock } from './clock.js';
 export {
   type ByteGrant,
@@ -142,6 +142,7 @@ export type {
   RejectReason,
   RuleResult,
   RuleSpec,
+  StackPlan,
   Store,
   StoreDecision,
   StoreKeyState,

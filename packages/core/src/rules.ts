@@ -2,10 +2,12 @@
  * Rules: the user-facing shape, and `compileRules`, which validates a stack
  * once and turns it into what the engine and stores use on every request.
  */
+import { registry } from './algorithms/index.js';
 import { callbackResultError } from './app-errors.js';
-import { type Duration, parseDuration, parseRate, type Rate } from './duration.js';
+import { type Duration, parseRate, type Rate } from './duration.js';
 import { configError, describe, TollgateError } from './errors.js';
-import { closest, didYouMean, unknownOptionFix } from './suggest.js';
+import { compileRule, stateKind } from './rule-compile.js';
+import { unknownOptionFix } from './suggest.js';
 import type { AlgorithmName, RuleSpec } from './types.js';
 
 /**
@@ -143,10 +145,8 @@ export function specFor<R>(rule: CompiledRule<R>, limit: unknown, burst: unknown
   let byBurst = d.cache.get(L);
   const hit = byBurst?.get(B);
   if (hit !== undefined) return hit;
-  if (
-    (base.algorithm === 'token-bucket' || base.algorithm === 'sliding-window') &&
-    2 * Math.max(L, B) * base.windowMs > Number.MAX_SAFE_INTEGER
-  ) {
+  const def = registry[base.algorithm];
+  if (def.scaled && 2 * Math.max(L, B) * base.windowMs > Number.MAX_SAFE_INTEGER) {
     throw callbackResultError(
       `rules.${base.name}.limit`,
       `a limit (and burst) times the window in ms of at most ${Math.floor(Number.MAX_SAFE_INTEGER / 2)}`,
@@ -155,8 +155,7 @@ export function specFor<R>(rule: CompiledRule<R>, limit: unknown, burst: unknown
     );
   }
   const Q = d.queueFollows ? L : base.queue;
-  const isBucket = base.algorithm === 'token-bucket' || base.algorithm === 'leaky-bucket';
-  const spec: RuleSpec = { ...base, limit: L, burst: B, queue: Q, maxCost: isBucket ? (base.mode === 'queue' ? Q : B) : L };
+  const spec: RuleSpec = { ...base, limit: L, burst: B, queue: Q, maxCost: def.bucket ? (base.mode === 'queue' ? Q : B) : L };
   if (d.size >= DERIVED_MAX) {
     d.cache.clear();
     d.size = 0;
@@ -169,360 +168,6 @@ export function specFor<R>(rule: CompiledRule<R>, limit: unknown, burst: unknown
   byBurst.set(B, spec);
   d.size++;
   return spec;
-}
-
-const KNOWN = new Set([
-  'name',
-  'key',
-  'limit',
-  'window',
-  'rate',
-  'algorithm',
-  'align',
-  'mode',
-  'queue',
-  'burst',
-  'cost',
-  'blockFor',
-  'group',
-  'countRejected',
-  'dryRun',
-  'quota',
-  'per',
-  'countIf',
-  'actualCost',
-  'skipSuccessful',
-  'skipFailed',
-]);
-const ALGORITHMS: readonly AlgorithmName[] = ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket'];
-/**
- * Names people give an algorithm with its variant folded in, and what tollgate calls it:
- * the nearest of these and of ALGORITHMS is suggested for an unknown algorithm.
- */
-const ALGORITHM_SPELLINGS: Readonly<Record<string, string>> = {
-  'leaky-queue': "algorithm: 'leaky-bucket', mode: 'queue'",
-  'leaky-bucket-queue': "algorithm: 'leaky-bucket', mode: 'queue'",
-  'leaky-meter': "algorithm: 'leaky-bucket', mode: 'meter'",
-  'leaky-bucket-meter': "algorithm: 'leaky-bucket', mode: 'meter'",
-  gcra: "algorithm: 'leaky-bucket', mode: 'meter'",
-  'fixed-window-first-request': "algorithm: 'fixed-window', align: 'first-request'",
-  'sliding-window-log': "algorithm: 'sliding-log'",
-  'sliding-window-counter': "algorithm: 'sliding-window'",
-  ...Object.fromEntries(ALGORITHMS.map((a) => [a, `algorithm: '${a}'`])),
-};
-const NAME_RE = /^[\x21\x23-\x5b\x5d-\x7e]{1,64}$/;
-const DAY = 86_400_000;
-
-function positiveInt(value: unknown, path: string, what: string): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-    throw configError('TG_INVALID_LIMIT', {
-      path,
-      expected: `${what} as a positive whole number`,
-      received: describe(value),
-      fix: 'Use a whole number of at least 1.',
-    });
-  }
-  return value;
-}
-
-function bool(value: unknown, path: string): boolean {
-  if (value === undefined) return false;
-  if (typeof value !== 'boolean') {
-    throw configError('TG_INVALID_OPTION', { path, expected: 'true or false', received: describe(value), fix: 'Pass a boolean.' });
-  }
-  return value;
-}
-
-function only(cond: boolean, path: string, option: string, needs: string): void {
-  if (!cond) {
-    throw configError('TG_INVALID_OPTION', {
-      path,
-      expected: `${option} only on ${needs}`,
-      received: `${option} on a rule that is not ${needs}`,
-      fix: `Remove ${option}, or change the rule's algorithm.`,
-    });
-  }
-}
-
-/**
- * Validates one rule and returns its compiled form.
- * @throws TollgateError with a stable code for every problem.
- */
-export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): CompiledRule<R> {
-  if (typeof rule !== 'object' || rule === null || Array.isArray(rule)) {
-    throw configError('TG_INVALID_OPTION', {
-      path,
-      expected: 'a rule object',
-      received: describe(rule),
-      fix: 'Pass { name, limit, window } or { name, rate }.',
-    });
-  }
-  for (const k of Object.keys(rule)) {
-    if (!KNOWN.has(k)) {
-      throw configError('TG_UNKNOWN_OPTION', {
-        path: `${path}.${k}`,
-        expected: `one of ${[...KNOWN].join(', ')}`,
-        received: JSON.stringify(k),
-        fix: unknownOptionFix(k, KNOWN),
-      });
-    }
-  }
-  const { name } = rule;
-  if (typeof name !== 'string' || !NAME_RE.test(name)) {
-    throw configError('TG_INVALID_OPTION', {
-      path: `${path}.name`,
-      expected: 'a name of 1 to 64 visible ASCII characters without quotes or backslashes',
-      received: describe(name),
-      fix: 'Give every rule a short name such as "user" or "login"; it appears in headers.',
-    });
-  }
-  path = `${path} "${name}"`;
-
-  // Only a missing algorithm takes the default: `null` is a mistake to report, not a default.
-  const algorithm = rule.algorithm === undefined ? (rule.quota !== undefined ? 'fixed-window' : 'sliding-window') : rule.algorithm;
-  if (!ALGORITHMS.includes(algorithm)) {
-    const near = closest(algorithm, Object.keys(ALGORITHM_SPELLINGS));
-    throw configError('TG_UNKNOWN_ALGORITHM', {
-      path: `${path}.algorithm`,
-      expected: `one of ${ALGORITHMS.map((a) => `"${a}"`).join(', ')}`,
-      received: describe(algorithm),
-      fix: `${near === undefined ? '' : `Did you mean ${ALGORITHM_SPELLINGS[near]}? `}Pick one of the five algorithms (see docs/algorithms.md).`,
-    });
-  }
-
-  let limit: number;
-  let limitFn: ValueFn<R> | undefined;
-  let windowMs: number;
-  let calendar: 'day' | 'month' | undefined;
-  const given = ['limit', 'window', 'rate', 'quota'].filter((k) => (rule as unknown as Record<string, unknown>)[k] !== undefined);
-  if (rule.quota !== undefined) {
-    if (given.length !== 1 || algorithm !== 'fixed-window') {
-      throw configError('TG_INVALID_OPTION', {
-        path,
-        expected: 'a quota rule with quota and per only (no limit, window, rate or other algorithm)',
-        received: `${given.join(', ')} with algorithm "${algorithm}"`,
-        fix: 'Write a quota as { name, quota: 500000, per: "day" } and put rate limits in separate rules.',
-      });
-    }
-    limit = positiveInt(rule.quota, `${path}.quota`, 'quota');
-    if (rule.per !== 'day' && rule.per !== 'month') {
-      throw configError('TG_INVALID_OPTION', {
-        path: `${path}.per`,
-        expected: '"day" or "month"',
-        received: describe(rule.per),
-        fix: `${didYouMean(rule.per, ['day', 'month'])}Quotas follow UTC calendar days or months.`,
-      });
-    }
-    calendar = rule.per;
-    windowMs = calendar === 'day' ? DAY : 31 * DAY;
-  } else if (rule.rate !== undefined) {
-    if (rule.limit !== undefined || rule.window !== undefined) {
-      throw configError('TG_INVALID_OPTION', {
-        path,
-        expected: 'either rate, or limit and window',
-        received: 'rate together with limit or window',
-        fix: 'Keep rate ("100/min") or limit + window, not both.',
-      });
-    }
-    ({ limit, windowMs } = parseRate(rule.rate, `${path}.rate`));
-  } else {
-    if (rule.limit === undefined || rule.window === undefined) {
-      throw configError('TG_INVALID_OPTION', {
-        path,
-        expected: 'limit and window, or rate, or quota and per',
-        received: given.length ? `only ${given.join(', ')}` : 'none of them',
-        fix: 'Add { limit: 100, window: "1m" } or { rate: "100/min" }.',
-      });
-    }
-    if (typeof rule.limit === 'function') {
-      limitFn = rule.limit;
-      limit = 1;
-    } else limit = positiveInt(rule.limit, `${path}.limit`, 'limit');
-    windowMs = parseDuration(rule.window, `${path}.window`);
-  }
-  if (rule.per !== undefined && rule.quota === undefined) only(false, `${path}.per`, 'per', 'a quota rule');
-
-  const isLeaky = algorithm === 'leaky-bucket';
-  const isBucket = algorithm === 'token-bucket' || isLeaky;
-  if (rule.align !== undefined) {
-    only(algorithm === 'fixed-window' && calendar === undefined, `${path}.align`, 'align', 'a fixed-window rule');
-    if (rule.align !== 'clock' && rule.align !== 'first-request') {
-      throw configError('TG_INVALID_OPTION', {
-        path: `${path}.align`,
-        expected: '"clock" or "first-request"',
-        received: describe(rule.align),
-        fix: `${didYouMean(rule.align, ['clock', 'first-request'])}Pick one of the two alignments.`,
-      });
-    }
-  }
-  if (rule.mode !== undefined) {
-    only(isLeaky, `${path}.mode`, 'mode', 'a leaky-bucket rule');
-    if (rule.mode !== 'meter' && rule.mode !== 'queue') {
-      throw configError('TG_INVALID_OPTION', {
-        path: `${path}.mode`,
-        expected: '"meter" or "queue"',
-        received: describe(rule.mode),
-        fix: `${didYouMean(rule.mode, ['meter', 'queue'])}Pick one of the two modes.`,
-      });
-    }
-  }
-  const mode = rule.mode ?? 'meter';
-  if (rule.queue !== undefined) only(isLeaky && mode === 'queue', `${path}.queue`, 'queue', "a leaky-bucket rule with mode 'queue'");
-  if (rule.burst !== undefined) only(isBucket && mode === 'meter', `${path}.burst`, 'burst', 'a token-bucket or leaky-bucket meter rule');
-  const burstFn = typeof rule.burst === 'function' ? rule.burst : undefined;
-  if (isLeaky && limitFn !== undefined && (rule.burst !== undefined || rule.queue !== undefined)) {
-    // A leaky bucket stores a time: the backlog in ms. Re-read at another rate with a
-    // tolerance in ms that moved too, it could hand back budget (docs/algorithms.md).
-    throw configError('TG_INVALID_OPTION', {
-      path: `${path}.${rule.burst !== undefined ? 'burst' : 'queue'}`,
-      expected: 'a leaky bucket whose limit is a function to leave burst and queue to follow the limit',
-      received: `${rule.burst !== undefined ? 'burst' : 'queue'} beside a function-valued limit`,
-      fix: "Drop burst/queue (they then follow the limit), or use algorithm: 'token-bucket', which keeps its tokens across a change of limit and burst.",
-    });
-  }
-  const burst = rule.burst === undefined || burstFn !== undefined ? limit : positiveInt(rule.burst, `${path}.burst`, 'burst');
-  const queue = rule.queue === undefined ? limit : positiveInt(rule.queue, `${path}.queue`, 'queue');
-  const countRejected = bool(rule.countRejected, `${path}.countRejected`);
-  if (countRejected) only(!(isLeaky && mode === 'queue'), `${path}.countRejected`, 'countRejected', 'a rule that is not a leaky queue');
-  const dryRun = bool(rule.dryRun, `${path}.dryRun`);
-  bool(rule.skipSuccessful, `${path}.skipSuccessful`);
-  bool(rule.skipFailed, `${path}.skipFailed`);
-  const blockForMs = rule.blockFor === undefined ? 0 : parseDuration(rule.blockFor, `${path}.blockFor`);
-
-  const dynamic = limitFn !== undefined || burstFn !== undefined;
-  if (
-    !dynamic &&
-    (algorithm === 'token-bucket' || algorithm === 'sliding-window') &&
-    2 * Math.max(limit, burst) * windowMs > Number.MAX_SAFE_INTEGER
-  ) {
-    // These two decide in integers scaled by W; beyond 2^53 the arithmetic would round.
-    throw configError('TG_INVALID_LIMIT', {
-      path: `${path}.limit`,
-      expected: `a limit (and burst) times the window in ms of at most ${Math.floor(Number.MAX_SAFE_INTEGER / 2)}`,
-      received: `${Math.max(limit, burst)} × ${windowMs} ms`,
-      fix: 'Lower the limit or shorten the window (e.g. 1000/s instead of 86400000/d), or use a fixed-window quota.',
-    });
-  }
-  const maxCost = isBucket ? (mode === 'queue' ? queue : burst) : limit;
-  let cost: number | undefined = 1;
-  let costFn: ((req: R) => number | Promise<number>) | undefined;
-  if (typeof rule.cost === 'function') {
-    cost = undefined;
-    costFn = rule.cost;
-  } else if (rule.cost !== undefined) {
-    // With a function-valued limit or burst the largest cost is known per request: a cost
-    // above it is refused then (cost_exceeds_limit).
-    if (typeof rule.cost !== 'number' || !Number.isSafeInteger(rule.cost) || rule.cost <= 0 || (!dynamic && rule.cost > maxCost)) {
-      throw configError('TG_INVALID_COST', {
-        path: `${path}.cost`,
-        expected: `a whole number from 1 to ${maxCost} (the most this rule can ever admit), or a function of the request`,
-        received: describe(rule.cost),
-        fix:
-          rule.cost !== undefined && typeof rule.cost === 'number' && rule.cost > maxCost
-            ? 'Lower the cost or raise the limit (or burst/queue).'
-            : 'Use a positive whole number.',
-      });
-    }
-    cost = rule.cost;
-  }
-  if (rule.key !== undefined && typeof rule.key !== 'function') {
-    throw configError('TG_INVALID_KEY', {
-      path: `${path}.key`,
-      expected: 'a function (req) => string | undefined, such as ip(), user(fn) or constant("global")',
-      received: describe(rule.key),
-      fix: 'For a fixed key use constant("name").',
-    });
-  }
-  if (rule.group !== undefined && (typeof rule.group !== 'string' || !NAME_RE.test(rule.group))) {
-    throw configError('TG_INVALID_OPTION', {
-      path: `${path}.group`,
-      expected: 'a group name of 1 to 64 visible ASCII characters',
-      received: describe(rule.group),
-      fix: 'Name the shared budget, e.g. "export".',
-    });
-  }
-  if (rule.countIf !== undefined && typeof rule.countIf !== 'function') {
-    throw configError('TG_INVALID_OPTION', {
-      path: `${path}.countIf`,
-      expected: 'a function (statusCode) => boolean',
-      received: describe(rule.countIf),
-      fix: 'Pass a function, e.g. (status) => status < 400.',
-    });
-  }
-  if (rule.actualCost !== undefined && typeof rule.actualCost !== 'function') {
-    throw configError('TG_INVALID_OPTION', {
-      path: `${path}.actualCost`,
-      expected: 'a function (req, res) => number | Promise<number>',
-      received: describe(rule.actualCost),
-      fix: 'Pass a function returning the units the request used, e.g. (req, res) => res.tokensUsed.',
-    });
-  }
-  let countIf = rule.countIf;
-  if (rule.skipSuccessful || rule.skipFailed) {
-    const skipOk = rule.skipSuccessful === true;
-    const skipFail = rule.skipFailed === true;
-    const skips = (status: number) => (status < 400 ? skipOk : skipFail);
-    // Beside countIf, a request counts only when both say so: no option is silently dropped.
-    const given = countIf;
-    countIf = given === undefined ? (status) => !skips(status) : (status) => !skips(status) && given(status);
-  }
-
-  const spec: RuleSpec = {
-    name,
-    id: `${prefix}:${encodeURIComponent(rule.group ?? name)}:${stateKind(algorithm, windowMs, rule.align ?? 'clock', mode, calendar)}`,
-    algorithm,
-    limit,
-    windowMs,
-    burst,
-    queue,
-    align: rule.align ?? 'clock',
-    mode,
-    calendar,
-    blockForMs,
-    countRejected,
-    dryRun,
-    maxCost,
-  };
-  // Always the same fields (dynamic: undefined), so every compiled rule has one shape.
-  if (!dynamic) return { spec, key: rule.key, cost, costFn, countIf, source: rule, dynamic: undefined };
-  const values: DynamicValues<R> = {
-    limit: limitFn,
-    burst: burstFn,
-    burstFollows: rule.burst === undefined,
-    queueFollows: rule.queue === undefined,
-    cache: new Map(),
-    size: 0,
-  };
-  return { spec, key: rule.key, cost, costFn, countIf, source: rule, dynamic: values };
-}
-
-const KIND_CODE: Record<AlgorithmName, string> = {
-  'fixed-window': 'f',
-  'sliding-log': 's',
-  'sliding-window': 'w',
-  'token-bucket': 't',
-  'leaky-bucket': 'k',
-};
-
-/**
- * What a rule's stored state means: its algorithm (with the leaky queue, first-request
- * alignment and calendar quotas, which read the same numbers differently) and its window.
- * Part of the rule's storage identity, so that two limiters naming a rule alike but
- * counting differently never read each other's state (`tg:ip:w60000` beside `tg:ip:f60000`).
- * Limit, burst, queue and cost are not: a change of limit keeps the state.
- */
-export function stateKind(
-  algorithm: AlgorithmName,
-  windowMs: number,
-  align: 'clock' | 'first-request',
-  mode: 'meter' | 'queue',
-  calendar: 'day' | 'month' | undefined,
-): string {
-  let code = KIND_CODE[algorithm];
-  if (align === 'first-request') code += 'a';
-  if (mode === 'queue') code += 'q';
-  if (calendar !== undefined) code += calendar === 'day' ? 'd' : 'm';
-  return `${code}${windowMs}`;
 }
 
 /** Validates a whole stack: every rule, and names unique across it. */
@@ -574,7 +219,7 @@ function checkGroup<R>(groups: Map<string, string>, c: CompiledRule<R>, path: st
   groups.set(group, own);
 }
 
-export { TollgateError };
+export { compileRule, stateKind, TollgateError };
 
 /** The rules of several stacks held by one limiter (its base rules, its tiers, its routes' rules). */
 export interface NamedStack<R> {
@@ -679,7 +324,7 @@ export function compileChanges<R>(current: CompiledRule<R>, changes: RuleChanges
   if (changes.burst !== undefined) next.burst = changes.burst;
   if (changes.cost !== undefined) next.cost = changes.cost;
   if (changes.blockFor !== undefined) next.blockFor = changes.blockFor;
-  if (current.spec.algorithm === 'leaky-bucket' && changes.limit !== undefined && (next.burst !== undefined || next.queue !== undefined)) {
+  if (registry[current.spec.algorithm].timeState && changes.limit !== undefined && (next.burst !== undefined || next.queue !== undefined)) {
     // See compileRule: a change of rate is safe on a leaky bucket only while its tolerance in
     // time (burst / limit × window) stays the window, i.e. while burst follows the limit.
     throw configError('TG_INVALID_OPTION', {

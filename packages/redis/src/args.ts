@@ -10,6 +10,7 @@
  * one string of packed doubles, read here from the Buffer ioredis returns.
  */
 import {
+  ALGORITHM_CODES,
   type KeyOp,
   OPERATION_ID_TTL_MS,
   type Outcome,
@@ -20,14 +21,6 @@ import {
   type StoreOp,
 } from '@tollgate/core';
 import { OUT_FIELDS } from './lua/index.js';
-
-const ALGO_CODE = {
-  'fixed-window': 'f',
-  'sliding-log': 's',
-  'sliding-window': 'w',
-  'token-bucket': 't',
-  'leaky-bucket': 'k',
-} as const;
 
 /** A number as text that Lua's `tonumber` reads back as the same double. */
 function num(x: number): string {
@@ -76,7 +69,7 @@ function wireOf(r: RuleSpec): RuleWire {
   let w = wires.get(r);
   if (w === undefined) {
     const flags =
-      ALGO_CODE[r.algorithm] +
+      ALGORITHM_CODES[r.algorithm] +
       (r.align === 'first-request' ? 'f' : 'c') +
       (r.mode === 'queue' ? 'q' : 'm') +
       (r.calendar === 'month' ? 'm' : r.calendar === 'day' ? 'd' : '-') +

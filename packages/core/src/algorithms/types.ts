@@ -133,6 +133,12 @@ export interface AlgorithmDef extends Algorithm {
   readonly bucket: boolean;
   /** Decides in integers scaled by the window: limit (and burst) × window must stay below 2^52. */
   readonly scaled: boolean;
+  /**
+   * Its state is a time at the rule's rate (a leaky bucket's backlog): re-read at another
+   * limit with a tolerance that moved too, it could hand back budget, so a limit may change
+   * only while burst and queue follow it.
+   */
+  readonly timeState: boolean;
   /** Options only some algorithms take, this one among them. */
   readonly options: readonly ('align' | 'mode' | 'burst' | 'queue' | 'quota')[];
   /** Whether `countRejected` applies (a leaky queue refuses without counting). */
