@@ -252,3 +252,31 @@ export function withTier<R>(
   }
   return base.length === 0 ? tops : base.concat(tops);
 }
+
+/**
+ * A stack's `resolve` and `resolveAsync`: the ops a request maps to (base rules, then its
+ * tier's). `resolve` throws `TG_INVALID_CALLBACK_RESULT` where a function returned a promise.
+ */
+export function resolver<R>(
+  cells: readonly Cell<R>[],
+  tiering: Tiering<R> | undefined,
+): { resolve(req: R, cost?: number): StoreOp[]; resolveAsync(req: R, cost?: number): StoreOp[] | Promise<StoreOp[]> } {
+  function resolveAsync(req: R, cost?: number): StoreOp[] | Promise<StoreOp[]> {
+    const base = opsOf(cells, req, cost);
+    return tiering === undefined ? base : withTier(base, tiering, req, cost);
+  }
+  function resolve(req: R, cost?: number): StoreOp[] {
+    const ops = resolveAsync(req, cost);
+    if (ops instanceof Promise) {
+      ops.catch(() => {});
+      throw callbackResultError(
+        'rules',
+        'key, cost, limit, burst and tier functions that return plain values here',
+        ops,
+        'Use consume, decide or resolveAsync.',
+      );
+    }
+    return ops;
+  }
+  return { resolve, resolveAsync };
+}

@@ -4,16 +4,26 @@
  * Per request it resolves each rule's key and cost, drops rules whose key is
  * undefined/null, and hands the rest to the store as one all-or-nothing decision.
  */
-import { callbackResultError } from './app-errors.js';
 import type { Clock } from './clock.js';
 import { claimOps, decisionOps, engines, finish, started, toResults, unclaimOnInvalidTime } from './decision.js';
 import { configError, describe } from './errors.js';
 import { ip } from './keys.js';
-import { type Cell, opsOf, type Tiering, withTier } from './limiter-ops.js';
+import { type Cell, resolver, type Tiering } from './limiter-ops.js';
 import { MemoryStore } from './memory-store.js';
 import { type KeyOperations, keyOperations, type OperationKey } from './operations.js';
 import { createReservation, type Reservation, type ReservationEngine, settleUnsupported } from './reserve.js';
-import { cellOf, compileTiers, extendRules, families, type RuleFamily, ruleFamily, updateRule } from './rule-family.js';
+import {
+  cellOf,
+  compileTiers,
+  everyCell,
+  extendRules,
+  families,
+  ownRule,
+  type RuleFamily,
+  ruleFamily,
+  ruleViews,
+  updateRule,
+} from './rule-family.js';
 import { type CompiledRule, checkAcross, compileRules, type KeyFn, type Rule, type RuleChanges } from './rules.js';
 import { unknownOptionFix } from './suggest.js';
 import type { Decision, RuleSpec, StackPlan, Store, StoreDecision, StoreOp } from './types.js';
@@ -269,28 +279,10 @@ function build<R>(
   defaultKey: KeyFn<R>,
   family: RuleFamily<R>,
 ): Limiter<R> {
-  function resolveAsync(req: R, cost?: number): StoreOp[] | Promise<StoreOp[]> {
-    const base = opsOf(cells, req, cost);
-    return tiering === undefined ? base : withTier(base, tiering, req, cost);
-  }
-
-  function resolve(req: R, cost?: number): StoreOp[] {
-    const ops = resolveAsync(req, cost);
-    if (ops instanceof Promise) {
-      ops.catch(() => {});
-      throw callbackResultError(
-        'rules',
-        'key, cost, limit, burst and tier functions that return plain values here',
-        ops,
-        'Use consume, decide or resolveAsync.',
-      );
-    }
-    return ops;
-  }
-
+  const { resolve, resolveAsync } = resolver(cells, tiering);
   const now = clock ? () => clock.now() : () => undefined;
   // Every rule a request may bring, in the order its ops come: the base rules, then each tier's.
-  const specs = (): RuleSpec[] => [...cells, ...[...(tiering?.stacks.values() ?? [])].flat()].map((c) => c.c.spec);
+  const specs = (): RuleSpec[] => everyCell(cells, tiering).map((c) => c.c.spec);
   const consumeSync = decider(store, specs, family as RuleFamily<unknown>);
   // In-process stores decide synchronously: no promise per decision.
   const decideOps =
@@ -305,31 +297,13 @@ function build<R>(
     return decideOps(ops, t0);
   }
 
-  // What `rules` and `tiers` show, rebuilt after an update.
-  let seen = -1;
-  let rulesView: CompiledRule<R>[] = [];
-  let tiersView: Record<string, CompiledRule<R>[]> | undefined;
-  function views(): void {
-    if (seen === family.version) return;
-    seen = family.version;
-    rulesView = cells.map((c) => c.c);
-    tiersView =
-      tiering === undefined ? undefined : Object.fromEntries([...tiering.stacks].map(([name, stack]) => [name, stack.map((c) => c.c)]));
-  }
-
-  // Operations by key look a rule up among this limiter's rules and its tiers', as they are
-  // now (after any update).
-  const own = (name: string): CompiledRule<R> | undefined => {
-    for (const c of cells) if (c.c.spec.name === name) return c.c;
-    for (const stack of tiering?.stacks.values() ?? []) for (const c of stack) if (c.c.spec.name === name) return c.c;
-    return undefined;
-  };
   const ops = keyOperations({
     store,
     clock,
-    ruleByName: (name) => own(name) as CompiledRule<never> | undefined,
-    ruleNames: () => [...cells, ...[...(tiering?.stacks.values() ?? [])].flat()].map((c) => c.c.spec.name),
+    ruleByName: (name) => ownRule(cells, tiering, name) as CompiledRule<never> | undefined,
+    ruleNames: () => everyCell(cells, tiering).map((c) => c.c.spec.name),
   });
+  const view = ruleViews(cells, tiering, family);
 
   const engine: ReservationEngine = {
     store,
@@ -344,10 +318,7 @@ function build<R>(
   // object given an accessor another object of its shape has with another function; every
   // `limiter.consume` then pays a hash lookup.
   const limiter: Omit<Limiter<R>, 'rules' | 'tiers'> & Viewed = {
-    [VIEW]: (which) => {
-      views();
-      return which === 'rules' ? rulesView : tiersView;
-    },
+    [VIEW]: view,
     store,
     clock,
     prefix,

@@ -133,3 +133,34 @@ export function extendRules<R>(
   }
   return added;
 }
+
+/** Every rule a limiter holds, in the order a request's ops come: its base rules, then each tier's. */
+export function everyCell<R>(cells: readonly Cell<R>[], tiering: Tiering<R> | undefined): Cell<R>[] {
+  return tiering === undefined ? cells.slice() : [...cells, ...[...tiering.stacks.values()].flat()];
+}
+
+/** The rule named `name` among a limiter's rules and its tiers', as it is now (after any update). */
+export function ownRule<R>(cells: readonly Cell<R>[], tiering: Tiering<R> | undefined, name: string): CompiledRule<R> | undefined {
+  for (const c of everyCell(cells, tiering)) if (c.c.spec.name === name) return c.c;
+  return undefined;
+}
+
+/** What a limiter's `rules` and `tiers` show, rebuilt after an update. */
+export function ruleViews<R>(
+  cells: readonly Cell<R>[],
+  tiering: Tiering<R> | undefined,
+  family: RuleFamily<R>,
+): (which: 'rules' | 'tiers') => unknown {
+  let seen = -1;
+  let rulesView: CompiledRule<R>[] = [];
+  let tiersView: Record<string, CompiledRule<R>[]> | undefined;
+  return (which) => {
+    if (seen !== family.version) {
+      seen = family.version;
+      rulesView = cells.map((c) => c.c);
+      tiersView =
+        tiering === undefined ? undefined : Object.fromEntries([...tiering.stacks].map(([name, stack]) => [name, stack.map((c) => c.c)]));
+    }
+    return which === 'rules' ? rulesView : tiersView;
+  };
+}

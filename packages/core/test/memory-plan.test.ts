@@ -25,7 +25,7 @@ const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-log', 'sliding-win
  * shared; key 'z' leaves each stack's first rule out (its ops then start at the second).
  */
 function stacks(a: AlgorithmName, b: AlgorithmName): [Rule<Req>[], Rule<Req>[]] {
-  const base = { key: (r: Req) => r.k, window: '10s', cost: (r: Req) => r.cost ?? 1 };
+  const base = { key: (r: Req) => r.k, window: '10s' as const, cost: (r: Req) => r.cost ?? 1 };
   const first = { ...base, key: (r: Req) => (r.k === 'z' ? undefined : r.k) };
   return [
     [
