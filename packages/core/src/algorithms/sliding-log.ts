@@ -64,8 +64,11 @@ export const slidingLog: Algorithm = {
   },
 };
 
-/** Live entries from `first` on, plus `(now, cost)` merged into a same-millisecond tail. */
-function append(state: State | undefined, first: number, now: number, cost: number): State {
+/**
+ * Live entries from `first` on, plus `(now, cost)` merged into a tail at `now` (a
+ * same-millisecond entry; for sliding-buckets, the same block).
+ */
+export function append(state: State | undefined, first: number, now: number, cost: number): State {
   const next = state === undefined ? [] : state.slice(first);
   if (cost <= 0) return next;
   if (next.length > 0 && next[next.length - 2] === now) next[next.length - 1] = (next[next.length - 1] as number) + cost;
