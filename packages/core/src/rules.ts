@@ -2,9 +2,10 @@
  * Rules: the user-facing shape, and `compileRules`, which validates a stack
  * once and turns it into what the engine and stores use on every request.
  */
+
+import { MAX_BUCKETS } from './algorithms/sliding-buckets.js';
 import { callbackResultError } from './app-errors.js';
 import { type Duration, parseDuration, parseRate, type Rate } from './duration.js';
-import { MAX_BUCKETS } from './algorithms/sliding-buckets.js';
 import { configError, describe, TollgateError } from './errors.js';
 import { closest, didYouMean, unknownOptionFix } from './suggest.js';
 import type { AlgorithmName, RuleSpec } from './types.js';
