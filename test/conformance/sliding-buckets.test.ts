@@ -6,7 +6,7 @@
  * decides as a clock-aligned fixed window; at most L units in any interval of W - b; the
  * coded configuration errors; reward and update.
  */
-import { createLimiter, type Decision, type Limiter, ManualClock, MemoryStore, type Rule, type Store, TollgateError } from '@tollgate/core';
+import { createLimiter, type Decision, ManualClock, MemoryStore, type Rule, type Store, TollgateError } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
