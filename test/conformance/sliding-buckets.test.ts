@@ -11,23 +11,12 @@ import { RedisStore } from '@tollgate/redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../setup/redis.js';
+import { prng } from './store-contract.js';
 
 // A UTC midnight: every block of the rules below starts on a multiple of its width from here.
 const START = Date.UTC(2026, 0, 1);
 
 type Req = { k: string; n?: number };
-
-/** A small deterministic PRNG (mulberry32), so failures replay. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * The contract by brute force: the cost counted in each block (by index), and the count at

@@ -45,7 +45,7 @@ function figures(d: Decision) {
 }
 
 /** A small deterministic PRNG (mulberry32), so failures replay. */
-function prng(seed: number): () => number {
+export function prng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

@@ -10,8 +10,8 @@
  * fixed window, and a large N approaches the sliding log.
  */
 import type { RuleSpec } from '../types.js';
-import { append } from './sliding-log.js';
-import { type Algorithm, admitted, refused, type State } from './types.js';
+import { append, refusal, takeAt } from './entries.js';
+import { type Algorithm, admitted, type State } from './types.js';
 
 /** The most blocks a window may be cut into (the state's counters per key). */
 export const MAX_BUCKETS = 1000;
@@ -54,20 +54,8 @@ export const slidingBuckets: Algorithm = {
       const x = next.length > 0 ? (next[next.length - 2] as number) + W : 0;
       return admitted(r.limit - sum - cost, x > 0 ? x - at : 0, 0, next, x);
     }
-    // Refused, so a block is live (cost <= L). The first boundary at which enough of the
-    // oldest blocks have left: block s_i leaves when the block s_i + W begins.
-    const s = state as State;
-    let freed = 0;
-    let retryAt = at;
-    for (let i = first; i < s.length; i += 2) {
-      freed += s[i + 1] as number;
-      if (sum - freed + cost <= r.limit) {
-        retryAt = (s[i] as number) + W;
-        break;
-      }
-    }
-    const newest = s[s.length - 2] as number;
-    return refused(r.limit - sum, newest + W - at, retryAt - at, r.countRejected ? append(s, first, k, cost) : undefined);
+    // Refused: block s_i leaves the window when the block s_i + W begins.
+    return refusal(state as State, first, sum, k, at, r, cost);
   },
 
   refund(state, now, r, cost, at) {
@@ -76,18 +64,7 @@ export const slidingBuckets: Algorithm = {
     // and no decision since has added a later block: the request was counted in that block.
     const newest = state[state.length - 2] as number;
     const atBlock = blockStart(at, b);
-    const j = blockStart(now, b) < newest && atBlock < newest ? newest : atBlock;
-    for (let i = state.length - 2; i >= 0; i -= 2) {
-      if (state[i] === j) {
-        const next = state.slice();
-        const left = (state[i + 1] as number) - cost;
-        if (left > 0) next[i + 1] = left;
-        else next.splice(i, 2);
-        return next.length > 0 ? next : undefined;
-      }
-      if ((state[i] as number) < j) break;
-    }
-    return state;
+    return takeAt(state, blockStart(now, b) < newest && atBlock < newest ? newest : atBlock, cost);
   },
 
   expiresAt(state, r) {
