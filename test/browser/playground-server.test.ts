@@ -88,6 +88,8 @@ describe('playground server', () => {
         'queue',
         /^Queue: write a whole number/,
       ],
+      // Bug: a rule the limiter refuses was shown as the raw error, its internal path first.
+      [{ algorithm: 'token-bucket', rate: '9000000000/d', pattern: 'burst 1' }, 'rate', /^This rule is refused: expected a limit/],
       [{ algorithm: 'sliding-buckets', rate: '10/s', buckets: '0', pattern: 'burst 1' }, 'buckets', /^Buckets: write a whole number/],
       [{ algorithm: 'sliding-buckets', rate: '5/999ms', pattern: 'burst 1' }, 'buckets', /^This rule is refused: .*buckets: 9/],
       [{ algorithm: 'sliding-log', rate: '10/s', pattern: 'wave 3' }, 'pattern', /^Arrival pattern: "wave 3" is not a pattern/],

@@ -227,6 +227,42 @@ function suite(name: string, makeStore: (clock: ManualClock, prefix: string) => 
       }
     });
 
+    it('tiers: each plan a sliding-buckets budget of its own, a group shared between two tiers', async () => {
+      const clock = new ManualClock(START);
+      const prefix = `sb${++n}`;
+      const store = makeStore(clock, `${prefix}:`);
+      type TierReq = Req & { plan: string };
+      const rule = (name: string, limit: number): Rule<TierReq> => ({
+        name,
+        key: (q) => q.k,
+        group: 'plan',
+        algorithm: 'sliding-buckets',
+        limit,
+        window: '1s',
+        buckets: 4,
+      });
+      const l = createLimiter<TierReq>({
+        tiers: { free: [rule('free', 2)], pro: [rule('pro', 5)] },
+        tier: (q) => q.plan,
+        store,
+        clock,
+        prefix,
+      });
+      const admitted = async (plan: string, times: number) => {
+        let ok = 0;
+        for (let i = 0; i < times; i++) if ((await l.consume({ k: 'a', plan })).allowed) ok++;
+        return ok;
+      };
+      expect(await admitted('free', 4)).toBe(2);
+      // One budget (the group): the pro limit counts the two free units too.
+      expect(await admitted('pro', 5)).toBe(3);
+      clock.advance(250);
+      const d = await l.consume({ k: 'a', plan: 'pro' });
+      // The block at START leaves the window at START + 1000.
+      expect(d.rules[0]).toMatchObject({ name: 'pro', allowed: false, retryAfterMs: 750, resetMs: 750 });
+      await store.close();
+    });
+
     it('reward gives back the newest blocks first; update keeps the blocks under a new limit', async () => {
       const clock = new ManualClock(START);
       const { store, l } = limiter([{ name: 'r', key: (q) => q.k, algorithm: 'sliding-buckets', limit: 10, window: '1s' }], clock);
