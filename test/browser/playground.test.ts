@@ -77,6 +77,10 @@ describe('playground in headless Chromium', () => {
     await page.selectOption('#mode', 'queue');
     expect(await page.isVisible('#queue')).toBe(true);
     expect(await page.isVisible('#burst')).toBe(false);
+    expect(await page.isVisible('#buckets')).toBe(false);
+    await page.selectOption('#algorithm', 'sliding-buckets');
+    expect(await page.isVisible('#buckets')).toBe(true);
+    expect(await page.isVisible('#queue')).toBe(false);
     await page.close();
   });
 
