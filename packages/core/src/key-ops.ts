@@ -12,7 +12,8 @@
  *   budget (no credit): a fixed window's count, a token bucket's tokens (capped at its
  *   burst), a leaky bucket's level or queue places (the stored time moves back, never
  *   before now), a sliding window's estimate (the current window's count first, then the
- *   previous window's weight), a sliding log's newest entries first.
+ *   previous window's weight), a sliding log's newest entries first, a sliding-buckets
+ *   rule's newest blocks first.
  * - `block(ms)` sets the same block deadline `blockFor` sets (never shortening one already
  *   later); `unblock` clears it and leaves the counter as it is.
  */

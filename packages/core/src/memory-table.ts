@@ -8,7 +8,7 @@
  * memory; no object per key for the collector to trace). Blocks (`blockFor`) are rare and
  * live in a separate sparse map.
  *
- * An `ObjectTable` holds variable-width states (sliding-log) as objects.
+ * An `ObjectTable` holds variable-width states (sliding-log, sliding-buckets) as objects.
  *
  * Both keep their keys in two Maps (`Keys`): the live ones and the held ones (whose last
  * decision refused, blocked ones included), each in insertion order, which the store's

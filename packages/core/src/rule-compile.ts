@@ -3,6 +3,7 @@
  * its compiled form; the options only some algorithms take are checked against the registry.
  */
 import { ALGORITHM_NAMES, type AlgorithmDef, registry } from './algorithms/index.js';
+import { MAX_BUCKETS } from './algorithms/sliding-buckets.js';
 import { parseDuration, parseRate } from './duration.js';
 import { configError, describe } from './errors.js';
 import type { CompiledRule, DynamicValues, Rule, ValueFn } from './rules.js';
@@ -20,6 +21,7 @@ const KNOWN = new Set([
   'mode',
   'queue',
   'burst',
+  'buckets',
   'cost',
   'blockFor',
   'group',
@@ -313,6 +315,8 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
   const { align, mode, burst, burstFn, queue, countRejected } = shapeOf(rule, def, amount, path);
   const dryRun = bool(rule.dryRun, `${path}.dryRun`);
   const blockForMs = rule.blockFor === undefined ? 0 : parseDuration(rule.blockFor, `${path}.blockFor`);
+  if (rule.buckets !== undefined) only(def.options.includes('buckets'), `${path}.buckets`, 'buckets', 'a sliding-buckets rule');
+  const buckets = def.options.includes('buckets') ? bucketsOf(rule.buckets ?? 10, windowMs, `${path}.buckets`) : 1;
   const dynamic = limitFn !== undefined || burstFn !== undefined;
   if (!dynamic && def.scaled && 2 * Math.max(limit, burst) * windowMs > Number.MAX_SAFE_INTEGER) {
     // These decide in integers scaled by W; beyond 2^53 the arithmetic would round.
@@ -328,12 +332,13 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
   const countIf = countIfOf(rule, path);
   const spec: RuleSpec = {
     name,
-    id: `${prefix}:${encodeURIComponent(rule.group ?? name)}:${stateKind(algorithm, windowMs, align, mode, calendar)}`,
+    id: `${prefix}:${encodeURIComponent(rule.group ?? name)}:${stateKind(algorithm, windowMs, align, mode, calendar, buckets)}`,
     algorithm,
     limit,
     windowMs,
     burst,
     queue,
+    buckets,
     align,
     mode,
     calendar,
@@ -359,8 +364,9 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
  * What a rule's stored state means: its algorithm (with the leaky queue, first-request
  * alignment and calendar quotas, which read the same numbers differently) and its window.
  * Part of the rule's storage identity, so that two limiters naming a rule alike but
- * counting differently never read each other's state (`tg:ip:w60000` beside `tg:ip:f60000`).
- * Limit, burst, queue and cost are not: a change of limit keeps the state.
+ * counting differently never read each other's state (`tg:ip:w60000` beside `tg:ip:f60000`;
+ * sliding-buckets adds its blocks: `b60000n10`). Limit, burst, queue and cost are not: a
+ * change of limit keeps the state.
  */
 export function stateKind(
   algorithm: AlgorithmName,
@@ -368,10 +374,37 @@ export function stateKind(
   align: 'clock' | 'first-request',
   mode: 'meter' | 'queue',
   calendar: 'day' | 'month' | undefined,
+  buckets = 1,
 ): string {
   let code = registry[algorithm].code;
   if (align === 'first-request') code += 'a';
   if (mode === 'queue') code += 'q';
   if (calendar !== undefined) code += calendar === 'day' ? 'd' : 'm';
-  return `${code}${windowMs}`;
+  return registry[algorithm].options.includes('buckets') ? `${code}${windowMs}n${buckets}` : `${code}${windowMs}`;
+}
+
+/**
+ * A sliding-buckets rule's N: a whole number from 1 to MAX_BUCKETS that divides the window
+ * in ms (blocks are whole ms, clock-aligned).
+ */
+function bucketsOf(n: unknown, windowMs: number, path: string): number {
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1 || n > MAX_BUCKETS) {
+    throw configError('TG_INVALID_OPTION', {
+      path,
+      expected: `buckets as a whole number from 1 to ${MAX_BUCKETS}`,
+      received: describe(n),
+      fix: 'Use 10 (the default) or another small count: more blocks follow the sliding log closer, each a counter per key.',
+    });
+  }
+  if (windowMs % n !== 0) {
+    let near = n;
+    while (near > 1 && windowMs % near !== 0) near--;
+    throw configError('TG_INVALID_OPTION', {
+      path,
+      expected: `a window that is a whole multiple of ${n} ms (${n} blocks of whole ms)`,
+      received: `a window of ${windowMs} ms`,
+      fix: `Use buckets: ${near}, or a window that ${n} divides (e.g. ${Math.ceil(windowMs / n) * n} ms).`,
+    });
+  }
+  return n;
 }

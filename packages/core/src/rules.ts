@@ -49,6 +49,11 @@ export interface Rule<R = unknown> {
   mode?: 'meter' | 'queue';
   /** leaky-bucket queue: places in the queue. @default limit */
   queue?: number;
+  /**
+   * sliding-buckets only: the blocks the window is cut into, each `window / buckets` ms (the
+   * window must be a whole multiple of that many ms). At most 1000. @default 10
+   */
+  buckets?: number;
   /** token-bucket / leaky-bucket meter capacity, or a function of the request. @default limit */
   burst?: number | ValueFn<R>;
   /** Units a request consumes: a number or a function of the request. @default 1 */

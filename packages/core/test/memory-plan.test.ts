@@ -18,7 +18,7 @@ import {
 
 type Req = { k: string; cost?: number };
 
-const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket'];
+const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket', 'sliding-buckets'];
 
 /**
  * Two stacks naming their rules alike: same names and keys, other algorithms, one group

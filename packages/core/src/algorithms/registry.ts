@@ -6,6 +6,7 @@
 import type { AlgorithmName } from '../types.js';
 import { fixedWindow, fixedWindowKernel } from './fixed-window.js';
 import { leakyBucket, leakyBucketKernel } from './leaky-bucket.js';
+import { rewardSlidingBuckets, slidingBuckets } from './sliding-buckets.js';
 import { rewardSlidingLog, slidingLog } from './sliding-log.js';
 import { rewardSlidingWindow, slidingWindow, slidingWindowKernel } from './sliding-window.js';
 import { tokenBucket, tokenBucketKernel } from './token-bucket.js';
@@ -104,6 +105,21 @@ export const registry: Readonly<Record<AlgorithmName, AlgorithmDef>> = {
       'leaky-bucket-meter': "algorithm: 'leaky-bucket', mode: 'meter'",
       gcra: "algorithm: 'leaky-bucket', mode: 'meter'",
     },
+  },
+  'sliding-buckets': {
+    ...slidingBuckets,
+    name: 'sliding-buckets',
+    code: 'b',
+    width: 0,
+    kernel: undefined,
+    bucket: false,
+    scaled: false,
+    timeState: false,
+    options: ['buckets'],
+    countsRefusals: always,
+    charge: chargeByCheck(slidingBuckets.check, -1, 1, LOG_CHARGE_MAX),
+    reward: rewardSlidingBuckets,
+    spellings: { 'sliding-window-buckets': "algorithm: 'sliding-buckets'" },
   },
 };
 

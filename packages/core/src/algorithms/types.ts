@@ -140,7 +140,7 @@ export interface AlgorithmDef extends Algorithm {
    */
   readonly timeState: boolean;
   /** Options only some algorithms take, this one among them. */
-  readonly options: readonly ('align' | 'mode' | 'burst' | 'queue' | 'quota')[];
+  readonly options: readonly ('align' | 'mode' | 'burst' | 'queue' | 'quota' | 'buckets')[];
   /** Whether `countRejected` applies (a leaky queue refuses without counting). */
   countsRefusals(r: Pick<RuleSpec, 'mode'>): boolean;
   /** The state after charging `units` at `now` without refusing (a debt; see `chargeState`). */
