@@ -1,7 +1,7 @@
 /**
- * A rule's op is reused while its key, cost and rule are unchanged, and a MemoryStore finds
- * a stack's tables by the rules' positions (the engine's per-rule savings). Neither may let
- * one decision's receipt, key or rule leak into another's.
+ * Each decision's ops are its own (they were once reused while a rule's key, cost and rule
+ * were unchanged), and a MemoryStore finds each rule's table through the limiter's plan:
+ * neither may let one decision's receipt, key or rule leak into another's.
  */
 import { describe, expect, it } from 'vitest';
 import { createLimiter, ManualClock, MemoryStore, type Rule } from '../src/index.js';
