@@ -9,7 +9,7 @@
 //   pnpm build && node test/bench/consume.lines.mjs 'fixed-window, 4-rule stack' MemoryStore [--calls 20000]
 //
 // The function is named as the perf map names it (`JS:*<name> <file>:<line>:<col>`; the
-// store's decision, a method under a symbol, is `MemoryStore` at the `[DECIDE]` line).
+// store's decision, a private method, is `MemoryStore` at the `#consume` line).
 // One run, not two: the figures are the code object's instructions divided by all the
 // calls, warm-up included, so they are per call once the function is optimised (a
 // function optimised late is undercounted). Positions are read in the function's own
