@@ -199,13 +199,16 @@ export function opsOf<R>(cells: readonly Cell<R>[], req: R, cost: number | undef
     if (op instanceof Promise) return op.then((o) => (o === undefined ? [] : [o]));
     return [op];
   }
-  const ops: StoreOp[] = [];
+  // Sized once (a growing array reallocates its store on the way), copied when a key was
+  // absent (setting `length` to shrink it is a runtime call in V8, dearer than the copy).
+  const ops: StoreOp[] = new Array(n);
+  let j = 0;
   for (let i = 0; i < n; i++) {
     const op = ruleOp(cells[i] as Cell<R>, req, cost);
-    if (op instanceof Promise) return restOf(cells, i, ops, op, req, cost);
-    if (op !== undefined) ops.push(op);
+    if (op instanceof Promise) return restOf(cells, i, ops.slice(0, j), op, req, cost);
+    if (op !== undefined) ops[j++] = op;
   }
-  return ops;
+  return j === n ? ops : ops.slice(0, j);
 }
 
 /** `opsOf` from the first rule whose op is a promise (`first`, rule `i`) on. */
