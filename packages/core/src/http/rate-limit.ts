@@ -18,19 +18,29 @@ import { publishDecision, publishStoreError } from '../diagnostics.js';
 import { configError } from '../errors.js';
 import type { HeaderContext } from '../headers.js';
 import type { HttpOptions, HttpOptionsInput } from '../http-options.js';
-import { createLimiterIn, decisionOps, type Limiter, type LimiterOptions, ruleByName, ruleFamily, updateRule } from '../limiter.js';
+import {
+  createLimiterIn,
+  decisionOps,
+  type Limiter,
+  type LimiterOptions,
+  reservationEngine,
+  ruleByName,
+  ruleFamily,
+  updateRule,
+} from '../limiter.js';
 import { MemoryStore } from '../memory-store.js';
 import { mergeDecisions } from '../merge.js';
 import { nextAdmission } from '../next-admission.js';
 import { type KeyOperations, keyOperations, type OperationSource } from '../operations.js';
 import { isCapacityRefusal, refusal, storeFailureRefusal } from '../response.js';
 import type { CompiledRule, KeyFn, Rule, RuleChanges } from '../rules.js';
+import type { ReservationEngine } from '../reserve.js';
 import type { Decision, RuleResult, RuleSpec, Store } from '../types.js';
 import { type Access, deniedRefusal } from './access.js';
 import { asAny, asMessageBody, asSkip, call, isThenable, settle } from './callbacks.js';
 import { holdRequest } from './lifetime.js';
 import { type HttpPort, localsOf as localsOn, readerMark, sendRefusal, writeRefusalHead } from './port.js';
-import { exposeSettle, reservations } from './settle.js';
+import { actualCosts, requestDecision, shownDecision } from './settle.js';
 import { proxyWarnings } from './warnings.js';
 
 /** How a route's rules combine with the app-level (plugin-level) ones. */
@@ -296,7 +306,7 @@ export function createRateLimit<Req, Res, Next>(
         // 'replace' after the app-level stage: its units go back, the route's rules decide alone.
         (req as WithDecision)[slot] = undefined;
         const locals = localsOf(req);
-        const fresh = locals.rateLimit === prior;
+        const fresh = shownDecision(locals.rateLimit) === prior;
         if (fresh) locals.rateLimit = undefined;
         limiter?.refund(req, prior).then(
           () => decideAlone(req, res, next, undefined, fresh),
@@ -384,7 +394,8 @@ function pipeline<Req, Res, Next>(
   const { handler, message, onRejected, onStoreError } = s;
   const timers = o.timers ?? systemTimers;
   const counted = countedRules(lim);
-  const reserved = reservations(lim, name, port);
+  const settleOnFinish = actualCosts(lim, name, port);
+  const engine = reservationEngine(lim) as ReservationEngine;
   const firstUnit = nextAdmission(lim);
   const deadline = storeDeadline(lim.store);
   const checkMessage = asMessageBody(`${o.path}.message`);
@@ -440,8 +451,7 @@ function pipeline<Req, Res, Next>(
     if (format !== undefined) headers(req, res, shown, all, nextMs, fresh);
     publishDecision(d, req, name, dryRun);
     if (d.allowed || dryRun) {
-      if (d.allowed) reserved(req, res, d);
-      exposeSettle(req as object, localsOf(req));
+      if (d.allowed && settleOnFinish !== undefined) settleOnFinish(req, res, d);
       if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, req, (fn) => port.onFinish(req, res, fn), d, name);
       if (d.delayMs > 0 && !dryRun) {
         // A client that leaves while waiting never reaches the handler.
@@ -470,8 +480,9 @@ function pipeline<Req, Res, Next>(
   function decided(req: Req, res: Res, next: Next, prior: Decision | undefined, fresh: boolean, d: Decision, t0: number): void {
     if (remember !== undefined) (req as WithDecision)[remember] = d;
     const locals = localsOf(req);
-    const all = mergeDecisions(locals.rateLimit, d);
-    locals.rateLimit = all;
+    const earlier = locals.rateLimit;
+    const all = mergeDecisions(earlier, d);
+    locals.rateLimit = requestDecision(all, earlier, d.allowed ? d : undefined, engine);
     if (!d.allowed && !dryRun && prior !== undefined && owner !== undefined) {
       // A route-level refusal: the app-level units go back first, so that the headers and
       // `rateLimit` show the state after the refund.
