@@ -103,7 +103,12 @@ class RequestDecision implements Decision {
  * merged with the earlier ones, `earlier`), with `settle` over every admitted stage; `d`,
  * when given, is this stage's admitted decision.
  */
-export function requestDecision(all: Decision, earlier: Decision | undefined, d: Decision | undefined, engine: ReservationEngine): RequestRateLimit {
+export function requestDecision(
+  all: Decision,
+  earlier: Decision | undefined,
+  d: Decision | undefined,
+  engine: ReservationEngine,
+): RequestRateLimit {
   return new RequestDecision(all, d, d === undefined ? undefined : engine, RequestDecision.of(earlier));
 }
 
