@@ -69,6 +69,13 @@ export interface HttpPort<Req, Res, Next> extends RequestReader<Req> {
   /** Hands an error to the framework's error handler. */
   fail(next: Next, err: unknown): void;
   /**
+   * Ends the continuation of a request whose client went away while tollgate held it
+   * (delayed, queued): nothing is sent and the handlers never run, but a framework that
+   * awaits its middleware (Koa, Hono) must see it settle. Left out where a middleware
+   * that neither passes nor answers simply stops (Express, Fastify, node's own watch).
+   */
+  drop?(next: Next): void;
+  /**
    * Where the app reads what tollgate keeps for a request (`rateLimit`, the combined
    * decision; `slowDown`, the throttle's figures), when the framework keeps per-request
    * values elsewhere than on its request object (Koa: `ctx.state`). Left out: the request's
@@ -82,6 +89,11 @@ export interface HttpPort<Req, Res, Next> extends RequestReader<Req> {
    * Left out, the port cannot run `limitRate`.
    */
   paceBody?(req: Req, res: Res, grant: ByteGrant, after: number): void;
+}
+
+/** Ends a held request's continuation when its client left (see {@link HttpPort.drop}). */
+export function dropHeld<Req, Res, Next>(port: HttpPort<Req, Res, Next>, next: Next): void {
+  port.drop?.(next);
 }
 
 /** What tollgate keeps for the app on a request (see {@link HttpPort.locals}). */

@@ -29,7 +29,7 @@ import type { Decision, RuleResult, RuleSpec, Store } from '../types.js';
 import { type Access, deniedRefusal } from './access.js';
 import { asAny, asMessageBody, asSkip, call, isThenable, settle } from './callbacks.js';
 import { holdRequest } from './lifetime.js';
-import { type HttpPort, localsOf as localsOn, readerMark, sendRefusal, writeRefusalHead } from './port.js';
+import { dropHeld, type HttpPort, localsOf as localsOn, readerMark, sendRefusal, writeRefusalHead } from './port.js';
 import { exposeSettle, reservations } from './settle.js';
 import { proxyWarnings } from './warnings.js';
 
@@ -448,6 +448,7 @@ function pipeline<Req, Res, Next>(
         holdRequest(port, req, res, d.delayMs, timers)
           .then((stillThere) => {
             if (stillThere) port.pass(next);
+            else dropHeld(port, next);
           })
           .catch((err: unknown) => port.fail(next, err));
         return;
