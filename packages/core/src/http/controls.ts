@@ -32,7 +32,7 @@ import type { TrustProxy } from '../keys.js';
 import { type AccessList, compileAccess } from './access.js';
 import { holdRequest } from './lifetime.js';
 import { type LimitRateFlowOptions, limitRateFlow } from './limit-rate.js';
-import { dropHeld, type HttpPort, localsOf, readerMark, sendRefusal, writeFields } from './port.js';
+import { dropHeld, type HttpPort, localsOf, readerMark, refusedAfterHead, sendRefusal, writeFields } from './port.js';
 
 /** A control as a request handler in the framework's continuation style. */
 export type Stage<Req, Res, Next> = (req: Req, res: Res, next: Next) => void;
@@ -182,6 +182,7 @@ export function concurrencyFlow<Req, Res, Next>(
     }
     publishControl(req, limit.name, () => concurrencyDecision(o));
     if (!o.admitted) {
+      if (refusedAfterHead(port, res, next)) return;
       if (headers) writeFields(port, res, concurrencyHeaderFields(o.figures));
       sendRefusal(port, res, concurrencyRefusal(o));
       return;
@@ -247,6 +248,7 @@ export function shedFlow<Req, Res, Next>(
     }
     if (o.shed) {
       publishControl(req, 'shed', () => shedDecision(o));
+      if (refusedAfterHead(port, res, next)) return;
       sendRefusal(port, res, shedRefusal(o));
       return;
     }

@@ -76,6 +76,17 @@ export interface HttpPort<Req, Res, Next> extends RequestReader<Req> {
    */
   drop?(next: Next): void;
   /**
+   * True when the response's status line and headers have already gone out (a handler
+   * before this middleware started streaming): no header or refusal can be written any
+   * more. Left out (Hono: a Web `Response` is sent only after the middleware returns): never.
+   */
+  headersSent?(res: Res): boolean;
+  /**
+   * Cuts off a response whose head has gone out (destroys it), so that its client sees an
+   * incomplete answer rather than a partial body that looks whole. With `headersSent`.
+   */
+  cutOff?(res: Res): void;
+  /**
    * Where the app reads what tollgate keeps for a request (`rateLimit`, the combined
    * decision; `slowDown`, the throttle's figures), when the framework keeps per-request
    * values elsewhere than on its request object (Koa: `ctx.state`). Left out: the request's
@@ -94,6 +105,18 @@ export interface HttpPort<Req, Res, Next> extends RequestReader<Req> {
 /** Ends a held request's continuation when its client left (see {@link HttpPort.drop}). */
 export function dropHeld<Req, Res, Next>(port: HttpPort<Req, Res, Next>, next: Next): void {
   port.drop?.(next);
+}
+
+/**
+ * A refusal for a response whose head has already gone out: the 429 (or 503) cannot be
+ * written, so the response is cut off and the continuation ended (the later handlers never
+ * run). Returns false when the refusal can be answered as usual.
+ */
+export function refusedAfterHead<Req, Res, Next>(port: HttpPort<Req, Res, Next>, res: Res, next: Next): boolean {
+  if (port.headersSent?.(res) !== true) return false;
+  port.cutOff?.(res);
+  dropHeld(port, next);
+  return true;
 }
 
 /** What tollgate keeps for the app on a request (see {@link HttpPort.locals}). */
@@ -143,6 +166,8 @@ export function lowerHeaderName(name: string): string {
 
 /** Writes header fields: draft-10 items are appended to what earlier limiters wrote. */
 export function writeFields<Req, Res, Next>(port: HttpPort<Req, Res, Next>, res: Res, fields: readonly HeaderField[]): void {
+  // The head went out before this middleware ran: nothing can be added to it.
+  if (port.headersSent?.(res) === true) return;
   for (let i = 0; i < fields.length; i++) {
     const f = fields[i] as HeaderField;
     port.setHeader(res, f.name, f.append ? appendValue(port.getHeader(res, f.name), f.value) : f.value);

@@ -29,7 +29,7 @@ import type { Decision, RuleResult, RuleSpec, Store } from '../types.js';
 import { type Access, deniedRefusal } from './access.js';
 import { asAny, asMessageBody, asSkip, call, isThenable, settle } from './callbacks.js';
 import { holdRequest } from './lifetime.js';
-import { dropHeld, type HttpPort, localsOf as localsOn, readerMark, sendRefusal, writeRefusalHead } from './port.js';
+import { dropHeld, type HttpPort, localsOf as localsOn, readerMark, refusedAfterHead, sendRefusal, writeRefusalHead } from './port.js';
 import { exposeSettle, reservations } from './settle.js';
 import { proxyWarnings } from './warnings.js';
 
@@ -422,6 +422,8 @@ function pipeline<Req, Res, Next>(
       const r = call(onRejected, req, res, d);
       if (isThenable(r)) Promise.resolve(r).catch(noop);
     }
+    // Refused after a handler started the response: counted and reported, the response cut off.
+    if (refusedAfterHead(port, res, next)) return;
     const r = refusal(d, { statusCode });
     writeRefusalHead(port, res, r);
     if (handler !== undefined) {
@@ -437,7 +439,7 @@ function pipeline<Req, Res, Next>(
 
   /** `shown`: the decision whose rules the headers list (the request's whole state after a refund). */
   function answer(req: Req, res: Res, next: Next, d: Decision, all: Decision, nextMs: NextMs, fresh: boolean, shown = d): void {
-    if (format !== undefined) headers(req, res, shown, all, nextMs, fresh);
+    if (format !== undefined && port.headersSent?.(res) !== true) headers(req, res, shown, all, nextMs, fresh);
     publishDecision(d, req, name, dryRun);
     if (d.allowed || dryRun) {
       if (d.allowed) reserved(req, res, d);
