@@ -18,7 +18,7 @@
  */
 import type { ByteGrant } from '../controls/byte-pools.js';
 import type { ThrottleResult } from '../controls/throttle.js';
-import type { HeaderField } from '../headers.js';
+import { appendHeaderValue, type HeaderField } from '../headers.js';
 import { nodeReader, REQUEST_READER, type RequestReader } from '../keys.js';
 import type { Refusal } from '../response.js';
 import type { Decision } from '../types.js';
@@ -170,14 +170,8 @@ export function writeFields<Req, Res, Next>(port: HttpPort<Req, Res, Next>, res:
   if (port.headersSent?.(res) === true) return;
   for (let i = 0; i < fields.length; i++) {
     const f = fields[i] as HeaderField;
-    port.setHeader(res, f.name, f.append ? appendValue(port.getHeader(res, f.name), f.value) : f.value);
+    port.setHeader(res, f.name, f.append ? appendHeaderValue(port.getHeader(res, f.name), f.value) : f.value);
   }
-}
-
-function appendValue(existing: unknown, value: string): string {
-  if (existing === undefined || existing === null || existing === '') return value;
-  const prior = Array.isArray(existing) ? existing.join(', ') : String(existing);
-  return prior === '' ? value : `${prior}, ${value}`;
 }
 
 /** Sets a refusal's status and headers (`Retry-After`, `Cache-Control`), without the body. */

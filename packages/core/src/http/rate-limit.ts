@@ -16,7 +16,7 @@ import { systemTimers } from '../controls/timers.js';
 import { countedRules, refundUncountedOnFinish } from '../count-if.js';
 import { publishDecision, publishStoreError } from '../diagnostics.js';
 import { configError } from '../errors.js';
-import type { HeaderContext } from '../headers.js';
+import { appendHeaderValue, type HeaderContext } from '../headers.js';
 import type { HttpOptions, HttpOptionsInput } from '../http-options.js';
 import { createLimiterIn, decisionOps, type Limiter, type LimiterOptions, ruleByName, ruleFamily, updateRule } from '../limiter.js';
 import { MemoryStore } from '../memory-store.js';
@@ -408,10 +408,7 @@ function pipeline<Req, Res, Next>(
     for (let i = 0; i < fields.length; i++) {
       const field = fields[i] as (typeof fields)[number];
       let value = field.value;
-      if (field.append && !fresh) {
-        const prev = port.getHeader(res, field.name);
-        if (prev !== undefined && prev !== null && prev !== '') value = `${Array.isArray(prev) ? prev.join(', ') : String(prev)}, ${value}`;
-      }
+      if (field.append && !fresh) value = appendHeaderValue(port.getHeader(res, field.name), value);
       port.setHeader(res, field.name, value);
     }
   }
