@@ -45,7 +45,8 @@ export interface RunningApp {
   kill(): void;
 }
 
-export function startApp(config: AppConfig, startTimeoutMs = 30_000): Promise<RunningApp> {
+// A cap for a hang only: starting a child with the TypeScript loader took over 30 s beside a CPU hog.
+export function startApp(config: AppConfig, startTimeoutMs = 120_000): Promise<RunningApp> {
   const child = spawnChild(appPath, config);
   const messages: AppMessage[] = [];
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
