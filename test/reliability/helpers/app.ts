@@ -55,7 +55,7 @@ export type AppMessage =
       resources: Record<string, number>;
       rss: number;
       heapUsed: number;
-      /** Every store error so far: its code (`TG_STORE_TIMEOUT`, else the Redis error's first word) and when. */
+      /** The store errors so far (the first 10 000): code (`TG_STORE_TIMEOUT`, else the Redis error's first word) and when. */
       storeErrors: Array<[code: string, at: number]>;
     };
 
@@ -147,7 +147,8 @@ function errorCode(error: unknown): string {
   return String((error as Error)?.message ?? error).split(/[\s:]/)[0] || 'unknown';
 }
 store.on('error', (e: StoreErrorEvent) => {
-  storeErrors.push([errorCode(e.error), Date.now()]);
+  // Bounded: a long outage (or the soak's hours) must not grow the heap the soak measures.
+  if (storeErrors.length < 10_000) storeErrors.push([errorCode(e.error), Date.now()]);
   // The first few in full, then only a count would flood IPC during an outage.
   if (errorsSent++ < 20)
     send({ type: 'store-error', operation: e.operation, message: String((e.error as Error)?.message), at: Date.now() });
