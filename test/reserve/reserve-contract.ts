@@ -183,6 +183,21 @@ export function reserveContract(name: string, makeStore: MakeStore, o: { runs?: 
       await store.close();
     });
 
+    for (const c of RESERVE_CASES) {
+      it(`${c.label}: an extra beyond the limit, settled on a key whose state is gone, is charged as a debt`, async () => {
+        const { clock, store, l } = one(c);
+        const r = await l.reserve(req, { cost: 2 });
+        // Long enough for every algorithm's state to be gone (a settle finds the key fresh).
+        clock.advance(120_000);
+        await r.settle(25);
+        const s = await l.get('r', 'a');
+        expect(s).toMatchObject({ exists: true, remaining: 0 });
+        expect(s.retryAfterMs).toBeGreaterThan(0);
+        expect((await l.consume(req)).allowed).toBe(false);
+        await store.close();
+      });
+    }
+
     for (const c of RESERVE_CASES) boundProperty(c);
   });
 

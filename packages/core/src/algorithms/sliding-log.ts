@@ -25,8 +25,9 @@ export const slidingLog: Algorithm = {
       const next = append(state, first, now, cost);
       return admitted(r.limit - sum - cost, newest + W - at, 0, next, next.length > 0 ? (next[next.length - 2] as number) + W : 0);
     }
-    // The earliest time enough entries have expired for `cost` to fit.
-    const s = state as State;
+    // The earliest time enough entries have expired for `cost` to fit. No state here is a
+    // charge beyond the limit (a settle's) on a key with nothing logged.
+    const s = state ?? [];
     let freed = 0;
     let retryAt = now;
     for (let i = first; i < s.length; i += 2) {
@@ -36,7 +37,7 @@ export const slidingLog: Algorithm = {
         break;
       }
     }
-    const newest = s[s.length - 2] as number;
+    const newest = s.length > 0 ? (s[s.length - 2] as number) : now - W;
     return refused(Math.max(0, r.limit - sum), newest + W - at, retryAt - at, r.countRejected ? append(s, first, now, cost) : undefined);
   },
 
