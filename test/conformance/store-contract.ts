@@ -354,6 +354,35 @@ export function storeContract(
         const after = await burst(l, 6);
         expect(after.filter((x) => x.allowed)).toHaveLength(5);
       });
+
+      // The state is kept across a change of burst: the bucket refills from where it was, at
+      // its rate, also past the time it would have been full at the old burst.
+      it('a burst raised by update: an emptied bucket refills at its rate, not to the new burst at once', async () => {
+        const l = one({ algorithm: 'token-bucket', limit: 2, window: '1m' });
+        await burst(l, 2);
+        l.update('r', { burst: 10 });
+        clock.set(START + 60_001);
+        expect((await l.get('r', 'a')).remaining).toBe(2);
+        expect((await burst(l, 3)).map((d) => d.allowed)).toEqual([true, true, false]);
+      });
+
+      it('a burst raised per request (a value of the request): the same', async () => {
+        const l = one({ algorithm: 'token-bucket', limit: 2, window: '1m', burst: (req) => (req.n === undefined ? 2 : 10) });
+        await burst(l, 2);
+        clock.set(START + 60_001);
+        expect((await burst(l, 3, { n: 1 })).map((d) => d.allowed)).toEqual([true, true, false]);
+      });
+
+      it("a burst lowered by update, then the clock behind the bucket: decided at the bucket's time", async () => {
+        const l = one({ algorithm: 'token-bucket', limit: 6, window: '1m' });
+        await l.consume({}, { cost: 2 });
+        l.update('r', { burst: 2 });
+        clock.set(START - 1000);
+        // 2 tokens at START (4 capped at the new burst), both taken: full again 20 s after
+        // START (a token per 10 s), not 20 s after now.
+        const d = await l.consume({}, { cost: 2 });
+        expect(d.rules[0]).toMatchObject({ allowed: true, remaining: 0, resetMs: 21_000 });
+      });
     });
 
     describe('leaky-bucket', () => {

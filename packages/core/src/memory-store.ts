@@ -227,7 +227,7 @@ export class MemoryStore implements Store {
 
   #get(r: RuleSpec, key: string, now: number): Entry | undefined {
     const t = this.#table(r);
-    const s = t.read(key, now);
+    const s = t.read(key, now, r);
     return s === undefined && t.block === 0 ? undefined : { s, b: t.block };
   }
 
@@ -368,7 +368,7 @@ export class MemoryStore implements Store {
         const table = atRules[i] === r ? (this.#atTables[i] as Table) : this.#tableAt(r, i);
         const kernel = table.kernel;
         if (kernel === undefined) {
-          const s = table.read(op.key, t);
+          const s = table.read(op.key, t, r);
           if (table.block > t) return this.#decideStack(ops, t);
           verdictOf(algorithms[r.algorithm].check(s, t, r, op.cost), v);
           v.row = -1;
@@ -376,7 +376,7 @@ export class MemoryStore implements Store {
           v.block = table.block;
         } else {
           const slab = table as SlabTable;
-          const row = slab.find(op.key, t);
+          const row = slab.find(op.key, t, r);
           if (slab.block > t) return this.#decideStack(ops, t);
           v.row = row;
           v.held = slab.held;
@@ -457,7 +457,7 @@ export class MemoryStore implements Store {
       const r = op.rule;
       const table = tables[i] as Table;
       const remaining = v.remaining + op.cost;
-      if (table.kernel === undefined) v.resetMs = algorithms[r.algorithm].check(table.read(op.key, t), t, r, 0).resetMs;
+      if (table.kernel === undefined) v.resetMs = algorithms[r.algorithm].check(table.read(op.key, t, r), t, r, 0).resetMs;
       else {
         const o = v.off + 1;
         // A cost-0 check admits wherever the cost itself was admitted: v stays an admission.
