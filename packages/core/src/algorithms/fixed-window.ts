@@ -95,7 +95,10 @@ export const fixedWindow: Algorithm = {
     // the request was counted in that window.
     const t = now < start ? start : at;
     if (t < start || t >= end || now >= end) return state;
-    return [start, Math.max(0, (state[1] as number) - cost)];
+    const left = Math.max(0, (state[1] as number) - cost);
+    // Back to 0: no state, as before the request (an exact undo: a first-request window the
+    // request opened is closed again, also when a Cluster slot refunds a reservation).
+    return left > 0 ? [start, left] : undefined;
   },
 
   expiresAt(state, r) {

@@ -83,7 +83,10 @@ ALG['f'] = {
     -- A clock behind the stored window (it stepped back): the request was counted in it.
     if now < start then at = start end
     if at < start or at >= e or now >= e then return state end
-    return { start, max(0, state[2] - cost) }
+    -- Back to 0: no state, as before the request (an exact undo).
+    local left = max(0, state[2] - cost)
+    if left > 0 then return { start, left } end
+    return nil
   end,
   expires = function(state, r)
     if r.month and not r.first then return fw_end(state[1], r) end
