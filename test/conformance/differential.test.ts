@@ -57,7 +57,7 @@ async function check(list: number[], stores: StorePair, options: ProgramOptions 
 it('the programs use every algorithm, stacks of 1 to 4 rules and tiers', () => {
   const programs = seeds(60).map((s) => makeProgram(s));
   const used = new Set(
-    programs.flatMap((p) => [...p.rules, ...Object.values(p.tiers ?? {}).flat()].map((r) => `${r.algorithm} ${r.align ?? r.mode ?? ''}`)),
+    programs.flatMap((p) => [...p.rules, ...Object.values(p.tiers ?? {}).flat()].map((r) => `${r.algorithm} ${r.align ?? r.mode ?? r.buckets ?? ''}`)),
   );
   expect(used.size).toBe(ALGORITHMS.length);
   expect(new Set(programs.map((p) => p.rules.length))).toEqual(new Set([0, 1, 2, 3, 4]));

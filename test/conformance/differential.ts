@@ -84,6 +84,8 @@ export const ALGORITHMS: readonly { algorithm: AlgorithmName; extra?: Partial<Ru
   { algorithm: 'token-bucket' },
   { algorithm: 'leaky-bucket' },
   { algorithm: 'leaky-bucket', extra: { mode: 'queue' } },
+  { algorithm: 'sliding-buckets' },
+  { algorithm: 'sliding-buckets', extra: { buckets: 3 } },
 ];
 
 const WINDOWS = [1000, 999, 3000, 10_000, 60_000];
@@ -113,7 +115,8 @@ function makeRule(g: Gen, name: string, algo: (typeof ALGORITHMS)[number]): Rule
     keyBy: g.chance(0.7) ? 'k' : g.chance(0.5) ? 'all' : 'u',
     algorithm: algo.algorithm,
     limit,
-    window: g.pick(WINDOWS),
+    // sliding-buckets: blocks of whole ms (10 by default).
+    window: g.pick(WINDOWS.filter((w) => algo.algorithm !== 'sliding-buckets' || w % ((algo.extra?.buckets as number) ?? 10) === 0)),
     ...algo.extra,
   };
   if ((algo.algorithm === 'token-bucket' || (algo.algorithm === 'leaky-bucket' && algo.extra?.mode !== 'queue')) && g.chance(0.4))
@@ -181,6 +184,8 @@ export function makeProgram(seed: number, { length = 40, backward = true }: Prog
   // The values of an operation on a rule whose limit is a value of the request.
   const values = (rule: RuleConfig) => (rule.plan !== undefined && g.chance(0.7) ? { limit: g.int(1, 10) } : {});
   const keyOf = (rule: RuleConfig) => (rule.keyBy === 'all' ? 'all' : rule.keyBy === 'u' ? g.pick(['x', 'y']) : g.pick(KEYS));
+  // Each token bucket's largest burst so far (its limit or burst, whichever it follows).
+  const tbNow = new Map(all.filter((r) => r.algorithm === 'token-bucket').map((r) => [r.name, Math.max(r.limit as number, (r.burst as number | undefined) ?? 0)]));
   // A burst of one key, or ordinary traffic: each program leans one way.
   const flooding = g.chance(0.3);
   for (let i = 0; i < length; i++) {
@@ -209,10 +214,17 @@ export function makeProgram(seed: number, { length = 40, backward = true }: Prog
     else if (x < 80) {
       const changes: { limit?: number; burst?: number; cost?: number; blockFor?: number } = {};
       const c = g.int(0, 3);
-      if (c === 0) changes.limit = g.int(1, 10);
-      else if (c === 1 && (rule.algorithm === 'token-bucket' || rule.algorithm === 'leaky-bucket')) changes.burst = g.int(1, 10);
+      // A token bucket's burst only ever rises here, and not in a group: a lower burst reads
+      // a fuller bucket as expired, which RedisStore deletes and MemoryStore keeps
+      // (docs/decisions.md, "The differential test").
+      const tb = rule.algorithm === 'token-bucket';
+      const was = tbNow.get(rule.name) ?? 0;
+      if (c === 0 && !(tb && rule.group !== undefined)) changes.limit = tb ? Math.max(was, g.int(1, 10)) : g.int(1, 10);
+      else if (c === 1 && !(tb && rule.group !== undefined) && (tb || rule.algorithm === 'leaky-bucket'))
+        changes.burst = tb ? Math.max(was, g.int(1, 10)) : g.int(1, 10);
       else if (c === 2) changes.cost = g.int(1, 3);
       else changes.blockFor = g.pick([300, 4000]);
+      if (tb) tbNow.set(rule.name, Math.max(was, changes.limit ?? 0, changes.burst ?? 0));
       steps.push({ op: 'update', rule: rule.name, changes });
     } else {
       // Small steps mostly; sometimes back in time, or hours and days ahead.
