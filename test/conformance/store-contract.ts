@@ -223,6 +223,16 @@ export function storeContract(
         expect(next[0]?.rules[0]?.resetMs).toBe(1000);
       });
 
+      // Nothing counted is no state: on a Redis Cluster a slot refunded after another slot
+      // refused keeps none either, so both agree on where the window starts.
+      it('first-request: a request of cost 0 opens no window; the first one counted does', async () => {
+        const l = one({ algorithm: 'fixed-window', align: 'first-request', limit: 5, window: '1s' });
+        expect((await l.consume({}, { cost: 0 })).rules[0]).toMatchObject({ allowed: true, remaining: 5, resetMs: 0 });
+        expect((await l.get('r', 'a')).exists).toBe(false);
+        clock.set(START + 500);
+        expect((await l.consume({})).rules[0]).toMatchObject({ remaining: 4, resetMs: 1000 });
+      });
+
       it('first-request: the window starts at the first request and the first one at or after s+W opens the next', async () => {
         const l = one({ algorithm: 'fixed-window', align: 'first-request', limit: 2, window: '1s' });
         clock.set(START + 300);

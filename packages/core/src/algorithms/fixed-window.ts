@@ -78,7 +78,8 @@ export const fixedWindowKernel: Kernel = (s, o, has, now, r, cost, v) => {
   if (count + cost <= r.limit) {
     const used = count + cost;
     v.n1 = used;
-    admit(v, r.limit - used, used > 0 ? end - now : 0, 0, end);
+    // Nothing counted (cost 0 in an empty window): no state, so no window is opened.
+    admit(v, r.limit - used, used > 0 ? end - now : 0, 0, used > 0 ? end : 0);
     return;
   }
   v.n1 = count + cost;

@@ -69,7 +69,9 @@ ALG['f'] = {
     if used <= r.L then
       local reset = 0
       if used > 0 then reset = e - now end
-      -- The 7th value: the new state's expiry (its window's end), which write() needs.
+      -- The 7th value: the new state's expiry (its window's end), which write() needs;
+      -- nothing counted (cost 0 in an empty window): none, so no window is opened.
+      if used == 0 then e = 0 end
       return true, r.L - used, reset, 0, 0, { start, used }, e
     end
     local nx = nil
