@@ -185,7 +185,11 @@ export function makeProgram(seed: number, { length = 40, backward = true }: Prog
   const values = (rule: RuleConfig) => (rule.plan !== undefined && g.chance(0.7) ? { limit: g.int(1, 10) } : {});
   const keyOf = (rule: RuleConfig) => (rule.keyBy === 'all' ? 'all' : rule.keyBy === 'u' ? g.pick(['x', 'y']) : g.pick(KEYS));
   // Each token bucket's largest burst so far (its limit or burst, whichever it follows).
-  const tbNow = new Map(all.filter((r) => r.algorithm === 'token-bucket').map((r) => [r.name, Math.max(r.limit as number, (r.burst as number | undefined) ?? 0)]));
+  const tbNow = new Map(
+    all
+      .filter((r) => r.algorithm === 'token-bucket')
+      .map((r) => [r.name, Math.max(r.limit as number, (r.burst as number | undefined) ?? 0)]),
+  );
   // A burst of one key, or ordinary traffic: each program leans one way.
   const flooding = g.chance(0.3);
   for (let i = 0; i < length; i++) {
@@ -206,7 +210,8 @@ export function makeProgram(seed: number, { length = 40, backward = true }: Prog
       const of = g.pick(reservations);
       steps.push(g.chance(0.7) ? { op: 'settle', of, actual: g.int(0, 8) } : { op: 'cancel', of });
     } else if (x < 62) steps.push({ op: 'get', rule: rule.name, key: keyOf(rule), ...values(rule) });
-    else if (x < 65) steps.push({ op: 'block', rule: rule.name, key: keyOf(rule), ms: g.pick([1, 700, 5000, 120_000]), ...id(), ...values(rule) });
+    else if (x < 65)
+      steps.push({ op: 'block', rule: rule.name, key: keyOf(rule), ms: g.pick([1, 700, 5000, 120_000]), ...id(), ...values(rule) });
     else if (x < 67) steps.push({ op: 'unblock', rule: rule.name, key: keyOf(rule), ...id(), ...values(rule) });
     else if (x < 71) steps.push({ op: 'penalize', rule: rule.name, key: keyOf(rule), units: g.int(1, 6), ...id(), ...values(rule) });
     else if (x < 75) steps.push({ op: 'reward', rule: rule.name, key: keyOf(rule), units: g.int(1, 6), ...id(), ...values(rule) });
