@@ -57,7 +57,9 @@ async function check(list: number[], stores: StorePair, options: ProgramOptions 
 it('the programs use every algorithm, stacks of 1 to 4 rules and tiers', () => {
   const programs = seeds(60).map((s) => makeProgram(s));
   const used = new Set(
-    programs.flatMap((p) => [...p.rules, ...Object.values(p.tiers ?? {}).flat()].map((r) => `${r.algorithm} ${r.align ?? r.mode ?? r.buckets ?? ''}`)),
+    programs.flatMap((p) =>
+      [...p.rules, ...Object.values(p.tiers ?? {}).flat()].map((r) => `${r.algorithm} ${r.align ?? r.mode ?? r.buckets ?? ''}`),
+    ),
   );
   expect(used.size).toBe(ALGORITHMS.length);
   expect(new Set(programs.map((p) => p.rules.length))).toEqual(new Set([0, 1, 2, 3, 4]));
@@ -101,7 +103,14 @@ describe('Redis Cluster, a slot per rule', () => {
     await cluster.destroy();
   });
   const stores: StorePair = (clock, prefix) => {
-    const other = new RedisStore({ client, prefix, timeoutMs: 5000, minTtlMs: 3_600_000, denyCache: false, hashTag: (rule) => rule.replace(/g$/, '') });
+    const other = new RedisStore({
+      client,
+      prefix,
+      timeoutMs: 5000,
+      minTtlMs: 3_600_000,
+      denyCache: false,
+      hashTag: (rule) => rule.replace(/g$/, ''),
+    });
     const errors: unknown[] = [];
     other.on('error', (e: { error: unknown }) => errors.push(e.error));
     return {
