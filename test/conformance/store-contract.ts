@@ -233,6 +233,18 @@ export function storeContract(
         expect((await l.consume({})).rules[0]).toMatchObject({ remaining: 4, resetMs: 1000 });
       });
 
+      it('first-request: a request of cost 0 opens no window under two rules of one group either', async () => {
+        const rule = { key: byKey, group: 'g', algorithm: 'fixed-window', align: 'first-request', limit: 5, window: '1s' } as const;
+        const l = limiter([
+          { name: 'a', ...rule },
+          { name: 'b', ...rule },
+        ]);
+        await l.consume({}, { cost: 0 });
+        expect((await l.get('a', 'a')).exists).toBe(false);
+        clock.set(START + 500);
+        expect((await l.consume({})).rules.map((x) => x.resetMs)).toEqual([1000, 1000]);
+      });
+
       it('first-request: the window starts at the first request and the first one at or after s+W opens the next', async () => {
         const l = one({ algorithm: 'fixed-window', align: 'first-request', limit: 2, window: '1s' });
         clock.set(START + 300);

@@ -103,6 +103,8 @@ export const fixedWindow: Algorithm = {
   },
 
   expiresAt(state, r) {
+    // Nothing counted: no state (see the kernel's admission).
+    if (state[1] === 0) return 0;
     const start = state[0] as number;
     return r.align === 'first-request' ? start + r.windowMs : windowEnd(start, r);
   },

@@ -91,6 +91,8 @@ ALG['f'] = {
     return nil
   end,
   expires = function(state, r)
+    -- Nothing counted: no state (no window opened, on every write path).
+    if state[2] == 0 then return 0 end
     if r.month and not r.first then return fw_end(state[1], r) end
     return state[1] + r.W
   end,
