@@ -20,6 +20,7 @@ import {
   type Rule,
   type Store,
 } from '@tollgate/core';
+import { prng } from './store-contract.js';
 
 /** What the programs' rules read from a request. */
 export interface Req {
@@ -61,18 +62,6 @@ export interface Program {
   rules: RuleConfig[];
   tiers: Record<string, RuleConfig[]> | undefined;
   steps: Step[];
-}
-
-/** mulberry32: a small seeded PRNG, so a seed replays. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** Every algorithm configuration the programs draw their rules from. */
