@@ -219,7 +219,9 @@ export function makeProgram(seed: number, { length = 40, backward = true }: Prog
       else if (c === 2) changes.cost = g.int(1, 3);
       else changes.blockFor = g.pick([300, 4000]);
       if (tb) tbNow.set(rule.name, Math.max(was, changes.limit ?? 0, changes.burst ?? 0));
-      steps.push({ op: 'update', rule: rule.name, changes });
+      // A group's rules count alike (docs/decisions.md): an update changes them all.
+      for (const m of all)
+        if (m === rule || (rule.group !== undefined && m.group === rule.group)) steps.push({ op: 'update', rule: m.name, changes });
     } else {
       // Small steps mostly; sometimes back in time, or hours and days ahead.
       const y = g.int(0, 99);
