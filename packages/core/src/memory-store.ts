@@ -172,7 +172,7 @@ export class MemoryStore implements Store {
 
   #get(r: RuleSpec, key: string, now: number): Entry | undefined {
     const t = this.#table(r);
-    const s = t.read(key, now);
+    const s = t.read(key, now, r);
     return s === undefined && t.block === 0 ? undefined : { s, b: t.block };
   }
 
@@ -277,7 +277,10 @@ export class MemoryStore implements Store {
   }
 
   #peek(ops: readonly StoreOp[], t: number, sc: Scratch): StoreDecision {
-    for (let i = 0; i < ops.length; i++) (sc.tables[i] as Table).find((ops[i] as StoreOp).key, t, sc.found[i] as Found);
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as StoreOp;
+      (sc.tables[i] as Table).find(op.key, t, sc.found[i] as Found, op.rule);
+    }
     const d = sc.decision;
     d.allowed = decideSites(ops, sc.found, t, sc.verdicts);
     d.now = t;
@@ -345,14 +348,21 @@ export class MemoryStore implements Store {
   refund(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
     try {
       const t = this.#now(now);
-      for (const op of ops) {
+      // Every entry worked out from the state found before any is written, as a decision
+      // does: two rules of one group on one key gave back twice what they took once.
+      const after = ops.map((op) => {
         const entry = this.#get(op.rule, op.key, t);
-        if (entry === undefined) continue;
+        return entry === undefined ? entry : { e: refundEntry(entry, t, op.rule, op.cost, at) };
+      });
+      for (let i = 0; i < ops.length; i++) {
+        const a = after[i];
+        if (a === undefined) continue;
+        const op = ops[i] as StoreOp;
         const table = this.#table(op.rule);
-        const e = refundEntry(entry, t, op.rule, op.cost, at);
         // A refund changes the count, not whether the key's last decision refused.
-        if (e === undefined) table.delete(op.key);
-        else this.#setIn(table, op.rule, op.key, e.s, e.b, t, table.held);
+        table.read(op.key, t, op.rule);
+        if (a.e === undefined) table.delete(op.key);
+        else this.#setIn(table, op.rule, op.key, a.e.s, a.e.b, t, table.held);
       }
       return Promise.resolve();
     } catch (err) {
@@ -364,10 +374,14 @@ export class MemoryStore implements Store {
   settle(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
     try {
       const t = this.#now(now);
-      for (const op of ops) {
+      // From the states found before any is written (see refund).
+      const after = ops.map((op) => (op.cost === 0 ? undefined : settleEntry(this.#get(op.rule, op.key, t), t, op.rule, op.cost, at)));
+      for (let i = 0; i < ops.length; i++) {
+        const op = ops[i] as StoreOp;
         if (op.cost === 0) continue;
         const table = this.#table(op.rule);
-        const e = settleEntry(this.#get(op.rule, op.key, t), t, op.rule, op.cost, at);
+        const e = after[i];
+        table.read(op.key, t, op.rule);
         if (e === undefined) table.delete(op.key);
         // A key left in debt is held like a refused one: a flood of new keys must not evict
         // it into a fresh budget. A give-back leaves the mark as it was, as a refund does.

@@ -20,7 +20,7 @@
  */
 import { registry, type State } from './algorithms/index.js';
 import { type Entry, nextState, type RuleJudgement, Site } from './stack.js';
-import type { AlgorithmName } from './types.js';
+import type { AlgorithmName, RuleSpec } from './types.js';
 
 /** Where a decision found a key's state: the site the kernel reads, and the key's row and standing. */
 export class Found extends Site {
@@ -36,16 +36,19 @@ export interface Table {
   readonly size: number;
   /** States that eviction may take: those whose last decision did not refuse. */
   readonly liveSize: number;
-  /** Finds `key`'s state for a decision into `f`; an expired one is dropped. */
-  find(key: string, now: number, f: Found): void;
+  /**
+   * Finds `key`'s state for a decision into `f`; an expired one is dropped. `r`: the rule
+   * deciding now, when its numbers may differ from those the state was written under.
+   */
+  find(key: string, now: number, f: Found, r?: RuleSpec): void;
   /**
    * Writes a committed verdict where `f` found the key (`f.row` -1: looked up again): its
    * next state when `v.write` (else the state stays), the block `b` and the expiry `x`, the
    * key held or not. Returns true if the key is new.
    */
   commit(key: string, f: Found, v: RuleJudgement, b: number, x: number, hold: boolean): boolean;
-  /** The state for `key`, or undefined; an expired one is dropped. */
-  read(key: string, now: number): State | undefined;
+  /** The state for `key`, or undefined; an expired one is dropped (`r`: as in `find`). */
+  read(key: string, now: number, r?: RuleSpec): State | undefined;
   /** The block deadline of the last `read` (0 when none). */
   readonly block: number;
   /** Whether the key of the last `read` is held: its last decision refused (or blocked). */
@@ -204,7 +207,7 @@ export class SlabTable implements Table {
     return this.#keys.live.size;
   }
 
-  find(key: string, now: number, f: Found): void {
+  find(key: string, now: number, f: Found, r?: RuleSpec): void {
     const keys = this.#keys;
     const row = keys.get(key);
     f.held = keys.wasHeld;
@@ -214,7 +217,7 @@ export class SlabTable implements Table {
     if (row === undefined) return;
     const page = this.#pages[row >>> PAGE_BITS] as Float64Array;
     const o = (row & MASK) * this.#stride;
-    if ((page[o] as number) <= now) {
+    if ((page[o] as number) <= now && !this.#fullLater(page, o, now, r)) {
       this.#drop(key, row);
       f.held = false;
       return;
@@ -251,9 +254,22 @@ export class SlabTable implements Table {
     return fresh;
   }
 
-  read(key: string, now: number): State | undefined {
+  /**
+   * Whether a token bucket past the expiry it was written with still matters under `r`: a
+   * burst (or rate) raised since (`update`, a value of the request) makes it full later, and
+   * its state is kept until then. Re-stamps the row's expiry when so.
+   */
+  #fullLater(page: Float64Array, o: number, now: number, r: RuleSpec | undefined): boolean {
+    if (r === undefined || this.algorithm !== 'token-bucket' || Number.isNaN(page[o + 1])) return false;
+    const x = registry[this.algorithm].expiresAt([page[o + 1] as number, page[o + 2] as number], r);
+    if (x <= now) return false;
+    page[o] = x;
+    return true;
+  }
+
+  read(key: string, now: number, r?: RuleSpec): State | undefined {
     const f = this.#found;
-    this.find(key, now, f);
+    this.find(key, now, f, r);
     this.held = f.held;
     this.block = f.block;
     if (!f.has) return undefined;
@@ -369,7 +385,7 @@ export class ObjectTable implements Table {
     return this.#keys.live.size;
   }
 
-  find(key: string, now: number, f: Found): void {
+  find(key: string, now: number, f: Found, _r?: RuleSpec): void {
     const slot = this.#keys.get(key);
     f.held = this.#keys.wasHeld;
     f.block = 0;
@@ -392,7 +408,7 @@ export class ObjectTable implements Table {
     return this.write(key, v.write ? nextState(registry[this.algorithm], v) : f.log, b, x, hold);
   }
 
-  read(key: string, now: number): State | undefined {
+  read(key: string, now: number, _r?: RuleSpec): State | undefined {
     const slot = this.#keys.get(key);
     this.held = this.#keys.wasHeld;
     this.block = 0;

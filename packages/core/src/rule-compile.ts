@@ -66,12 +66,12 @@ function bool(value: unknown, path: string): boolean {
   return value;
 }
 
-function only(cond: boolean, path: string, option: string, needs: string): void {
+function only(cond: boolean, path: string, option: string, needs: string, found = `a rule that is not ${needs}`): void {
   if (!cond) {
     throw configError('TG_INVALID_OPTION', {
       path,
       expected: `${option} only on ${needs}`,
-      received: `${option} on a rule that is not ${needs}`,
+      received: `${option} on ${found}`,
       fix: `Remove ${option}, or change the rule's algorithm.`,
     });
   }
@@ -228,7 +228,15 @@ function shapeOf<R>(rule: Rule<R>, def: AlgorithmDef, a: Amount<R>, path: string
   const burst = rule.burst === undefined || burstFn !== undefined ? a.limit : positiveInt(rule.burst, `${path}.burst`, 'burst');
   const queue = rule.queue === undefined ? a.limit : positiveInt(rule.queue, `${path}.queue`, 'queue');
   const countRejected = bool(rule.countRejected, `${path}.countRejected`);
-  if (countRejected) only(def.countsRefusals({ mode }), `${path}.countRejected`, 'countRejected', 'a rule that is not a leaky queue');
+  if (countRejected) {
+    only(
+      def.countsRefusals({ mode }),
+      `${path}.countRejected`,
+      'countRejected',
+      'a rule that is not a leaky queue',
+      'a leaky-bucket queue',
+    );
+  }
   return { align, mode, burst, burstFn, queue, countRejected };
 }
 

@@ -69,7 +69,9 @@ ALG['f'] = {
     if used <= r.L then
       local reset = 0
       if used > 0 then reset = e - now end
-      -- The 7th value: the new state's expiry (its window's end), which write() needs.
+      -- The 7th value: the new state's expiry (its window's end), which write() needs;
+      -- nothing counted (cost 0 in an empty window): none, so no window is opened.
+      if used == 0 then e = 0 end
       return true, r.L - used, reset, 0, 0, { start, used }, e
     end
     local nx = nil
@@ -83,9 +85,14 @@ ALG['f'] = {
     -- A clock behind the stored window (it stepped back): the request was counted in it.
     if now < start then at = start end
     if at < start or at >= e or now >= e then return state end
-    return { start, max(0, state[2] - cost) }
+    -- Back to 0: no state, as before the request (an exact undo).
+    local left = max(0, state[2] - cost)
+    if left > 0 then return { start, left } end
+    return nil
   end,
   expires = function(state, r)
+    -- Nothing counted: no state (no window opened, on every write path).
+    if state[2] == 0 then return 0 end
     if r.month and not r.first then return fw_end(state[1], r) end
     return state[1] + r.W
   end,
