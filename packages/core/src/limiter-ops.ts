@@ -95,6 +95,11 @@ export interface Cell<R> {
   /** The rule's last key string and its sanitised form (see cachedKey). */
   lastRaw: string | undefined;
   lastKey: string;
+  /**
+   * The op made for `lastRaw` when its cost is a plain number (no per-call cost, no value
+   * per request): ops are never changed, so the same key again gets the same object.
+   */
+  lastOp: StoreOp | undefined;
 }
 
 /** A limiter's tiers: the function naming a request's tier, and each tier's rules. */
@@ -129,7 +134,16 @@ export function cachedKey<R>(cell: Cell<R>, raw: string): string {
 export function opOf<R>(cell: Cell<R>, k: unknown, req: R, override: number | undefined): StoreOp | Promise<StoreOp> {
   const rule = cell.c;
   const raw = keyOf(k, rule.spec.name);
-  return opFor(rule, cachedKey(cell, raw), raw, req, override);
+  if (raw !== cell.lastRaw) {
+    cell.lastOp = undefined;
+    return opFor(rule, cachedKey(cell, raw), raw, req, override);
+  }
+  const last = cell.lastOp;
+  // An update compiles a new spec: the kept op is for the rule as it was.
+  if (last !== undefined && override === undefined && last.rule === rule.spec) return last;
+  const op = opFor(rule, cell.lastKey, raw, req, override);
+  if (override === undefined && rule.cost !== undefined && rule.dynamic === undefined) cell.lastOp = op as StoreOp;
+  return op;
 }
 
 export const noop = () => {};

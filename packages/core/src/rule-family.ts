@@ -63,7 +63,7 @@ export function updateRule<R>(family: RuleFamily<R>, name: string, changes: Rule
 }
 
 export function cellOf<R>(c: CompiledRule<R>, defaultKey: KeyFn<R>, family: RuleFamily<R>): Cell<R> {
-  const cell: Cell<R> = { c, key: c.key ?? defaultKey, lastRaw: undefined, lastKey: '' };
+  const cell: Cell<R> = { c, key: c.key ?? defaultKey, lastRaw: undefined, lastKey: '', lastOp: undefined };
   const list = family.byName.get(c.spec.name);
   if (list === undefined) family.byName.set(c.spec.name, [cell]);
   else list.push(cell);
