@@ -310,6 +310,33 @@ export function settleArgs(
 }
 
 /**
+ * A lease call (mode `l`, see lua/lease.ts): one stack at the request's costs, on Redis time
+ * (`now` undefined) or at `now`, with the most units one lease may take and the share of what
+ * is left it may take.
+ */
+export function leaseArgs(
+  ops: readonly StoreOp[],
+  keys: readonly string[],
+  now: number | undefined,
+  most: number,
+  share: number,
+  minTtl: string,
+): ScriptCall {
+  const b = new CallBuilder('l', minTtl);
+  const shape = b.shape(now === undefined ? 'c' : 'C', ops, keys, 0, false);
+  return b.finish([`1 ${shape}`], [now === undefined ? '' : num(now), num(most), num(share)]);
+}
+
+/** A lease call's reply: the stack's decision, then each op's grant (the units it consumed if admitted). */
+export function parseLease(reply: unknown, n: number): { d: StoreDecision; grants: number[] } {
+  if (!Buffer.isBuffer(reply) || reply.length < 8 * n) throw new TypeError('The store script replied no lease grants');
+  const at = reply.length - 8 * n;
+  const grants: number[] = new Array(n);
+  for (let i = 0; i < n; i++) grants[i] = reply.readDoubleLE(at + 8 * i);
+  return { d: parseDecisions(reply.subarray(0, at), [n])[0] as StoreDecision, grants };
+}
+
+/**
  * The arguments of an operation by key (see lua/keyops.ts): rule, operation, time, least
  * TTL, the operation id ('' for none) and how long the id is remembered.
  */

@@ -27,7 +27,18 @@ import {
   sanitizeKey,
   unknownOptionFix,
 } from '@tollgate/core';
-import { type Command, decideArgs, keyOpArgs, parseDecisions, parseKeyState, refundArgs, type StackCall, settleArgs } from './args.js';
+import {
+  type Command,
+  decideArgs,
+  keyOpArgs,
+  leaseArgs,
+  parseDecisions,
+  parseKeyState,
+  parseLease,
+  refundArgs,
+  type StackCall,
+  settleArgs,
+} from './args.js';
 import { Breaker, type BreakerOptions, type BreakerState } from './breaker.js';
 import { redisChannels } from './channels.js';
 import { checkOnConnect } from './checks.js';
@@ -36,6 +47,8 @@ import { DenyCache } from './deny-cache.js';
 import { clientError, closedError, optionError, timeoutError } from './errors.js';
 import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
 import { redisKey, slotOf } from './keys.js';
+import { type LeaseReply, Leases } from './lease/leases.js';
+import { type LeaseOptions, leaseSettings } from './lease/options.js';
 import { operatorCall } from './operator.js';
 import { type RedisClientLike, runKeyOp, runnerOf, runScript, type ScriptRunner, STORE_CODE } from './script.js';
 
@@ -110,6 +123,14 @@ export interface RedisStoreOptions {
    * @default { failures: 3, cooldownMs: 1000 }
    */
   breaker?: BreakerOptions;
+  /**
+   * Leases: an instance takes up to `max` units of a (rule, key) from Redis in one atomic
+   * call and decides locally from them for up to `ttl` (see docs/distributed.md, "Leases").
+   * Lease sizes shrink as a key nears its limit, down to one request's cost.
+   * @default off
+   * @example new RedisStore({ client, lease: { max: 100, ttl: '1s' } })
+   */
+  lease?: LeaseOptions;
 }
 
 export interface StoreErrorEvent {
@@ -138,6 +159,7 @@ const KNOWN = new Set([
   'breaker',
   'minTtlMs',
   'batch',
+  'lease',
 ]);
 const POLICIES = new Set(['allow', 'deny', 'local']);
 const OP_NAMES = { c: 'consume', p: 'peek', r: 'refund' } as const;
@@ -328,10 +350,13 @@ export class RedisStore extends EventEmitter implements Store {
    */
   readonly checked: Promise<void>;
   readonly #cancelChecks: () => void;
+  /** Leases (lease/), when the `lease` option is given. */
+  readonly #leases: Leases | undefined;
 
   constructor(options: RedisStoreOptions) {
     super();
     validate(options);
+    const lease = options.lease === undefined ? undefined : leaseSettings(options.lease, options.instances ?? 1);
     this.client = options.client;
     this.#port = portOf(options.client) as RedisPort;
     this.#runner = runnerOf(this.#port);
@@ -357,6 +382,45 @@ export class RedisStore extends EventEmitter implements Store {
     this.#cancelChecks = checks.cancel;
     // FCALL or EVALSHA: chosen for the client now, not by the first decision.
     this.#runner.prepare();
+    // --- lease hook: the store's machinery a lease goes through (lease/leases.ts) ---
+    this.#leases =
+      lease === undefined
+        ? undefined
+        : new Leases(lease, {
+            keyOf: (rule, key, raw) => this.keyOf(rule, key, raw),
+            time: (now) => this.#time(now),
+            oneCall: (keys) => this.#groups(keys) === undefined,
+            lease: (ops, keys, t, max, share) => this.#leaseCall(ops, keys, t, max, share),
+            exact: (cmd, ops, now) => this.#decide(cmd, ops, now),
+            giveBack: (ops, at, t) => this.#giveBack('refund', ops, at, t, true),
+          });
+  }
+
+  /** Unused leased units this instance holds for a (rule, key): 0 without leases. */
+  leased(rule: RuleSpec, key: string, raw?: string): number {
+    return this.#leases?.held(this.keyOf(rule, key, raw)) ?? 0;
+  }
+
+  /**
+   * One lease call (lease hook): the deny cache, breaker, deadline and failure policy of a
+   * decision, and grants only when Redis decided.
+   */
+  async #leaseCall(ops: readonly StoreOp[], keys: string[], t: number | undefined, max: number, share: number): Promise<LeaseReply> {
+    const deny = this.#deny;
+    if (deny !== undefined && deny.size > 0) {
+      const hit = deny.get(signature(ops, keys), t);
+      if (hit !== undefined) return { d: hit, grants: undefined };
+    }
+    if (!this.#breaker.tryCall()) return { d: await this.#degraded('c', ops, t), grants: undefined };
+    let r: { d: StoreDecision; grants: number[] };
+    try {
+      r = parseLease(await this.#deadline(runScript(this.#port, leaseArgs(ops, keys, t, max, share, this.#minTtl))), ops.length);
+    } catch (err) {
+      this.#failed(err, 'consume', this.onStoreError);
+      return { d: await this.#degraded('c', ops, t), grants: undefined };
+    }
+    this.#answered('c', ops, keys, t, r.d);
+    return r;
   }
 
   /** The breaker's state: `'closed'` while Redis answers. */
@@ -400,14 +464,20 @@ export class RedisStore extends EventEmitter implements Store {
   }
 
   consume(ops: readonly StoreOp[], now?: number): Promise<StoreDecision> {
+    if (this.#leases !== undefined && !this.#closed) return this.#leases.consume(ops, now);
     return this.#decide('c', ops, now);
   }
 
   peek(ops: readonly StoreOp[], now?: number): Promise<StoreDecision> {
+    if (this.#leases !== undefined && !this.#closed) return this.#leases.peek(ops, now);
     return this.#decide('p', ops, now);
   }
 
   refund(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+    // Units of a lease still live go back to it; the rest to Redis.
+    if (this.#leases !== undefined && !this.#closed) {
+      return this.#giveBack('refund', this.#leases.refund(ops, at, this.#time(now)), at, now);
+    }
     return this.#giveBack('refund', ops, at, now);
   }
 
@@ -419,10 +489,13 @@ export class RedisStore extends EventEmitter implements Store {
     return this.#giveBack('settle', ops, at, now);
   }
 
-  async #giveBack(operation: 'refund' | 'settle', ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+  async #giveBack(operation: 'refund' | 'settle', ops: readonly StoreOp[], at: number, now?: number, lease = false): Promise<void> {
     if (this.#closed) throw closedError();
     if (ops.length === 0) return;
-    this.#deny?.clear();
+    // A lease's units going back change only their keys' answers.
+    const keys = ops.map((op) => this.keyOf(op.rule, op.key, op.raw));
+    if (lease) this.#deny?.written(keys);
+    else this.#deny?.clear();
     const t = this.#time(now);
     checkTime(at, `RedisStore.${operation}: at`);
     if (!this.#breaker.tryCall()) {
@@ -431,15 +504,7 @@ export class RedisStore extends EventEmitter implements Store {
       return;
     }
     try {
-      await this.#deadline(
-        this.#refundRemote(
-          operation === 'refund' ? refundArgs : settleArgs,
-          ops,
-          ops.map((op) => this.keyOf(op.rule, op.key, op.raw)),
-          at,
-          t,
-        ),
-      );
+      await this.#deadline(this.#refundRemote(operation === 'refund' ? refundArgs : settleArgs, ops, keys, at, t));
       this.#breaker.success();
     } catch (err) {
       this.#failed(err, operation, 'none');
@@ -455,6 +520,8 @@ export class RedisStore extends EventEmitter implements Store {
   async reset(rule: RuleSpec, key: string, raw?: string): Promise<void> {
     if (this.#closed) throw closedError();
     this.#deny?.clear();
+    // This instance's lease of the key ends with its state (other instances' within ttl).
+    await this.#leases?.forget(rule, key, raw, false);
     await this.#local.store.reset(rule, key);
     const k = this.keyOf(rule, key, raw);
     try {
@@ -477,6 +544,8 @@ export class RedisStore extends EventEmitter implements Store {
   async keyOp(rule: RuleSpec, key: string, op: KeyOp, now?: number, raw?: string): Promise<StoreKeyState> {
     if (this.#closed) throw closedError();
     const t = this.#time(now);
+    // A change ends this instance's lease of the key first: its units go back before it.
+    if (op.kind !== 'get') await this.#leases?.forget(rule, key, raw, true);
     const k = this.keyOf(rule, key, raw);
     const keys = op.kind !== 'get' && op.id !== undefined ? [k, `${k} op ${op.id}`] : [k];
     const args = keyOpArgs(rule, op, t, this.#minTtl);
@@ -494,6 +563,8 @@ export class RedisStore extends EventEmitter implements Store {
 
   /** Releases the store's own resources. The client is yours: quit it yourself. */
   async close(): Promise<void> {
+    // Leased units not used go back while the store can still call Redis.
+    if (!this.#closed) await this.#leases?.close();
     this.#closed = true;
     this.#cancelChecks();
     if (this.#inFlight === 0) {

@@ -22,6 +22,7 @@ import { COMMON_LUA } from './common.js';
 import { FIXED_WINDOW_LUA } from './fixed-window.js';
 import { KEYOPS_LUA } from './keyops.js';
 import { LEAKY_BUCKET_LUA } from './leaky-bucket.js';
+import { LEASE_LUA } from './lease.js';
 import { ONE_LUA } from './one.js';
 import { SLIDING_LOG_LUA } from './sliding-log.js';
 import { SLIDING_WINDOW_LUA } from './sliding-window.js';
@@ -60,6 +61,7 @@ function initOf(name: string, tail: readonly string[]): string {
     section('k', LEAKY_BUCKET_LUA),
     STACK_LUA,
     ONE_LUA,
+    LEASE_LUA,
     ENTRY_LUA,
     ...tail,
     'end',

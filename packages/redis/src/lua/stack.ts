@@ -559,6 +559,8 @@ local function store(keys, argv)
   if f then return f(keys, argv) end
   local plan = PLANS[text]
   if plan == nil then plan = plan_of(text) end
+  -- A lease call (lease.ts): its grants are picked before the stack is decided.
+  if plan.mode == 'l' then return lease(plan, keys, argv) end
   if f == nil then
     f = fast_of(text, plan)
     if f then return f(keys, argv) end
