@@ -486,6 +486,10 @@ export class RedisStore extends EventEmitter implements Store {
    * whose keys span slots, as a refund), each op's cost the actual cost less the estimate.
    */
   settle(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+    // What a settle gives back of a decision from a live lease goes back to it.
+    if (this.#leases !== undefined && !this.#closed) {
+      return this.#giveBack('settle', this.#leases.settle(ops, at, this.#time(now)), at, now);
+    }
     return this.#giveBack('settle', ops, at, now);
   }
 

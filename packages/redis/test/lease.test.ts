@@ -6,7 +6,7 @@
  * decision costs. Several stores on one Redis stand for instances; the separate-process
  * check is test/reliability/lease-instances.test.ts.
  */
-import { type AlgorithmName, createLimiter, type Rule, ManualClock, type RuleSpec, TollgateError } from '@tollgate/core';
+import { type AlgorithmName, createLimiter, ManualClock, type Rule, type RuleSpec, TollgateError } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -251,12 +251,22 @@ describe('refusals and features under leases', () => {
     const limiter = createLimiter({ rules, store, clock });
     const plain = createLimiter({ rules, store: exact, clock });
     await limiter.consume({});
+    // The lease call itself reserves (counted at the lease time)...
     const res = await limiter.reserve({}, { cost: 10 });
     expect(res.allowed).toBe(true);
     await res.settle(4);
+    clock.advance(5);
+    // ... and a reservation from the lease it took: its give-back returns to the lease.
+    const res2 = await limiter.reserve({}, { cost: 10 });
+    expect(res2.allowed).toBe(true);
+    await res2.settle(3);
+    // Above the estimate: the extra is charged in Redis.
+    const res3 = await limiter.reserve({}, { cost: 2 });
+    await res3.settle(5);
+    const held = store.leased(limiter.rules[0]?.spec as RuleSpec, 'k');
+    expect((await plain.get('r', 'k')).remaining + held).toBe(1000 - 1 - 4 - 3 - 5);
     await store.close();
-    // 1 + 4 settled: everything else went back.
-    expect((await plain.get('r', 'k')).remaining).toBe(995);
+    expect((await plain.get('r', 'k')).remaining).toBe(1000 - 1 - 4 - 3 - 5);
     await exact.close();
   });
 });

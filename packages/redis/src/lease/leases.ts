@@ -127,7 +127,8 @@ export class Leases {
         const l = this.#table.get(k);
         if (l !== undefined && l.rule === op.rule && l.left >= op.cost && this.#live(l, t)) {
           l.left -= op.cost;
-          return Promise.resolve({ allowed: true, now: l.at, outcomes: [this.#outcome(l, t)] });
+          const at = timeIn(l, t);
+          return Promise.resolve({ allowed: true, now: at, outcomes: [outcomeOf(l, at)] });
         }
         return this.#call(ops, [k], t, false);
       }
@@ -183,7 +184,8 @@ export class Leases {
       }
     }
     if (need.length === 0) {
-      return { allowed: true, now: (taken[0] as Lease).at, outcomes: taken.map((l) => this.#outcome(l as Lease, t)) };
+      const at = timeIn(taken[0] as Lease, t);
+      return { allowed: true, now: at, outcomes: taken.map((l) => outcomeOf(l as Lease, at)) };
     }
     const subOps = need.length === n ? ops : need.map((i) => ops[i] as StoreOp);
     const subKeys = need.length === n ? keys : need.map((i) => keys[i] as string);
@@ -236,24 +238,11 @@ export class Leases {
       const l = taken[i];
       if (l === undefined) continue;
       // In a refused stack the lease's rule is reported untouched (its units were put back).
-      outcomes[i] = this.#outcome(l, t);
+      outcomes[i] = outcomeOf(l, d.now);
     }
     const out: StoreDecision = { allowed: d.allowed, now: d.now, outcomes };
     if (d.degraded !== undefined) out.degraded = d.degraded;
     return out;
-  }
-
-  /** A leased admission's figures: Redis' remaining at lease time plus the units still held. */
-  #outcome(l: Lease, t: number | undefined): Outcome {
-    const elapsed = t === undefined ? Math.floor(performance.now() - l.localAt) : t - l.at;
-    return {
-      allowed: true,
-      remaining: l.remaining + l.left,
-      resetMs: Math.max(0, l.resetMs - elapsed),
-      retryAfterMs: 0,
-      delayMs: 0,
-      reason: undefined,
-    };
   }
 
   #install(k: string, l: Lease): void {
@@ -322,18 +311,28 @@ export class Leases {
   };
 
   /**
-   * A refund of a decision made at `at`: units of a live lease made at `at` go back to it
-   * (they stay counted in Redis, and are used within its ttl); the rest go to Redis.
+   * A refund of a decision made at `at`: the units of a decision made during a lease still
+   * live (while a key's lease is live its decisions are that lease's) go back to it: they
+   * stay counted in Redis and are used within its ttl. The rest go to Redis.
    */
   refund(ops: readonly StoreOp[], at: number, t: number | undefined): StoreOp[] {
     const rest: StoreOp[] = [];
-    for (const op of ops) {
-      const l = this.#table.get(this.#host.keyOf(op.rule, op.key, op.raw));
-      if (l !== undefined && !l.dead && l.at === at && l.rule === op.rule && this.#live(l, t) && l.left + op.cost <= l.granted) {
-        l.left += op.cost;
-      } else rest.push(op);
-    }
+    for (const op of ops) if (!this.#takeBack(op, op.cost, at, t)) rest.push(op);
     return rest;
+  }
+
+  /** A settle: what it gives back (a cost below zero) goes to a live lease as a refund does; the rest to Redis. */
+  settle(ops: readonly StoreOp[], at: number, t: number | undefined): StoreOp[] {
+    const rest: StoreOp[] = [];
+    for (const op of ops) if (!(op.cost < 0 && this.#takeBack(op, -op.cost, at, t))) rest.push(op);
+    return rest;
+  }
+
+  #takeBack(op: StoreOp, units: number, at: number, t: number | undefined): boolean {
+    const l = this.#table.get(this.#host.keyOf(op.rule, op.key, op.raw));
+    if (l === undefined || l.dead || at < l.at || l.rule !== op.rule || !this.#live(l, t) || l.left + units > l.granted) return false;
+    l.left += units;
+    return true;
   }
 
   /** A peek: answered locally when every rule's lease covers it; else Redis', with held units added. */
@@ -344,11 +343,12 @@ export class Leases {
       return l !== undefined && !l.dead && l.rule === op.rule && this.#live(l, t) ? l : undefined;
     });
     if (ops.length > 0 && found.every((l, i) => l !== undefined && l.left >= (ops[i] as StoreOp).cost)) {
+      const at = timeIn(found[0] as Lease, t);
       return {
         allowed: true,
-        now: (found[0] as Lease).at,
+        now: at,
         outcomes: found.map((l, i) => {
-          const o = this.#outcome(l as Lease, t);
+          const o = outcomeOf(l as Lease, at);
           o.remaining -= (ops[i] as StoreOp).cost;
           return o;
         }),
@@ -383,6 +383,26 @@ export class Leases {
     this.#table.clear();
     await Promise.all(all.map((l) => this.#giveBack(l)));
   }
+}
+
+/**
+ * The time of a decision from a lease: the supplied time, or on Redis time the lease's
+ * plus the whole ms elapsed locally since its call was sent (Redis' TIME is whole ms).
+ */
+function timeIn(l: Lease, t: number | undefined): number {
+  return t ?? l.at + Math.floor(performance.now() - l.localAt);
+}
+
+/** A leased admission's figures at `at`: Redis' remaining at lease time plus the units still held. */
+function outcomeOf(l: Lease, at: number): Outcome {
+  return {
+    allowed: true,
+    remaining: l.remaining + l.left,
+    resetMs: Math.max(0, l.resetMs - (at - l.at)),
+    retryAfterMs: 0,
+    delayMs: 0,
+    reason: undefined,
+  };
 }
 
 /** The op giving `cost` units of a lease back. */
