@@ -224,8 +224,7 @@ export class Leases {
         at: d.now,
         given: t !== undefined,
         localAt,
-        // A fixed window's lease ends with the window it was counted in: no unit crosses it.
-        span: op.rule.algorithm === 'fixed-window' ? Math.min(this.settings.ttlMs, o.resetMs) : this.settings.ttlMs,
+        span: spanOf(op.rule, this.settings.ttlMs, d.now, o.resetMs),
         granted: grant,
         left,
         remaining: o.remaining - left,
@@ -403,6 +402,17 @@ function outcomeOf(l: Lease, at: number): Outcome {
     delayMs: 0,
     reason: undefined,
   };
+}
+
+/**
+ * How long a lease counted at `at` may be used: `ttl`, and for a window's counts no longer
+ * than the window they were counted in (a fixed window's end is its `resetMs` once counted;
+ * a sliding window's current window is clock-aligned), so no unit crosses into the next.
+ */
+function spanOf(rule: RuleSpec, ttl: number, at: number, resetMs: number): number {
+  if (rule.algorithm === 'fixed-window') return Math.min(ttl, resetMs);
+  if (rule.algorithm === 'sliding-window') return Math.min(ttl, rule.windowMs - (at % rule.windowMs));
+  return ttl;
 }
 
 /** The op giving `cost` units of a lease back. */
