@@ -10,6 +10,7 @@ import { type AlgorithmName, createLimiter, ManualClock, type Rule, type RuleSpe
 import { RedisStore } from '@tollgate/redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DelayProxy } from '../../../test/reliability/helpers/delay-proxy.js';
 import { keysWithoutExpiry, type RedisServer, startRedis } from '../../../test/setup/redis.js';
 
 let server: RedisServer;
@@ -293,6 +294,72 @@ describe('failure policy', () => {
     expect(after.allowed).toBe(false);
     c.disconnect();
     await store.close().catch(() => {});
+  });
+});
+
+describe('slow Redis and clock steps', () => {
+  it('decides from a held lease while Redis is slower than timeoutMs; the policy answers when it runs out', async () => {
+    const proxy = new DelayProxy(server.port);
+    const port = await proxy.listen();
+    const c = new Redis({ port, host: '127.0.0.1' });
+    await new Promise((r) => c.once('ready', r));
+    const store = new RedisStore({ client: c, prefix: prefix(), timeoutMs: 100, onStoreError: 'deny', lease: { max: 20, ttl: '5s' } });
+    const limiter = createLimiter({ rules: [{ name: 'r', limit: 1000, window: '1m', key: () => 'k' }], store });
+    await limiter.consume({});
+    await limiter.consume({});
+    const held = store.leased(limiter.rules[0]?.spec as RuleSpec, 'k');
+    expect(held).toBe(19);
+    proxy.delayMs = 400;
+    for (let i = 0; i < held; i++) {
+      const d = await limiter.consume({});
+      expect(d.allowed).toBe(true);
+      expect(d.degraded).toBeUndefined();
+    }
+    const after = await limiter.consume({});
+    expect(after.degraded).toBe('deny');
+    proxy.delayMs = 0;
+    await store.close();
+    c.disconnect();
+    await proxy.close();
+  });
+
+  it('a clock stepping back ends the lease (its units go back); one stepping past ttl too; nothing is admitted twice', async () => {
+    const clock = new ManualClock(9_000_000);
+    const p = prefix();
+    const store = new RedisStore({ client, prefix: p, timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+    const exact = new RedisStore({ client, prefix: p, timeoutMs: SLOW });
+    const rules: Rule<unknown>[] = [{ name: 'r', algorithm: 'sliding-log', limit: 50, window: '1h', key: () => 'k' }];
+    const limiter = createLimiter({ rules, store, clock });
+    const plain = createLimiter({ rules, store: exact, clock });
+    const spec = () => limiter.rules[0]?.spec as RuleSpec;
+    let admitted = 0;
+    const take = async () => {
+      if ((await limiter.consume({})).allowed) admitted++;
+    };
+    await take();
+    await take();
+    expect(store.leased(spec(), 'k')).toBe(9);
+    const before = await storeCalls();
+    clock.advance(-10_000);
+    await take();
+    // The lease was not used: a call to Redis, and the old lease's units went back.
+    expect((await storeCalls()) - before).toBeGreaterThanOrEqual(1);
+    await new Promise((r) => setTimeout(r, 20));
+    expect((await plain.get('r', 'k')).remaining + store.leased(spec(), 'k')).toBe(50 - admitted);
+    clock.advance(60_000);
+    await take();
+    await new Promise((r) => setTimeout(r, 20));
+    // The lease taken while the clock was behind was counted in Redis' newest entry (time
+    // going back is no time passing); given back at its own time it is not found there: its
+    // units stay counted (lost, at most max), never admitted twice.
+    const counted = 50 - (await plain.get('r', 'k')).remaining - store.leased(spec(), 'k');
+    expect(counted).toBeGreaterThanOrEqual(admitted);
+    expect(counted).toBeLessThanOrEqual(admitted + 10);
+    for (let i = 0; i < 100; i++) await take();
+    expect(admitted).toBeLessThanOrEqual(50);
+    expect(admitted).toBeGreaterThanOrEqual(50 - 10);
+    await store.close();
+    await exact.close();
   });
 });
 
