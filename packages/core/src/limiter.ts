@@ -875,11 +875,20 @@ function build<R>(
   // finish reads at once.
   const inPlace = store instanceof MemoryStore && store.consumeSync === MemoryStore.prototype.consumeSync;
   const consumeSync = inPlace ? store[DECIDE] : store.consumeSync;
-  // In-process stores decide synchronously: no promise per decision.
+  // In-process stores decide synchronously: no promise per decision. A store that can
+  // sometimes (a RedisStore from its leases) is asked first, and answers or passes.
+  const consumeLocal = consumeSync === undefined ? store.consumeLocal : undefined;
   const decideOps =
     consumeSync !== undefined
       ? (ops: StoreOp[], t0: number) => finish(ops, consumeSync.call(store, ops, now()), t0)
-      : (ops: StoreOp[], t0: number) => store.consume(ops, now()).then((d) => finish(ops, d, t0));
+      : consumeLocal !== undefined
+        ? (ops: StoreOp[], t0: number): Decision | Promise<Decision> => {
+            const t = now();
+            const d = consumeLocal.call(store, ops, t);
+            if (d !== undefined) return finish(ops, d, t0);
+            return store.consume(ops, t).then((x) => finish(ops, x, t0));
+          }
+        : (ops: StoreOp[], t0: number) => store.consume(ops, now()).then((d) => finish(ops, d, t0));
 
   // What `rules` and `tiers` show, rebuilt after an update.
   let seen = -1;

@@ -394,7 +394,20 @@ export class RedisStore extends EventEmitter implements Store {
             exact: (cmd, ops, now) => this.#decide(cmd, ops, now),
             giveBack: (ops, at, t) => this.#giveBack('refund', ops, at, t, true),
           });
+    const leases = this.#leases;
+    if (leases !== undefined) {
+      this.consumeLocal = (ops, now) => {
+        if (this.#closed) return undefined;
+        return leases.local(ops, now === undefined && this.#clock === undefined ? undefined : this.#time(now));
+      };
+    }
   }
+
+  /**
+   * With leases: a decision taken from them synchronously, or undefined (then `consume`).
+   * Absent without the `lease` option, so the engine never asks.
+   */
+  declare consumeLocal?: (ops: readonly StoreOp[], now?: number) => StoreDecision | undefined;
 
   /** Unused leased units this instance holds for a (rule, key): 0 without leases. */
   leased(rule: RuleSpec, key: string, raw?: string): number {

@@ -108,30 +108,54 @@ export class Leases {
   }
 
   #live(l: Lease, t: number | undefined): boolean {
-    if (performance.now() - l.localAt >= l.span) return false;
-    if (t === undefined) return !l.given;
-    // Supplied time: a clock stepping back before the lease, or past its end, ends it.
-    return l.given && t >= l.at && t - l.at < l.span;
+    return liveAt(l, t, performance.now());
+  }
+
+  /**
+   * The decision when every rule holds a live lease covering its cost (taken from them),
+   * else undefined: memory speed, no promise. `t` is the supplied time (checked), or
+   * undefined on Redis time.
+   */
+  local(ops: readonly StoreOp[], t: number | undefined): StoreDecision | undefined {
+    if (t !== undefined && t > this.#lastGiven) this.#lastGiven = t;
+    const host = this.#host;
+    const table = this.#table;
+    if (ops.length === 1) {
+      const op = ops[0] as StoreOp;
+      const l = table.get(host.keyOf(op.rule, op.key, op.raw));
+      if (l === undefined || l.rule !== op.rule || l.left < op.cost) return undefined;
+      const p = performance.now();
+      if (!liveAt(l, t, p)) return undefined;
+      l.left -= op.cost;
+      const at = t ?? l.at + Math.floor(p - l.localAt);
+      return { allowed: true, now: at, outcomes: [outcomeOf(l, at)] };
+    }
+    if (ops.length === 0) return undefined;
+    const p = performance.now();
+    const found: Lease[] = [];
+    for (const op of ops) {
+      const l = table.get(host.keyOf(op.rule, op.key, op.raw));
+      // A key twice in the stack (rules sharing a group) is not taken from twice: decided by the call.
+      if (l === undefined || l.rule !== op.rule || l.left < op.cost || !liveAt(l, t, p) || found.includes(l)) return undefined;
+      found.push(l);
+    }
+    const first = found[0] as Lease;
+    const at = t ?? first.at + Math.floor(p - first.localAt);
+    const outcomes: Outcome[] = new Array(ops.length);
+    for (let i = 0; i < ops.length; i++) {
+      const l = found[i] as Lease;
+      l.left -= (ops[i] as StoreOp).cost;
+      outcomes[i] = outcomeOf(l, t ?? l.at + Math.floor(p - l.localAt));
+    }
+    return { allowed: true, now: at, outcomes };
   }
 
   consume(ops: readonly StoreOp[], now: number | undefined): Promise<StoreDecision> {
     try {
       const t = this.#host.time(now);
-      if (t !== undefined && t > this.#lastGiven) this.#lastGiven = t;
+      const d = this.local(ops, t);
+      if (d !== undefined) return Promise.resolve(d);
       const n = ops.length;
-      if (n === 1) {
-        // One rule (the common stack): its lease, or a call.
-        const op = ops[0] as StoreOp;
-        if (!this.#leases(op.rule)) return this.#host.exact('c', ops, now);
-        const k = this.#host.keyOf(op.rule, op.key, op.raw);
-        const l = this.#table.get(k);
-        if (l !== undefined && l.rule === op.rule && l.left >= op.cost && this.#live(l, t)) {
-          l.left -= op.cost;
-          const at = timeIn(l, t);
-          return Promise.resolve({ allowed: true, now: at, outcomes: [outcomeOf(l, at)] });
-        }
-        return this.#call(ops, [k], t, false);
-      }
       if (n === 0) return this.#host.exact('c', ops, now);
       const keys: string[] = new Array(n);
       let all = true;
@@ -382,6 +406,14 @@ export class Leases {
     this.#table.clear();
     await Promise.all(all.map((l) => this.#giveBack(l)));
   }
+}
+
+/** Whether a lease may be used at supplied time `t` (undefined: Redis time), `p` being performance.now(). */
+function liveAt(l: Lease, t: number | undefined, p: number): boolean {
+  if (p - l.localAt >= l.span) return false;
+  if (t === undefined) return !l.given;
+  // Supplied time: a clock stepping back before the lease, or past its end, ends it.
+  return l.given && t >= l.at && t - l.at < l.span;
 }
 
 /**
