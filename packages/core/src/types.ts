@@ -180,7 +180,7 @@ export interface Store {
   /**
    * Optional ability: the decision `consume` would make, returned synchronously when the
    * store can make it in-process (a RedisStore deciding from a lease), else `undefined`, and
-   * the engine calls `consume`. Its answer is read at once.
+   * the engine calls `consume`. Its answer is read at once: the store may reuse the object.
    */
   consumeLocal?(ops: readonly StoreOp[], now?: number): StoreDecision | undefined;
   /**

@@ -398,7 +398,7 @@ export class RedisStore extends EventEmitter implements Store {
     if (leases !== undefined) {
       this.consumeLocal = (ops, now) => {
         if (this.#closed) return undefined;
-        return leases.local(ops, now === undefined && this.#clock === undefined ? undefined : this.#time(now));
+        return leases.local(ops, now === undefined && this.#clock === undefined ? undefined : this.#time(now), true);
       };
     }
   }

@@ -115,18 +115,18 @@ describe('leased decisions (one instance, supplied clock)', () => {
     const rules: Rule<unknown>[] = [{ name: 'r', algorithm: 'sliding-log', limit: 100, window: '1m', key: () => 'k' }];
     const leased = createLimiter({ rules, store, clock });
     const plain = createLimiter({ rules, store: exact, clock });
-    await leased.consume({}); // exact (first sight of the key)
-    await leased.consume({}); // leases 10: 1 used, 9 held
-    expect(store.leased(leased.rules[0]?.spec as RuleSpec, 'k')).toBe(9);
-    expect((await plain.get('r', 'k')).remaining).toBe(100 - 2 - 9);
+    // Exact (first sight of the key), then a lease of 2, then one of 4 (twice what the last used).
+    for (let i = 0; i < 4; i++) await leased.consume({});
+    expect(store.leased(leased.rules[0]?.spec as RuleSpec, 'k')).toBe(3);
+    expect((await plain.get('r', 'k')).remaining).toBe(100 - 4 - 3);
     clock.advance(1000);
-    // The next decision finds the lease expired: its 9 units go back, and it leases anew.
+    // The next decision finds the lease expired: its 3 units go back, and it leases anew.
     await leased.consume({});
     await new Promise((r) => setTimeout(r, 50));
     const rem = (await plain.get('r', 'k')).remaining;
-    expect(rem + store.leased(leased.rules[0]?.spec as RuleSpec, 'k')).toBe(100 - 3);
+    expect(rem + store.leased(leased.rules[0]?.spec as RuleSpec, 'k')).toBe(100 - 5);
     await store.close();
-    expect((await plain.get('r', 'k')).remaining).toBe(97);
+    expect((await plain.get('r', 'k')).remaining).toBe(95);
     await exact.close();
   });
 });
@@ -224,9 +224,8 @@ describe('refusals and features under leases', () => {
     const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
     const limiter = createLimiter({ rules: [{ name: 'r', limit: 100, window: '1m', key: () => 'k' }], store, clock });
     const spec = () => limiter.rules[0]?.spec as RuleSpec;
-    await limiter.consume({});
-    await limiter.consume({});
-    expect(store.leased(spec(), 'k')).toBe(9);
+    for (let i = 0; i < 4; i++) await limiter.consume({});
+    expect(store.leased(spec(), 'k')).toBe(3);
     limiter.update('r', { limit: 50 });
     const d = await limiter.consume({});
     expect(d.allowed).toBe(true);
@@ -279,10 +278,9 @@ describe('failure policy', () => {
     await new Promise((r) => c.once('ready', r));
     const store = new RedisStore({ client: c, prefix: prefix(), timeoutMs: 200, onStoreError: 'deny', lease: { max: 20, ttl: '5s' } });
     const limiter = createLimiter({ rules: [{ name: 'r', limit: 1000, window: '1m', key: () => 'k' }], store });
-    await limiter.consume({});
-    await limiter.consume({});
+    for (let i = 0; i < 30 && store.leased(limiter.rules[0]?.spec as RuleSpec, 'k') < 5; i++) await limiter.consume({});
     const held = store.leased(limiter.rules[0]?.spec as RuleSpec, 'k');
-    expect(held).toBe(19);
+    expect(held).toBeGreaterThanOrEqual(5);
     await own.destroy();
     for (let i = 0; i < held; i++) {
       const d = await limiter.consume({});
@@ -305,10 +303,9 @@ describe('slow Redis and clock steps', () => {
     await new Promise((r) => c.once('ready', r));
     const store = new RedisStore({ client: c, prefix: prefix(), timeoutMs: 100, onStoreError: 'deny', lease: { max: 20, ttl: '5s' } });
     const limiter = createLimiter({ rules: [{ name: 'r', limit: 1000, window: '1m', key: () => 'k' }], store });
-    await limiter.consume({});
-    await limiter.consume({});
+    for (let i = 0; i < 30 && store.leased(limiter.rules[0]?.spec as RuleSpec, 'k') < 5; i++) await limiter.consume({});
     const held = store.leased(limiter.rules[0]?.spec as RuleSpec, 'k');
-    expect(held).toBe(19);
+    expect(held).toBeGreaterThanOrEqual(5);
     proxy.delayMs = 400;
     for (let i = 0; i < held; i++) {
       const d = await limiter.consume({});
@@ -336,9 +333,8 @@ describe('slow Redis and clock steps', () => {
     const take = async () => {
       if ((await limiter.consume({})).allowed) admitted++;
     };
-    await take();
-    await take();
-    expect(store.leased(spec(), 'k')).toBe(9);
+    for (let i = 0; i < 4; i++) await take();
+    expect(store.leased(spec(), 'k')).toBe(3);
     const before = await storeCalls();
     clock.advance(-10_000);
     await take();
@@ -383,7 +379,8 @@ describe('calls per decision', () => {
     const before = await storeCalls();
     const ds = await Promise.all(Array.from({ length: 50 }, () => limiter.consume({})));
     expect(ds.every((d) => d.allowed)).toBe(true);
-    expect((await storeCalls()) - before).toBeLessThanOrEqual(2);
+    // Lease sizes double from what the key used (2, 4, 8, ...): a handful of calls.
+    expect((await storeCalls()) - before).toBeLessThanOrEqual(8);
     await store.close();
   });
 });

@@ -48,12 +48,14 @@ interface Lease {
   readonly at: number;
   /** Whether `at` is supplied time. */
   readonly given: boolean;
-  /** performance.now() when the call was sent: before Redis counted the units. */
+  /** Date.now() when the call was sent: before Redis counted the units. */
   readonly localAt: number;
   /** How long it may be used: `ttl`, or less (a fixed window's end). */
   readonly span: number;
   readonly granted: number;
   left: number;
+  /** Units decided from it (less those given back to it): the next lease's size follows. */
+  used: number;
   /** Redis' figures right after the lease: remaining then, and resetMs. */
   readonly remaining: number;
   readonly resetMs: number;
@@ -78,6 +80,9 @@ export class Leases {
   /** The last supplied time seen: a sweep gives back supplied-time leases at it. */
   #lastGiven = Number.NEGATIVE_INFINITY;
   #timer: ReturnType<typeof setInterval> | undefined;
+  /** The answer `local` reuses for the engine (see consumeLocal). */
+  readonly #oneOutcome: Outcome = { allowed: true, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: undefined };
+  readonly #one: StoreDecision = { allowed: true, now: 0, outcomes: [this.#oneOutcome] };
 
   constructor(settings: LeaseSettings, host: LeaseHost) {
     this.settings = settings;
@@ -108,7 +113,7 @@ export class Leases {
   }
 
   #live(l: Lease, t: number | undefined): boolean {
-    return liveAt(l, t, performance.now());
+    return liveAt(l, t, Date.now());
   }
 
   /**
@@ -116,7 +121,7 @@ export class Leases {
    * else undefined: memory speed, no promise. `t` is the supplied time (checked), or
    * undefined on Redis time.
    */
-  local(ops: readonly StoreOp[], t: number | undefined): StoreDecision | undefined {
+  local(ops: readonly StoreOp[], t: number | undefined, reuse = false): StoreDecision | undefined {
     if (t !== undefined && t > this.#lastGiven) this.#lastGiven = t;
     const host = this.#host;
     const table = this.#table;
@@ -124,14 +129,22 @@ export class Leases {
       const op = ops[0] as StoreOp;
       const l = table.get(host.keyOf(op.rule, op.key, op.raw));
       if (l === undefined || l.rule !== op.rule || l.left < op.cost) return undefined;
-      const p = performance.now();
+      const p = Date.now();
       if (!liveAt(l, t, p)) return undefined;
       l.left -= op.cost;
-      const at = t ?? l.at + Math.floor(p - l.localAt);
-      return { allowed: true, now: at, outcomes: [outcomeOf(l, at)] };
+      l.used += op.cost;
+      const at = t ?? l.at + (p - l.localAt);
+      if (!reuse) return { allowed: true, now: at, outcomes: [outcomeOf(l, at)] };
+      // Read at once by the engine (consumeLocal): one object for every such answer.
+      const d = this.#one;
+      const o = this.#oneOutcome;
+      d.now = at;
+      o.remaining = l.remaining + l.left;
+      o.resetMs = Math.max(0, l.resetMs - (at - l.at));
+      return d;
     }
     if (ops.length === 0) return undefined;
-    const p = performance.now();
+    const p = Date.now();
     const found: Lease[] = [];
     for (const op of ops) {
       const l = table.get(host.keyOf(op.rule, op.key, op.raw));
@@ -140,12 +153,13 @@ export class Leases {
       found.push(l);
     }
     const first = found[0] as Lease;
-    const at = t ?? first.at + Math.floor(p - first.localAt);
+    const at = t ?? first.at + (p - first.localAt);
     const outcomes: Outcome[] = new Array(ops.length);
     for (let i = 0; i < ops.length; i++) {
       const l = found[i] as Lease;
       l.left -= (ops[i] as StoreOp).cost;
-      outcomes[i] = outcomeOf(l, t ?? l.at + Math.floor(p - l.localAt));
+      l.used += (ops[i] as StoreOp).cost;
+      outcomes[i] = outcomeOf(l, t ?? l.at + (p - l.localAt));
     }
     return { allowed: true, now: at, outcomes };
   }
@@ -166,43 +180,47 @@ export class Leases {
       }
       // A stack leases only as a whole, in one call: distinct keys in one slot.
       if (!all || !distinct(keys) || !this.#host.oneCall(keys)) return this.#host.exact('c', ops, now);
-      return this.#call(ops, keys, t, false);
+      return this.#call(ops, keys, t);
     } catch (err) {
       return Promise.reject(err);
     }
   }
 
   /** A stack not covered by leases alone: what leases cover is taken, the rest leased in one call. */
-  async #call(ops: readonly StoreOp[], keys: string[], t: number | undefined, waited: boolean): Promise<StoreDecision> {
+  async #call(ops: readonly StoreOp[], keys: string[], t: number | undefined): Promise<StoreDecision> {
     const n = ops.length;
-    if (!waited) {
-      // A lease call in flight for one of these keys (a burst in one tick): wait for it once
-      // rather than lease again.
+    // A lease call in flight for one of these keys (a burst in one tick): wait for it rather
+    // than lease again; after it, what its lease covers is taken, and the first waiter it
+    // does not cover leases next (a size twice what the key used), the others wait for that.
+    for (;;) {
       const wait: Promise<void>[] = [];
       for (const k of keys) {
         const p = this.#pending.get(k);
         if (p !== undefined) wait.push(p);
       }
-      if (wait.length > 0) {
-        await Promise.all(wait);
-        return this.#call(ops, keys, t, true);
-      }
+      if (wait.length === 0) break;
+      await Promise.all(wait);
+      const d = this.local(ops, t);
+      if (d !== undefined) return d;
     }
     const taken: (Lease | undefined)[] = new Array(n);
     const need: number[] = [];
-    // A key leases from its second call within about ttl (its entry, even used up or
-    // expired, is still in the table): a key seen once (a flood of one-off keys) costs one
-    // exact call, not a lease and a give-back.
-    let warm = true;
+    // A lease's size follows the demand this instance saw: twice what the key's last lease
+    // decided (at least 2, at most max), and none (an exact call) for a key without one in
+    // the table (its entry stays, even used up or expired, until the sweep after it ends).
+    // So a key seen once (a flood of one-off keys) costs one exact call, not a lease and a
+    // give-back, and a quiet key holds few units unused.
+    let most = this.settings.max;
     for (let i = 0; i < n; i++) {
       const op = ops[i] as StoreOp;
       const k = keys[i] as string;
       const l = this.#table.get(k);
       if (l !== undefined && l.rule === op.rule && l.left >= op.cost && this.#live(l, t)) {
         l.left -= op.cost;
+        l.used += op.cost;
         taken[i] = l;
       } else {
-        if (l === undefined || l.rule !== op.rule) warm = false;
+        most = l === undefined || l.rule !== op.rule ? 0 : Math.min(most, Math.max(2, 2 * l.used));
         if (l !== undefined) this.#end(k, l);
         need.push(i);
       }
@@ -213,7 +231,7 @@ export class Leases {
     }
     const subOps = need.length === n ? ops : need.map((i) => ops[i] as StoreOp);
     const subKeys = need.length === n ? keys : need.map((i) => keys[i] as string);
-    const localAt = performance.now();
+    const localAt = Date.now();
     let done!: () => void;
     const pending = new Promise<void>((resolve) => {
       done = resolve;
@@ -221,7 +239,7 @@ export class Leases {
     for (const k of subKeys) this.#pending.set(k, pending);
     let reply: LeaseReply;
     try {
-      reply = await this.#host.lease(subOps, subKeys, t, warm ? this.settings.max : 0, this.settings.share);
+      reply = await this.#host.lease(subOps, subKeys, t, most, this.settings.share);
     } catch (err) {
       this.#putBack(ops, taken);
       throw err;
@@ -251,6 +269,7 @@ export class Leases {
         span: spanOf(op.rule, this.settings.ttlMs, d.now, o.resetMs),
         granted: grant,
         left,
+        used: op.cost,
         remaining: o.remaining - left,
         resetMs: o.resetMs,
         dead: false,
@@ -270,14 +289,7 @@ export class Leases {
 
   #install(k: string, l: Lease): void {
     const old = this.#table.get(k);
-    if (
-      old !== undefined &&
-      !old.dead &&
-      old.rule === l.rule &&
-      old.given === l.given &&
-      old.left > 0 &&
-      performance.now() - old.localAt < old.span
-    ) {
+    if (old !== undefined && !old.dead && old.rule === l.rule && old.given === l.given && old.left > 0 && fresh(old, Date.now())) {
       // Another call leased this key meanwhile: one lease per key, the newer goes back.
       this.#giveBack(l);
       return;
@@ -297,6 +309,7 @@ export class Leases {
       const l = taken[i];
       if (l === undefined) continue;
       const cost = (ops[i] as StoreOp).cost;
+      l.used -= cost;
       if (!l.dead) l.left += cost;
       else void this.#host.giveBack([opOf(l, cost)], l.at, this.#timeOf(l));
     }
@@ -355,6 +368,7 @@ export class Leases {
     const l = this.#table.get(this.#host.keyOf(op.rule, op.key, op.raw));
     if (l === undefined || l.dead || at < l.at || l.rule !== op.rule || !this.#live(l, t) || l.left + units > l.granted) return false;
     l.left += units;
+    l.used -= units;
     return true;
   }
 
@@ -408,9 +422,18 @@ export class Leases {
   }
 }
 
-/** Whether a lease may be used at supplied time `t` (undefined: Redis time), `p` being performance.now(). */
+/** Whether less than the lease's span has passed on the local clock since its call (`p`: Date.now()). */
+function fresh(l: Lease, p: number): boolean {
+  return p >= l.localAt && p - l.localAt < l.span;
+}
+
+/**
+ * Whether a lease may be used at supplied time `t` (undefined: Redis time), `p` being
+ * Date.now(): the clock MemoryStore decides on, read once per decision (performance.now()
+ * costs more). A wall clock stepping back to before the lease's call ends the lease.
+ */
 function liveAt(l: Lease, t: number | undefined, p: number): boolean {
-  if (p - l.localAt >= l.span) return false;
+  if (!fresh(l, p)) return false;
   if (t === undefined) return !l.given;
   // Supplied time: a clock stepping back before the lease, or past its end, ends it.
   return l.given && t >= l.at && t - l.at < l.span;
@@ -421,7 +444,7 @@ function liveAt(l: Lease, t: number | undefined, p: number): boolean {
  * plus the whole ms elapsed locally since its call was sent (Redis' TIME is whole ms).
  */
 function timeIn(l: Lease, t: number | undefined): number {
-  return t ?? l.at + Math.floor(performance.now() - l.localAt);
+  return t ?? l.at + (Date.now() - l.localAt);
 }
 
 /** A leased admission's figures at `at`: Redis' remaining at lease time plus the units still held. */
