@@ -80,7 +80,9 @@ async function admittedTimes(algorithm, trace, leased) {
     clients.push(client);
     stores.push(new RedisStore({ client, prefix, timeoutMs: 5000, instances: N, ...(leased ? { lease: LEASE } : {}) }));
   }
-  const limiters = stores.map((store) => createLimiter({ rules: [{ name: 'r', algorithm, limit: L, window: W, key: () => 'k' }], store, clock }));
+  const limiters = stores.map((store) =>
+    createLimiter({ rules: [{ name: 'r', algorithm, limit: L, window: W, key: () => 'k' }], store, clock }),
+  );
   const times = [];
   for (const [t, inst] of trace) {
     clock.set(start + t);
@@ -95,7 +97,11 @@ async function admittedTimes(algorithm, trace, leased) {
 console.log(`${N} instances, L = ${L} per ${W / 1000} s, lease { max: ${LEASE.max}, ttl: ${LEASE.ttl} ms }, ${SECONDS} s of arrivals`);
 console.log('| trace | algorithm | exact admitted | leased admitted | difference | most in W (exact / leased) | most in W - ttl, leased |');
 console.log('| --- | --- | --- | --- | --- | --- | --- |');
-const traces = { 'Poisson 10/s (the limit)': poisson(10, 1), 'Poisson 30/s (3× the limit)': poisson(30, 2), 'bursts (2/s, then 200/s for 2 s)': bursts(3) };
+const traces = {
+  'Poisson 10/s (the limit)': poisson(10, 1),
+  'Poisson 30/s (3× the limit)': poisson(30, 2),
+  'bursts (2/s, then 200/s for 2 s)': bursts(3),
+};
 try {
   for (const [name, trace] of Object.entries(traces)) {
     for (const algorithm of ALGORITHMS) {
