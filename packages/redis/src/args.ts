@@ -27,6 +27,7 @@ const ALGO_CODE = {
   'sliding-window': 'w',
   'token-bucket': 't',
   'leaky-bucket': 'k',
+  'sliding-buckets': 'b',
 } as const;
 
 /** A number as text that Lua's `tonumber` reads back as the same double. */
@@ -82,7 +83,9 @@ function wireOf(r: RuleSpec): RuleWire {
       (r.calendar === 'month' ? 'm' : r.calendar === 'day' ? 'd' : '-') +
       (r.countRejected ? '1' : '0') +
       (r.dryRun ? '1' : '0');
-    const fields = [flags, num(r.limit), num(r.windowMs), num(r.burst), num(r.queue), num(r.blockForMs), num(r.maxCost)];
+    // Q carries a sliding-buckets rule's blocks per window (it has no queue).
+    const Q = r.algorithm === 'sliding-buckets' ? r.buckets : r.queue;
+    const fields = [flags, num(r.limit), num(r.windowMs), num(r.burst), num(Q), num(r.blockForMs), num(r.maxCost)];
     w = { text: fields.join(' '), call: 0, n: 0, oneC: undefined, oneP: undefined, oneTtl: undefined, stack: undefined };
     wires.set(r, w);
   }

@@ -24,6 +24,7 @@ import { KEYOPS_LUA } from './keyops.js';
 import { LEAKY_BUCKET_LUA } from './leaky-bucket.js';
 import { LEASE_LUA } from './lease.js';
 import { ONE_LUA } from './one.js';
+import { SLIDING_BUCKETS_LUA } from './sliding-buckets.js';
 import { SLIDING_LOG_LUA } from './sliding-log.js';
 import { SLIDING_WINDOW_LUA } from './sliding-window.js';
 import { SLOT_SCRIPT } from './slots.js';
@@ -59,6 +60,7 @@ function initOf(name: string, tail: readonly string[]): string {
     section('w', SLIDING_WINDOW_LUA),
     section('t', TOKEN_BUCKET_LUA),
     section('k', LEAKY_BUCKET_LUA),
+    section('b', SLIDING_BUCKETS_LUA),
     STACK_LUA,
     ONE_LUA,
     LEASE_LUA,
@@ -102,6 +104,7 @@ const KEYS_INIT = [
   section('w', SLIDING_WINDOW_LUA),
   section('t', TOKEN_BUCKET_LUA),
   section('k', LEAKY_BUCKET_LUA),
+  section('b', SLIDING_BUCKETS_LUA),
   KEYOPS_LUA,
   'return keyop',
   'end',
@@ -122,7 +125,7 @@ export const STORE_SCRIPT_SHA = createHash('sha1').update(STORE_SCRIPT).digest('
 function libraryBody(storeFn: string, slotsFn: string, keysFn: string): string {
   return [
     LIBRARY_INIT,
-    'local ALL = { f = true, s = true, w = true, t = true, k = true }',
+    'local ALL = { f = true, s = true, w = true, t = true, k = true, b = true }',
     // The common calls' closures (one.ts) are looked up here, one Lua call fewer.
     'local store, FAST, keyop = nil, nil, nil',
     `redis.register_function('${storeFn}', function(keys, args)`,

@@ -33,7 +33,7 @@ local function ko_rule(text)
     L = tonumber(L), W = tonumber(W), B = tonumber(B), Q = tonumber(Q), block = tonumber(block),
     maxCost = tonumber(maxCost), alg = alg, m = 4,
   }
-  if algo == 'w' then r.m = 5 elseif algo == 'k' then r.m = 3 elseif algo == 's' then r.m = 0 end
+  if algo == 'w' then r.m = 5 elseif algo == 'k' then r.m = 3 elseif algo == 's' or algo == 'b' then r.m = 0 end
   return r
 end
 
@@ -130,6 +130,8 @@ end
 local function ko_reward(s, now, r, units)
   if r.algo == 'w' then return ko_reward_w(s, now, r, units) end
   if r.algo == 's' then return ko_reward_s(s, now, r, units) end
+  -- An algorithm with a reward of its own (sliding-buckets).
+  if r.alg.reward then return r.alg.reward(s, now, r, units) end
   return r.alg.refund(s, now, r, units, now)
 end
 
