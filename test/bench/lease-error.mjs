@@ -22,7 +22,7 @@ const SECONDS = Number(values.seconds);
 const L = 100;
 const W = 10_000;
 const LEASE = { max: 20, ttl: 1000 };
-const ALGORITHMS = ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket'];
+const ALGORITHMS = ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket', 'sliding-buckets'];
 
 function prng(seed) {
   let a = seed >>> 0;

@@ -4,8 +4,8 @@
  * costs, far above every limit, on Redis time. Offline, from the decisions' times:
  * - each algorithm's guarantee holds with intervals shortened by ttl (a sliding log admits
  *   at most L in any W - ttl; a token bucket and the leaky meter at most B + r·(T + ttl) in
- *   T; fixed and sliding windows at most L per window: their leases end with the window
- *   they were counted in);
+ *   T; fixed and sliding windows at most L per window and sliding buckets at most L in
+ *   any W - b: their leases end with the window or block they were counted in);
  * - near the limit they admit exactly the limit: every fixed window wholly inside the run
  *   admits exactly L, and each algorithm's total is within instances × max of what exact
  *   decisions (MemoryStore, replaying every request of the run in time order) admit.
@@ -37,7 +37,10 @@ const RULES: Rule<unknown>[] = [
   { name: 'sw', algorithm: 'sliding-window', limit: L, window: W },
   { name: 'tb', algorithm: 'token-bucket', limit: L, window: W },
   { name: 'lm', algorithm: 'leaky-bucket', limit: L, window: W },
+  { name: 'sb', algorithm: 'sliding-buckets', limit: L, window: W, buckets: 10 },
 ];
+/** sliding-buckets' block: W / buckets. */
+const B_MS = W / 10;
 
 let redis: RedisServer;
 let admin: Redis;
@@ -170,18 +173,20 @@ describe('four instances in separate processes share one Redis through leases', 
           // The last admissions of a window can be one cost short of L (a cost of 2 or 3 refused at L - 1).
           for (let k = first; k < last; k++) expect(per.get(k) ?? 0, `fw window ${k}`).toBeGreaterThanOrEqual(L - 2);
         }
-      } else if (name === 'sl') {
-        // At most L in any interval of W - ttl.
+      } else if (name === 'sl' || name === 'sb') {
+        // At most L in any interval of W - ttl (sliding log); of W - b (sliding buckets: a
+        // lease ends with the block it was counted in, so its bound is unchanged).
+        const span = name === 'sl' ? W - TTL : W - B_MS;
         let from = 0;
         let sum = 0;
         let most = 0;
         for (let j = 0; j < admitted.length; j++) {
           const [t, c] = admitted[j] as [number, number];
           sum += c;
-          while ((admitted[from] as [number, number])[0] <= t - (W - TTL)) sum -= (admitted[from++] as [number, number])[1];
+          while ((admitted[from] as [number, number])[0] <= t - span) sum -= (admitted[from++] as [number, number])[1];
           most = Math.max(most, sum);
         }
-        expect(most, 'sl: most admitted in any W - ttl').toBeLessThanOrEqual(L);
+        expect(most, `${name}: most admitted in any ${span} ms`).toBeLessThanOrEqual(L);
       } else {
         // At most B + r·(T + ttl) in any interval T.
         const r = L / W;

@@ -74,7 +74,7 @@ describe('options', () => {
   });
 });
 
-const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket'];
+const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket', 'sliding-buckets'];
 
 describe('leased decisions (one instance, supplied clock)', () => {
   for (const algorithm of ALGORITHMS) {

@@ -461,12 +461,17 @@ function outcomeOf(l: Lease, at: number): Outcome {
 
 /**
  * How long a lease counted at `at` may be used: `ttl`, and for a window's counts no longer
- * than the window they were counted in (a fixed window's end is its `resetMs` once counted;
- * a sliding window's current window is clock-aligned), so no unit crosses into the next.
+ * than the window or block they were counted in (a fixed window's end is its `resetMs` once
+ * counted; a sliding window's current window and a sliding-buckets block are clock-aligned),
+ * so no unit crosses into the next.
  */
 function spanOf(rule: RuleSpec, ttl: number, at: number, resetMs: number): number {
   if (rule.algorithm === 'fixed-window') return Math.min(ttl, resetMs);
   if (rule.algorithm === 'sliding-window') return Math.min(ttl, rule.windowMs - (at % rule.windowMs));
+  if (rule.algorithm === 'sliding-buckets') {
+    const b = rule.windowMs / rule.buckets;
+    return Math.min(ttl, b - (at % b));
+  }
   return ttl;
 }
 
