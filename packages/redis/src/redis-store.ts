@@ -162,7 +162,7 @@ const KNOWN = new Set([
   'lease',
 ]);
 const POLICIES = new Set(['allow', 'deny', 'local']);
-const OP_NAMES = { c: 'consume', p: 'peek', r: 'refund' } as const;
+const OP_NAMES = { c: 'consume', p: 'peek', r: 'refund', s: 'settle' } as const;
 /** Multi-slot decisions remembered for their per-slot times (refunds need them). */
 const GROUP_TIMES_MAX = 10_000;
 /**
@@ -520,6 +520,12 @@ export class RedisStore extends EventEmitter implements Store {
       if (this.onStoreError === 'local') await this.#local.store[operation](this.#local.ops(ops), at, t);
       return;
     }
+    if (operation === 'settle' && this.#batching) {
+      // In the batch of this tick, in the same script run as the decisions asked with it.
+      const keys = ops.map((op) => this.keyOf(op.rule, op.key, op.raw));
+      await new Promise<StoreDecision>((resolve) => this.#enqueue({ cmd: 's', ops, now: t, at, keys, resolve, done: false }));
+      return;
+    }
     try {
       await this.#deadline(this.#refundRemote(operation === 'refund' ? refundArgs : settleArgs, ops, keys, at, t));
       this.#breaker.success();
@@ -791,13 +797,15 @@ export class RedisStore extends EventEmitter implements Store {
    */
   #fail(p: PendingStack, err: unknown): void {
     p.done = true;
+    const cmd = p.cmd;
     try {
-      this.#failed(err, OP_NAMES[p.cmd], this.onStoreError);
+      // A settle that failed keeps the estimate (as one sent alone): published, not retried locally.
+      this.#failed(err, OP_NAMES[cmd], cmd === 's' ? 'none' : this.onStoreError);
     } catch (listenerError) {
       p.resolve(Promise.reject(listenerError));
       return;
     }
-    p.resolve(this.#degraded(p.cmd, p.ops, p.now));
+    p.resolve(cmd === 's' ? { allowed: true, now: p.now ?? Date.now(), outcomes: [] } : this.#degraded(cmd, p.ops, p.now));
   }
 
   readonly #flush = (): void => {
@@ -809,7 +817,7 @@ export class RedisStore extends EventEmitter implements Store {
       // Alone in its tick: its own keys and size, nothing gathered.
       const p = pending[0] as PendingStack;
       pending[0] = undefined;
-      this.#send([p], p.keys, [p.ops.length], deadline);
+      this.#send([p], p.keys, [p.cmd === 's' ? -1 : p.ops.length], deadline);
       return;
     }
     const all = pending.slice(0, n) as PendingStack[];
@@ -825,7 +833,7 @@ export class RedisStore extends EventEmitter implements Store {
       while (to < all.length && (to === from || ops + (all[to] as PendingStack).ops.length <= BATCH_MAX_OPS)) {
         const p = all[to] as PendingStack;
         ops += p.ops.length;
-        sizes.push(p.ops.length);
+        sizes.push(p.cmd === 's' ? 0 : p.ops.length);
         for (const k of p.keys) keys.push(k);
         to++;
       }
@@ -834,11 +842,16 @@ export class RedisStore extends EventEmitter implements Store {
     }
   };
 
-  /** Sends one batched script run and settles its stacks from the reply. */
+  /**
+   * Sends one batched script run and settles its stacks from the reply. `sizes[j]`: stack
+   * j's op count in the reply (a settle has none); `[-1]`, a settle alone, sent as one.
+   */
   #send(batch: readonly PendingStack[], keys: readonly string[], sizes: readonly number[], deadline: number): void {
     let reply: Promise<unknown>;
     try {
-      const call = decideArgs(batch, keys, this.#minTtl);
+      const lone = sizes[0] === -1 ? (batch[0] as PendingStack) : undefined;
+      const call =
+        lone === undefined ? decideArgs(batch, keys, this.#minTtl) : settleArgs(lone.ops, keys, lone.now, lone.at as number, this.#minTtl);
       reply = this.#runner.call(STORE_CODE, call.keys, call.args);
     } catch (err) {
       // Thrown before Redis was asked (a client that throws instead of rejecting): this
@@ -863,7 +876,7 @@ export class RedisStore extends EventEmitter implements Store {
     const batch = run.stacks;
     let ds: StoreDecision[];
     try {
-      ds = parseDecisions(reply, sizes);
+      ds = sizes[0] === -1 ? [{ allowed: true, now: 0, outcomes: [] }] : parseDecisions(reply, sizes);
     } catch (err) {
       for (const p of batch) if (!p.done) this.#fail(p, err);
       return;
@@ -874,7 +887,8 @@ export class RedisStore extends EventEmitter implements Store {
       p.done = true;
       const d = ds[j] as StoreDecision;
       try {
-        this.#answered(p.cmd, p.ops, p.keys, p.now, d);
+        if (p.cmd === 's') this.#breaker.success();
+        else this.#answered(p.cmd, p.ops, p.keys, p.now, d);
       } catch (listenerError) {
         // A 'breaker' listener threw: this decision rejects with its error.
         p.resolve(Promise.reject(listenerError));
