@@ -8,10 +8,10 @@
  */
 import { type AlgorithmName, createLimiter, ManualClock, type Rule, type RuleSpec, TollgateError } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DelayProxy } from '../../../test/reliability/helpers/delay-proxy.js';
-import { keysWithoutExpiry, type RedisServer, startRedis } from '../../../test/setup/redis.js';
+import { keysWithoutExpiry, type RedisServer, startCluster, startRedis } from '../../../test/setup/redis.js';
 
 let server: RedisServer;
 let client: Redis;
@@ -383,4 +383,40 @@ describe('calls per decision', () => {
     expect((await storeCalls()) - before).toBeLessThanOrEqual(8);
     await store.close();
   });
+});
+
+describe('Redis Cluster', () => {
+  it('leases a stack in one slot; a stack across slots decides exactly; together the limit, exactly', async () => {
+    const cluster = await startCluster();
+    const c = new Cluster(cluster.startupNodes);
+    try {
+      const clock = new ManualClock(10_000_000);
+      const stores = [0, 1].map(
+        () => new RedisStore({ client: c, prefix: 'cl:', timeoutMs: SLOW, instances: 2, lease: { max: 10, ttl: '1s' } }),
+      );
+      // Same key: one slot (the default hash tag is the key). Different keys: likely two slots.
+      const rules: Rule<{ a: string; b: string }>[] = [
+        { name: 'x', limit: 60, window: '1m', key: (r) => r.a },
+        { name: 'y', limit: 1000, window: '1m', key: (r) => r.b },
+      ];
+      const limiters = stores.map((store) => createLimiter({ rules, store, clock }));
+      let same = 0;
+      let across = 0;
+      for (let i = 0; i < 100; i++) {
+        const l = limiters[i % 2] as (typeof limiters)[number];
+        if ((await l.consume({ a: 'k1', b: 'k1' })).allowed) same++;
+        if ((await l.consume({ a: 'k2', b: 'other' })).allowed) across++;
+      }
+      expect(same).toBeLessThanOrEqual(60);
+      expect(across).toBe(60);
+      clock.advance(1000);
+      for (let i = 0; i < 100; i++)
+        if ((await (limiters[i % 2] as (typeof limiters)[number]).consume({ a: 'k1', b: 'k1' })).allowed) same++;
+      expect(same).toBe(60);
+      for (const s of stores) await s.close();
+    } finally {
+      c.disconnect();
+      await cluster.destroy();
+    }
+  }, 60_000);
 });
