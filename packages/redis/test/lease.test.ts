@@ -295,6 +295,44 @@ describe('failure policy', () => {
   });
 });
 
+describe('peek and rules never leased', () => {
+  it('a peek covered by the lease is answered locally; otherwise Redis answers with the held units added', async () => {
+    const clock = new ManualClock(11_000_000);
+    const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+    const limiter = createLimiter({ rules: [{ name: 'r', limit: 100, window: '1m', key: () => 'k' }], store, clock });
+    for (let i = 0; i < 4; i++) await limiter.consume({});
+    expect(store.leased(limiter.rules[0]?.spec as RuleSpec, 'k')).toBe(3);
+    const before = await storeCalls();
+    const p = await limiter.peek({});
+    expect((await storeCalls()) - before).toBe(0);
+    // As an exact peek would say: 100 - 4 consumed, less the peeked request.
+    expect(p.allowed).toBe(true);
+    expect(p.rules[0]?.remaining).toBe(95);
+    const big = await limiter.peek({}, { cost: 5 });
+    expect((await storeCalls()) - before).toBe(1);
+    expect(big.allowed).toBe(true);
+    expect(big.rules[0]?.remaining).toBe(91);
+    await store.close();
+  });
+
+  it('a leaky-bucket queue and a dry-run rule decide exactly, every time', async () => {
+    const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+    const queue = createLimiter({
+      rules: [{ name: 'q', algorithm: 'leaky-bucket', mode: 'queue', limit: 100, window: '1m', key: () => 'k' }],
+      store,
+    });
+    const dry = createLimiter({ rules: [{ name: 'd', limit: 100, window: '1m', dryRun: true, key: () => 'k' }], store });
+    const before = await storeCalls();
+    for (let i = 0; i < 5; i++) {
+      await queue.consume({});
+      await dry.consume({});
+    }
+    expect((await storeCalls()) - before).toBe(10);
+    expect(store.leased(queue.rules[0]?.spec as RuleSpec, 'k') + store.leased(dry.rules[0]?.spec as RuleSpec, 'k')).toBe(0);
+    await store.close();
+  });
+});
+
 describe('slow Redis and clock steps', () => {
   it('decides from a held lease while Redis is slower than timeoutMs; the policy answers when it runs out', async () => {
     const proxy = new DelayProxy(server.port);
