@@ -1,8 +1,6 @@
-/**
- * Lua mirror of `core/src/algorithms/sliding-window.ts`. State
- * `{ start, prev, cur }`, integer arithmetic scaled by W.
- */
-export const SLIDING_WINDOW_LUA = `
+-- Lua mirror of core/src/algorithms/sliding-window.ts. State
+-- { start, prev, cur }, integer arithmetic scaled by W.
+
 -- The earliest time prev*(W - e) + cur*W < room*W holds, room = L - cost + 1 >= 1.
 local function sw_retry_at(start, prev, cur, W, room)
   local a = room - cur
@@ -64,4 +62,3 @@ ALG['w'] = {
     return state[1] + 1 * r.W
   end,
 }
-`;

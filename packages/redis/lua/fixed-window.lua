@@ -1,9 +1,7 @@
-/**
- * Lua mirror of `core/src/algorithms/fixed-window.ts`.
- * State `{ windowStart, count }`. UTC months use the days-from-civil arithmetic of
- * H. Hinnant's date algorithms, which Redis' Lua (without `os.date`) needs.
- */
-export const FIXED_WINDOW_LUA = `
+-- Lua mirror of core/src/algorithms/fixed-window.ts.
+-- State { windowStart, count }. UTC months use the days-from-civil arithmetic of
+-- H. Hinnant's date algorithms, which Redis' Lua (without os.date) needs.
+
 local DAY = 86400000
 
 -- Calendar months: defined only for a call with a monthly rule.
@@ -90,4 +88,3 @@ ALG['f'] = {
     return state[1] + r.W
   end,
 }
-`;

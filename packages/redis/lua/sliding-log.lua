@@ -1,8 +1,6 @@
-/**
- * Lua mirror of `core/src/algorithms/sliding-log.ts`. State
- * `{ t1, c1, t2, c2, ... }`, oldest first, same-millisecond entries merged.
- */
-export const SLIDING_LOG_LUA = `
+-- Lua mirror of core/src/algorithms/sliding-log.ts. State
+-- { t1, c1, t2, c2, ... }, oldest first, same-millisecond entries merged.
+
 -- Live entries from index first on, plus (now, cost) merged into a same-ms tail.
 local function sl_append(state, first, now, cost)
   local nx = {}
@@ -67,4 +65,3 @@ ALG['s'] = {
     return 0
   end,
 }
-`;

@@ -1,27 +1,25 @@
-/**
- * Lua mirror of `core/src/key-ops.ts`: operations on one (rule, key) entry without a
- * request (read, block, unblock, penalize, reward), each one atomic call and one round
- * trip. Assembled in index.ts after the prelude and the algorithm sections (it uses their
- * `ALG`, `decode`, `encode`), as the library's keys function and as a script of its own.
- *
- * KEYS[1] is the entry's Redis key (on a Cluster the call goes to its slot); KEYS[2], with
- * an operation id, the id's mark (in the entry's slot: it holds the entry key's hash tag).
- * ARGV[1] is the rule's 7 fields as the store's plan lists them (args.ts `ruleText`);
- * ARGV[2] the operation: `g` (get), `b <ms>` (block), `u` (unblock), `p <units>`
- * (penalize), `w <units>` (reward); ARGV[3] the time (empty: Redis `TIME`); ARGV[4] the
- * least TTL, in ms, of a key written on supplied time; ARGV[5] the operation id (empty:
- * none) and ARGV[6] how long its mark lives, in ms: an operation whose mark is already
- * there was applied before (a retry) and only reads. The reply is 6 little-endian
- * doubles: now, whether state exists (1/0), remaining, resetMs, retryAfterMs and the block
- * deadline (0: none), the figures of `keyFigures` after the operation.
- *
- * An entry is read as the store reads it (`read` in stack.ts): a value of another shape, or
- * holding a number no write of ours could, is absent; one past its expiry is absent.
- */
-export const KEYOPS_LUA = `
+-- Lua mirror of core/src/key-ops.ts: operations on one (rule, key) entry without a
+-- request (read, block, unblock, penalize, reward), each one atomic call and one round
+-- trip. Assembled in src/lua/index.ts after the prelude and the algorithm sections (it uses their
+-- ALG, decode, encode), as the library's keys function and as a script of its own.
+--
+-- KEYS[1] is the entry's Redis key (on a Cluster the call goes to its slot); KEYS[2], with
+-- an operation id, the id's mark (in the entry's slot: it holds the entry key's hash tag).
+-- ARGV[1] is the rule's 7 fields as the store's plan lists them (args.ts ruleText);
+-- ARGV[2] the operation: g (get), b <ms> (block), u (unblock), p <units>
+-- (penalize), w <units> (reward); ARGV[3] the time (empty: Redis TIME); ARGV[4] the
+-- least TTL, in ms, of a key written on supplied time; ARGV[5] the operation id (empty:
+-- none) and ARGV[6] how long its mark lives, in ms: an operation whose mark is already
+-- there was applied before (a retry) and only reads. The reply is 6 little-endian
+-- doubles: now, whether state exists (1/0), remaining, resetMs, retryAfterMs and the block
+-- deadline (0: none), the figures of keyFigures after the operation.
+--
+-- An entry is read as the store reads it (read in stack.lua): a value of another shape, or
+-- holding a number no write of ours could, is absent; one past its expiry is absent.
+
 local call = redis.call
 
--- The rule's fields (see rule_of in stack.ts), as the algorithms read them.
+-- The rule's fields (see rule_of in parse.lua), as the algorithms read them.
 local function ko_rule(text)
   local f, L, W, B, Q, block, maxCost = string.match(text, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
   local algo = string.sub(f, 1, 1)
@@ -133,7 +131,7 @@ local function ko_reward(s, now, r, units)
   return r.alg.refund(s, now, r, units, now)
 end
 
--- Writes the entry with its TTL (as write in stack.ts), or deletes it when it decides like none.
+-- Writes the entry with its TTL (as write in stack.lua), or deletes it when it decides like none.
 local function ko_write(key, s, b, r, now, redisTime, minTtl)
   local x = ko_expires(s, b, r)
   if x <= now then call('DEL', key); return end
@@ -204,4 +202,3 @@ local function keyop(KEYS, ARGV)
   end
   return pack('<dddddd', now, exists, remaining, reset, retry, blocked)
 end
-`;

@@ -1,8 +1,6 @@
-/**
- * Lua mirror of `core/src/algorithms/token-bucket.ts`. State
- * `{ last, tokens * W }`: a bucket gains exactly L scaled units per ms.
- */
-export const TOKEN_BUCKET_LUA = `
+-- Lua mirror of core/src/algorithms/token-bucket.ts. State
+-- { last, tokens * W }: a bucket gains exactly L scaled units per ms.
+
 local function tb_level(state, now, r)
   local cap = r.B * r.W
   if state == nil then return now, cap end
@@ -53,4 +51,3 @@ ALG['t'] = {
   end,
   expires = function(state, r) return state[1] + ceil((r.B * r.W - state[2]) / r.L) end,
 }
-`;

@@ -1,0 +1,7 @@
+local L, W = r.L, r.W
+local room, W2 = (L - 1 + 1) * W, 2 * W
+local cap = r.B * W
+local need = 1 * W
+-- A whole window: on Redis time now is a whole number of ms below 2^53, so now % W (a
+-- VM operation, no C call) is exactly fmod(now, W).
+local WI = W > 0 and W % 1 == 0
