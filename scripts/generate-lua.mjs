@@ -11,8 +11,10 @@
  * The one substitution step: a line `--#include inline/<file>.lua` is replaced by that
  * file's lines, indented as the directive is (the cost-1 closures and the general check share
  * an algorithm's arithmetic this way, with no Lua call between them). A directive may end
- * with `TEXT = REPLACEMENT`: every occurrence of TEXT in the included lines becomes
- * REPLACEMENT (how a kernel says what its caller does on a case it does not decide).
+ * with `TEXT = REPLACEMENT` pairs separated by `; `: every occurrence of TEXT in the
+ * included lines becomes REPLACEMENT, a name as a whole word (how a kernel says what its
+ * caller does on a case it does not decide, and how the cost-1 closures make cost a
+ * constant).
  * Files under inline/ are only included, never exported. Every file, included or not, is
  * valid Lua on its own (a directive is a comment), so each is syntax-checked as it is.
  */
@@ -24,7 +26,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 export const LUA_DIR = join(root, 'packages/redis/lua');
 export const OUT = join(root, 'packages/redis/src/lua/generated.ts');
 
-const INCLUDE = /^(\s*)--#include (\S+)(?: (.+?) = (.+))?$/;
+const INCLUDE = /^(\s*)--#include (\S+)(?: (.+))?$/;
 
 /** The file's text with its includes expanded (recursively; a cycle is an error). */
 export function expand(file, seen = []) {
@@ -37,11 +39,28 @@ export function expand(file, seen = []) {
       out.push(line);
       continue;
     }
-    const [, indent, name, from, to] = m;
+    const [, indent, name, subs] = m;
     let text = expand(name, [...seen, file]).replace(/\n$/, '');
-    if (from !== undefined) {
-      if (!text.includes(from)) throw new Error(`generate-lua: ${file} replaces ${from}, which ${name} does not contain`);
-      text = text.split(from).join(to);
+    for (const sub of subs === undefined ? [] : subs.split('; ')) {
+      const eq = sub.indexOf(' = ');
+      if (eq < 0) throw new Error(`generate-lua: ${file}: "${sub}" is not TEXT = REPLACEMENT`);
+      const from = sub.slice(0, eq);
+      const to = sub.slice(eq + 3);
+      // A name is replaced as a whole word (cost, not costs); other text wherever it stands.
+      const pattern = /^\w+$/.test(from) ? new RegExp(`\\b${from}\\b`, 'g') : from;
+      // In code only: a comment keeps the kernel's own words.
+      let found = false;
+      text = text
+        .split('\n')
+        .map((l) => {
+          const c = l.indexOf('--');
+          const code = c < 0 ? l : l.slice(0, c);
+          const next = code.replaceAll(pattern, to);
+          if (next !== code) found = true;
+          return next + (c < 0 ? '' : l.slice(c));
+        })
+        .join('\n');
+      if (!found) throw new Error(`generate-lua: ${file} replaces ${from}, which ${name} does not contain`);
     }
     for (const l of text.split('\n')) out.push(l === '' ? '' : indent + l);
   }

@@ -150,28 +150,9 @@ store_rest = function(plan, keys, argv, now0, vals0)
       for i = 1, n do
         local r = rules[i]
         local cost = costs[i]
-        local key = KEY[i]
-        local s, b, x0
-        -- A hot key's entry is read from CACHE here (read() also drops it when expired).
-        local e = nil
-        if hot then e = CACHE[key] end
-        if e ~= nil and not drop then s, b = e.s, e.b
-        else s, b, x0 = read(key, r, now, drop, KIDX[i]) end
-        local ok, rem, reset, retry, delay, nx, reason, wb, xs
-        if cost <= r.maxCost and (b == nil or b <= now) then
-          ok, rem, reset, retry, delay, nx, xs = r.alg.check(s, now, r, cost)
-          if ok then
-            wb = false
-            if nx ~= nil then wb = 0 end
-          end
-        end
-        if not ok then
-          local has
-          ok, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, b, now, r, cost)
-          xs = nil
-          if not has then wb = false end
-          if not ok and not r.dry then allowed = false end
-        end
+        local key, idx = KEY[i], KIDX[i]
+        --#include inline/op-check.lua
+        if not ok and not r.dry then allowed = false end
         -- Each op's outcome is kept for the write pass below (see single for one op).
         OK[i], WS[i], WB[i], X0[i], XS[i], S0[i] = ok, nx, wb, x0, xs or false, s
         -- An admitting rule's retryAfterMs is 0 and a refusing rule's delayMs is 0: the first

@@ -49,6 +49,14 @@ local function fw_window_end(start, r)
   return fw_end(start, r)
 end
 
+-- A refusal (the kernel's REFUSED): the figures of the window read, and what countRejected
+-- writes; max: a count above a limit lowered since (limit per request, or an update).
+local function fw_refused(start, count, used, e, now, r)
+  local nx = nil
+  if r.cr then nx = { start, used } end
+  return false, max(0, r.L - count), e - now, e - now, 0, nx
+end
+
 ALG['f'] = {
   check = function(state, now, r, cost)
     local start, e
@@ -63,17 +71,10 @@ ALG['f'] = {
       if state ~= nil and state[1] >= start then start = state[1]; count = state[2] end
       if r.month then e = fw_end(start, r) else e = start + r.W end
     end
-    local used = count + cost
-    if used <= r.L then
-      local reset = 0
-      if used > 0 then reset = e - now end
-      -- The 7th value: the new state's expiry (its window's end), which write() needs.
-      return true, r.L - used, reset, 0, 0, { start, used }, e
-    end
-    local nx = nil
-    if r.cr then nx = { start, used } end
-    -- max: a count above a limit lowered since (limit per request, or an update).
-    return false, max(0, r.L - count), e - now, e - now, 0, nx
+    local L = r.L
+    --#include inline/fixed-window-kernel.lua REFUSED() = return fw_refused(start, count, used, e, now, r)
+    -- The 7th value: the new state's expiry (its window's end), which write() needs.
+    return true, rem, reset, 0, 0, { start, used }, e
   end,
   refund = function(state, now, r, cost, at)
     local start = state[1]

@@ -12,40 +12,25 @@ local function sw_retry_at(start, prev, cur, W, room)
   return start + W + floor((W * (cur - room)) / cur) + 1
 end
 
+-- A refusal (the kernel's REFUSED): the figures of the state read, and what countRejected writes.
+local function sw_refused(start, prev, cur, now, r, cost, scaled)
+  local W, L = r.W, r.L
+  local nx = nil
+  if r.cr then nx = { start, prev, cur + cost } end
+  local reset = sw_retry_at(start, prev, cur, W, 1) - now
+  return false, max(0, L - floor(scaled / W)), reset, sw_retry_at(start, prev, cur, W, L - cost + 1) - now, 0, nx
+end
+
 ALG['w'] = {
-  check = function(state, at, r, cost)
-    local W = r.W
-    local prev, cur = 0, 0
-    local now = at
+  check = function(state, now, r, cost)
+    local W, L = r.W, r.L
     local start = now - fmod(now, W)
-    if state ~= nil then
-      local s0 = state[1]
-      if s0 >= start then
-        -- Same window, or time went backwards: decide at the stored window's start at the
-        -- earliest, report resetMs and retryAfterMs from the caller's reading at.
-        start = s0
-        now = max(now, s0)
-        prev = state[2]
-        cur = state[3]
-      elseif s0 == start - W then prev = state[3] end
-    end
-    local e = now - start
-    local scaled = prev * (W - e) + cur * W
-    local floorEstimate = floor(scaled / W)
-    if scaled < (r.L - cost + 1) * W then
-      local after = cur + cost
-      -- resetMs: until a request of cost L would pass (room 1), as in the core.
-      local reset = 0
-      if prev * (W - e) + after * W >= W then reset = sw_retry_at(start, prev, after, W, 1) - at end
-      -- The 7th value: the new state's expiry (see expires), which write() needs.
-      local xn = start + W
-      if after > 0 then xn = start + 2 * W end
-      return true, max(0, r.L - floorEstimate - cost), reset, 0, 0, { start, prev, after }, xn
-    end
-    local reset = sw_retry_at(start, prev, cur, W, 1) - at
-    local nx = nil
-    if r.cr then nx = { start, prev, cur + cost } end
-    return false, max(0, r.L - floorEstimate), reset, sw_retry_at(start, prev, cur, W, r.L - cost + 1) - at, 0, nx
+    local room = (L - cost + 1) * W
+    local s0, p, c
+    if state ~= nil then s0, p, c = state[1], state[2], state[3] end
+    --#include inline/sliding-window-kernel.lua REFUSED() = return sw_refused(start, prev, cur, now, r, cost, scaled)
+    -- The 7th value: the new state's expiry, which write() needs.
+    return true, rem, reset, 0, 0, { start, prev, after }, xn
   end,
   refund = function(state, now, r, cost, at)
     local W = r.W

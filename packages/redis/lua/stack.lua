@@ -188,13 +188,16 @@ local function flush()
   end
 end
 
--- The full check of one rule: cost above maxCost, a block, a refusal that is written
--- (countRejected) or starts a block. Returns the outcome as values (allowed, remaining,
+-- A refusal of one rule: cost above maxCost, a block, a refusal that is written
+-- (countRejected) or starts a block. ran: the algorithm's check already ran and refused,
+-- with the figures given (a refusal computes each rule's check once); else it runs here
+-- (under a block, for its retry time). Returns the outcome as values (allowed, remaining,
 -- resetMs, retryAfterMs, delayMs, reason), then whether to write and what (state, block
--- deadline) if committed. The main loop handles the admitted, unblocked case itself.
-local function check_rule(s, b, now, r, cost)
+-- deadline) if committed. See inline/op-check.lua, which handles the admitted case itself.
+local function check_rule(s, b, now, r, cost, ran, remaining, reset, retry, nx)
   if cost > r.maxCost then return false, 0, 0, 0, 0, 'c', false end
-  local ok, remaining, reset, retry, delay, nx = r.alg.check(s, now, r, cost)
+  local ok, delay = false, 0
+  if not ran then ok, remaining, reset, retry, delay, nx = r.alg.check(s, now, r, cost) end
   local blockedUntil = b or 0
   if blockedUntil > now then
     local wait = blockedUntil - now
@@ -252,26 +255,7 @@ local HAD_HOT = false
 -- fields but now: allowed (1/0), then the op's OUT_FIELDS. The main loop of store() does
 -- the same for longer stacks, keeping each op's outcome until all are known.
 local function single(key, idx, r, cost, now, drop, consume, hot)
-  local s, b, x0
-  -- A hot key's entry is read from CACHE here (read() also drops it when expired).
-  local e = nil
-  if hot then e = CACHE[key] end
-  if e ~= nil and not drop then s, b = e.s, e.b
-  else s, b, x0 = read(key, r, now, drop, idx) end
-  local ok, rem, reset, retry, delay, nx, reason, wb, xs
-  if cost <= r.maxCost and (b == nil or b <= now) then
-    ok, rem, reset, retry, delay, nx, xs = r.alg.check(s, now, r, cost)
-    if ok then
-      wb = false
-      if nx ~= nil then wb = 0 end
-    end
-  end
-  if not ok then
-    local has
-    ok, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, b, now, r, cost)
-    xs = nil
-    if not has then wb = false end
-  end
+  --#include inline/op-check.lua
   if consume and wb ~= false then write(key, nx, wb, r, now, x0, xs) end
   if ok then return 1, 1, rem, reset, delay end
   local a = 0

@@ -2,43 +2,29 @@
 -- { last, tokens * W }: a bucket gains exactly L scaled units per ms.
 
 local function tb_level(state, now, r)
-  local cap = r.B * r.W
-  if state == nil then return now, cap end
-  local last = state[1]
-  -- min: a bucket fuller than a burst lowered since holds only the new burst.
-  if now <= last then return last, min(state[2], cap) end
-  local gained = r.L * (now - last)
-  local scaled = state[2]
-  if gained >= cap - scaled then return now, cap end
-  return now, scaled + gained
+  local L, cap = r.L, r.B * r.W
+  local last, s2
+  if state ~= nil then last, s2 = state[1], state[2] end
+  --#include inline/token-bucket-level.lua
+  return tn, scaled
+end
+
+-- A refusal (the kernel's REFUSED): the figures of the level read, and what countRejected writes.
+local function tb_refused(tn, scaled, need, now, r, cap)
+  local nx = nil
+  if r.cr then nx = { tn, scaled - need } end
+  -- Never below 0: a bucket in debt (countRejected, a settle) has no tokens to offer.
+  return false, max(0, floor(scaled / r.W)), ceil((cap - scaled) / r.L) + (tn - now), ceil((need - scaled) / r.L) + (tn - now), 0, nx
 end
 
 ALG['t'] = {
-  check = function(state, at, r, cost)
-    -- tb_level, inlined (this is the hot path).
-    local W = r.W
-    local cap = r.B * W
-    local now, scaled = at, cap
-    if state ~= nil then
-      local last = state[1]
-      if at <= last then now, scaled = last, min(state[2], cap)
-      else
-        local gained = r.L * (at - last)
-        scaled = state[2]
-        if gained >= cap - scaled then scaled = cap else scaled = scaled + gained end
-      end
-    end
-    local need = cost * W
-    if scaled >= need then
-      local left = scaled - need
-      local reset = 0
-      if left < cap then reset = ceil((cap - left) / r.L) + (now - at) end
-      return true, floor(left / W), reset, 0, 0, { now, left }
-    end
-    local nx = nil
-    if r.cr then nx = { now, scaled - need } end
-    -- Never below 0: a bucket in debt (countRejected, a settle) has no tokens to offer.
-    return false, max(0, floor(scaled / W)), ceil((cap - scaled) / r.L) + (now - at), ceil((need - scaled) / r.L) + (now - at), 0, nx
+  check = function(state, now, r, cost)
+    local L, W = r.L, r.W
+    local cap, need = r.B * W, cost * W
+    local last, s2
+    if state ~= nil then last, s2 = state[1], state[2] end
+    --#include inline/token-bucket-kernel.lua REFUSED() = return tb_refused(tn, scaled, need, now, r, cap)
+    return true, rem, reset, 0, 0, { tn, left }
   end,
   refund = function(state, now, r, cost, at)
     local t, scaled = tb_level(state, now, r)

@@ -154,15 +154,21 @@ store_rest = function(plan, keys, argv, now0, vals0)
       for i = 1, n do
         local r = rules[i]
         local cost = costs[i]
-        local key = KEY[i]
+        local key, idx = KEY[i], KIDX[i]
+        -- One op of a stack on the general path (single, and store_rest's loop for longer stacks):
+        -- reads the entry under key (KEYS[idx]; a hot key's from CACHE), checks it once, and leaves
+        -- the outcome in ok, rem, reset, retry, delay, reason, and what the op would write: nx, wb
+        -- (false: nothing), xs (the state's expiry when its check gave it); s and x0 as read.
         local s, b, x0
         -- A hot key's entry is read from CACHE here (read() also drops it when expired).
         local e = nil
         if hot then e = CACHE[key] end
         if e ~= nil and not drop then s, b = e.s, e.b
-        else s, b, x0 = read(key, r, now, drop, KIDX[i]) end
+        else s, b, x0 = read(key, r, now, drop, idx) end
         local ok, rem, reset, retry, delay, nx, reason, wb, xs
+        local ran = false
         if cost <= r.maxCost and (b == nil or b <= now) then
+          ran = true
           ok, rem, reset, retry, delay, nx, xs = r.alg.check(s, now, r, cost)
           if ok then
             wb = false
@@ -171,11 +177,11 @@ store_rest = function(plan, keys, argv, now0, vals0)
         end
         if not ok then
           local has
-          ok, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, b, now, r, cost)
+          ok, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, b, now, r, cost, ran, rem, reset, retry, nx)
           xs = nil
           if not has then wb = false end
-          if not ok and not r.dry then allowed = false end
         end
+        if not ok and not r.dry then allowed = false end
         -- Each op's outcome is kept for the write pass below (see single for one op).
         OK[i], WS[i], WB[i], X0[i], XS[i], S0[i] = ok, nx, wb, x0, xs or false, s
         -- An admitting rule's retryAfterMs is 0 and a refusing rule's delayMs is 0: the first
@@ -276,6 +282,14 @@ local function fw_window_end(start, r)
   return fw_end(start, r)
 end
 
+-- A refusal (the kernel's REFUSED): the figures of the window read, and what countRejected
+-- writes; max: a count above a limit lowered since (limit per request, or an update).
+local function fw_refused(start, count, used, e, now, r)
+  local nx = nil
+  if r.cr then nx = { start, used } end
+  return false, max(0, r.L - count), e - now, e - now, 0, nx
+end
+
 ALG['f'] = {
   check = function(state, now, r, cost)
     local start, e
@@ -290,17 +304,17 @@ ALG['f'] = {
       if state ~= nil and state[1] >= start then start = state[1]; count = state[2] end
       if r.month then e = fw_end(start, r) else e = start + r.W end
     end
+    local L = r.L
+    -- The fixed window's admission, shared by ALG.f.check and the cost-1 closures (one.lua),
+    -- which include it. In: now (the caller's reading), the window's count and end e, L, cost.
+    -- Out: used (the new count), rem, reset; REFUSED() where the request does not fit.
     local used = count + cost
-    if used <= r.L then
-      local reset = 0
-      if used > 0 then reset = e - now end
-      -- The 7th value: the new state's expiry (its window's end), which write() needs.
-      return true, r.L - used, reset, 0, 0, { start, used }, e
-    end
-    local nx = nil
-    if r.cr then nx = { start, used } end
-    -- max: a count above a limit lowered since (limit per request, or an update).
-    return false, max(0, r.L - count), e - now, e - now, 0, nx
+    if not (used <= L) then return fw_refused(start, count, used, e, now, r) end
+    local reset = 0
+    if used > 0 then reset = e - now end
+    local rem = L - used
+    -- The 7th value: the new state's expiry (its window's end), which write() needs.
+    return true, rem, reset, 0, 0, { start, used }, e
   end,
   refund = function(state, now, r, cost, at)
     local start = state[1]
@@ -723,10 +737,9 @@ end
 
 local LONE_MAKERS, OP_MAKERS = {}, {}
 LONE_MAKERS['w'] = function(plan, r, consume)
+  -- The rule's numbers as the cost-1 closures (one.lua) read them, as upvalues.
   local L, W = r.L, r.W
-  local room, W2 = (L - 1 + 1) * W, 2 * W
-  local cap = r.B * W
-  local need = 1 * W
+  local room, cap, need = (L - 1 + 1) * W, r.B * W, 1 * W
   -- A whole window: on Redis time now is a whole number of ms below 2^53, so now % W (a
   -- VM operation, no C call) is exactly fmod(now, W).
   local WI = W > 0 and W % 1 == 0
@@ -750,41 +763,51 @@ LONE_MAKERS['w'] = function(plan, r, consume)
     end
     local now = last_ms + ms
     local v = pcall_('GET', key)
+    -- ALG.w.check of cost 1 on a value v as GET or MGET replied (see one.lua).
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
-    local t = now
-    local prev, cur, x0 = 0, 0, nil
+    local s0, p, c, x0
     if v == false then
     elseif #v == 40 then
-      local b, x, s0, p, c = unpack_bin('<ddddd', v)
+      local b, x
+      b, x, s0, p, c = unpack_bin('<ddddd', v)
       -- read()'s checks (SANE2, no negative count), and no block in force.
       if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then return one_rest(plan, key, now, v) end
       x0 = x
+    else return one_rest(plan, key, now, v) end
+    -- The sliding-window counter's admission, shared by ALG.w.check and the cost-1 closures
+    -- (one.lua), which include it. In: now (the caller's reading), start (the window of now),
+    -- the state s0, p, c (s0 nil: none), W, L, cost and room = (L - cost + 1) * W. Out: start, prev, after (the new state),
+    -- rem, reset, xn (the new state's expiry); REFUSED() where the request does not fit.
+    local t, prev, cur = now, 0, 0
+    if s0 ~= nil then
       if s0 >= start then
+        -- Same window, or time went backwards: decide at the stored window's start at the
+        -- earliest, report resetMs (and retryAfterMs) from the caller's reading now.
         start = s0
         if s0 > now then t = s0 end
         prev = p
         cur = c
       elseif s0 == start - W then prev = c end
-    else return one_rest(plan, key, now, v) end
+    end
     local e = t - start
     local scaled = prev * (W - e) + cur * W
     if not (scaled < room) then return one_rest(plan, key, now, v) end
     local after = cur + 1
+    -- resetMs: until a request of cost L would pass (room 1), as in the core; sw_retry_at's
+    -- last case inline when after >= 1 (floor(q) as q - q % 1: exact for a finite q, no C call).
     local reset = 0
-    if prev * (W - e) + after * W >= W then
+    if after >= 1 then
       local q = (W * (after - 1)) / after
       reset = start + W + (q - q % 1) + 1 - now
-    end
+    elseif prev * (W - e) + after * W >= W then reset = sw_retry_at(start, prev, after, W, 1) - now end
     local q = scaled / W
     local rem = L - (q - q % 1) - 1
     if rem < 0 then rem = 0 end
-    local nv, xn = nil, nil
-    if consume then
-      xn = start + W
-      if after > 0 then xn = start + W2 end
-      nv = pack('<ddddd', 0, xn, start, prev, after)
-    end
+    local xn = start + W
+    if after > 0 then xn = start + 2 * W end
+    local nv = nil
+    if consume then nv = pack('<ddddd', 0, xn, start, prev, after) end
     if nv then
       if xn == x0 and xn > now then
         if pcall_('SETRANGE', key, '0', nv) ~= #nv then call('SET', key, nv, 'KEEPTTL') end
@@ -795,10 +818,9 @@ LONE_MAKERS['w'] = function(plan, r, consume)
 end
 
 LONE_MAKERS['f'] = function(plan, r, consume)
+  -- The rule's numbers as the cost-1 closures (one.lua) read them, as upvalues.
   local L, W = r.L, r.W
-  local room, W2 = (L - 1 + 1) * W, 2 * W
-  local cap = r.B * W
-  local need = 1 * W
+  local room, cap, need = (L - 1 + 1) * W, r.B * W, 1 * W
   -- A whole window: on Redis time now is a whole number of ms below 2^53, so now % W (a
   -- VM operation, no C call) is exactly fmod(now, W).
   local WI = W > 0 and W % 1 == 0
@@ -822,6 +844,8 @@ LONE_MAKERS['f'] = function(plan, r, consume)
     end
     local now = last_ms + ms
     local v = pcall_('GET', key)
+    -- ALG.f.check of cost 1 (not first-request, not calendar) on a value v as GET or MGET
+    -- replied (see one.lua).
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
     local count, x0 = 0, nil
@@ -830,14 +854,19 @@ LONE_MAKERS['f'] = function(plan, r, consume)
       local b, x, s0, c = unpack_bin('<dddd', v)
       if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then return one_rest(plan, key, now, v) end
       x0 = x
+      -- A stored window later than now means time went backwards: stay in it.
       if s0 >= start then start = s0; count = c end
     else return one_rest(plan, key, now, v) end
-    local xn = start + W
+    local e = start + W
+    -- The fixed window's admission, shared by ALG.f.check and the cost-1 closures (one.lua),
+    -- which include it. In: now (the caller's reading), the window's count and end e, L, cost.
+    -- Out: used (the new count), rem, reset; REFUSED() where the request does not fit.
     local used = count + 1
     if not (used <= L) then return one_rest(plan, key, now, v) end
     local reset = 0
-    if used > 0 then reset = xn - now end
+    if used > 0 then reset = e - now end
     local rem = L - used
+    local xn = e
     local nv = nil
     if consume then nv = pack('<dddd', 0, xn, start, used) end
     if nv then
@@ -850,10 +879,9 @@ LONE_MAKERS['f'] = function(plan, r, consume)
 end
 
 LONE_MAKERS['t'] = function(plan, r, consume)
+  -- The rule's numbers as the cost-1 closures (one.lua) read them, as upvalues.
   local L, W = r.L, r.W
-  local room, W2 = (L - 1 + 1) * W, 2 * W
-  local cap = r.B * W
-  local need = 1 * W
+  local room, cap, need = (L - 1 + 1) * W, r.B * W, 1 * W
   -- A whole window: on Redis time now is a whole number of ms below 2^53, so now % W (a
   -- VM operation, no C call) is exactly fmod(now, W).
   local WI = W > 0 and W % 1 == 0
@@ -877,13 +905,27 @@ LONE_MAKERS['t'] = function(plan, r, consume)
     end
     local now = last_ms + ms
     local v = pcall_('GET', key)
-    local tn, scaled, x0 = now, cap, nil
+    -- ALG.t.check of cost 1 on a value v as GET or MGET replied, its expiry as ALG.t.expires
+    -- (see one.lua).
+    local last, s2, x0
     if v == false then
     elseif #v == 32 then
-      local b, x, last, s2 = unpack_bin('<dddd', v)
+      local b, x
+      b, x, last, s2 = unpack_bin('<dddd', v)
       if not (b * b + last * last + s2 * s2 <= SANE2) or b > now then return one_rest(plan, key, now, v) end
       x0 = x
+    else return one_rest(plan, key, now, v) end
+    -- The token bucket's admission, shared by ALG.t.check and the cost-1 closures (one.lua),
+    -- which include it. In: now (the caller's reading), the state last, s2 (last nil: none),
+    -- L, W, cap (B * W), need (cost * W). Out: tn, left (the new state), up (ms until full again), rem,
+    -- reset; REFUSED() where the request does not fit.
+    -- The token bucket's level at now (the caller's reading): tn, scaled, from the state last, s2
+    -- (last nil: none), L and cap (B * W). Included by the kernel and tb_level.
+    local tn, scaled = now, cap
+    if last ~= nil then
       if now <= last then
+        -- A clock behind the stored time is no time passing; a bucket fuller than a burst
+        -- lowered since holds only the new burst.
         tn, scaled = last, s2
         if cap < s2 then scaled = cap end
       else
@@ -891,7 +933,7 @@ LONE_MAKERS['t'] = function(plan, r, consume)
         scaled = s2
         if gained >= cap - scaled then scaled = cap else scaled = scaled + gained end
       end
-    else return one_rest(plan, key, now, v) end
+    end
     if not (scaled >= need) then return one_rest(plan, key, now, v) end
     local left = scaled - need
     -- ceil((cap - left) / L) as -floor(-q), and floor(q) as q - q % 1 (exact for a finite
@@ -924,62 +966,72 @@ LONE_MAKERS['t'] = function(plan, r, consume)
 end
 
 OP_MAKERS['w'] = function(r, consume)
+  -- The rule's numbers as the cost-1 closures (one.lua) read them, as upvalues.
   local L, W = r.L, r.W
-  local room, W2 = (L - 1 + 1) * W, 2 * W
-  local cap = r.B * W
-  local need = 1 * W
+  local room, cap, need = (L - 1 + 1) * W, r.B * W, 1 * W
   -- A whole window: on Redis time now is a whole number of ms below 2^53, so now % W (a
   -- VM operation, no C call) is exactly fmod(now, W).
   local WI = W > 0 and W % 1 == 0
   return function(v, now)
+    -- ALG.w.check of cost 1 on a value v as GET or MGET replied (see one.lua).
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
-    local t = now
-    local prev, cur, x0 = 0, 0, nil
+    local s0, p, c, x0
     if v == false then
     elseif #v == 40 then
-      local b, x, s0, p, c = unpack_bin('<ddddd', v)
+      local b, x
+      b, x, s0, p, c = unpack_bin('<ddddd', v)
       -- read()'s checks (SANE2, no negative count), and no block in force.
       if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then return false end
       x0 = x
+    else return false end
+    -- The sliding-window counter's admission, shared by ALG.w.check and the cost-1 closures
+    -- (one.lua), which include it. In: now (the caller's reading), start (the window of now),
+    -- the state s0, p, c (s0 nil: none), W, L, cost and room = (L - cost + 1) * W. Out: start, prev, after (the new state),
+    -- rem, reset, xn (the new state's expiry); REFUSED() where the request does not fit.
+    local t, prev, cur = now, 0, 0
+    if s0 ~= nil then
       if s0 >= start then
+        -- Same window, or time went backwards: decide at the stored window's start at the
+        -- earliest, report resetMs (and retryAfterMs) from the caller's reading now.
         start = s0
         if s0 > now then t = s0 end
         prev = p
         cur = c
       elseif s0 == start - W then prev = c end
-    else return false end
+    end
     local e = t - start
     local scaled = prev * (W - e) + cur * W
     if not (scaled < room) then return false end
     local after = cur + 1
+    -- resetMs: until a request of cost L would pass (room 1), as in the core; sw_retry_at's
+    -- last case inline when after >= 1 (floor(q) as q - q % 1: exact for a finite q, no C call).
     local reset = 0
-    if prev * (W - e) + after * W >= W then
+    if after >= 1 then
       local q = (W * (after - 1)) / after
       reset = start + W + (q - q % 1) + 1 - now
-    end
+    elseif prev * (W - e) + after * W >= W then reset = sw_retry_at(start, prev, after, W, 1) - now end
     local q = scaled / W
     local rem = L - (q - q % 1) - 1
     if rem < 0 then rem = 0 end
-    local nv, xn = nil, nil
-    if consume then
-      xn = start + W
-      if after > 0 then xn = start + W2 end
-      nv = pack('<ddddd', 0, xn, start, prev, after)
-    end
+    local xn = start + W
+    if after > 0 then xn = start + 2 * W end
+    local nv = nil
+    if consume then nv = pack('<ddddd', 0, xn, start, prev, after) end
     return true, rem, reset, nv, xn, x0, xn
   end
 end
 
 OP_MAKERS['f'] = function(r, consume)
+  -- The rule's numbers as the cost-1 closures (one.lua) read them, as upvalues.
   local L, W = r.L, r.W
-  local room, W2 = (L - 1 + 1) * W, 2 * W
-  local cap = r.B * W
-  local need = 1 * W
+  local room, cap, need = (L - 1 + 1) * W, r.B * W, 1 * W
   -- A whole window: on Redis time now is a whole number of ms below 2^53, so now % W (a
   -- VM operation, no C call) is exactly fmod(now, W).
   local WI = W > 0 and W % 1 == 0
   return function(v, now)
+    -- ALG.f.check of cost 1 (not first-request, not calendar) on a value v as GET or MGET
+    -- replied (see one.lua).
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
     local count, x0 = 0, nil
@@ -988,14 +1040,19 @@ OP_MAKERS['f'] = function(r, consume)
       local b, x, s0, c = unpack_bin('<dddd', v)
       if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then return false end
       x0 = x
+      -- A stored window later than now means time went backwards: stay in it.
       if s0 >= start then start = s0; count = c end
     else return false end
-    local xn = start + W
+    local e = start + W
+    -- The fixed window's admission, shared by ALG.f.check and the cost-1 closures (one.lua),
+    -- which include it. In: now (the caller's reading), the window's count and end e, L, cost.
+    -- Out: used (the new count), rem, reset; REFUSED() where the request does not fit.
     local used = count + 1
     if not (used <= L) then return false end
     local reset = 0
-    if used > 0 then reset = xn - now end
+    if used > 0 then reset = e - now end
     local rem = L - used
+    local xn = e
     local nv = nil
     if consume then nv = pack('<dddd', 0, xn, start, used) end
     return true, rem, reset, nv, xn, x0, xn
@@ -1003,21 +1060,34 @@ OP_MAKERS['f'] = function(r, consume)
 end
 
 OP_MAKERS['t'] = function(r, consume)
+  -- The rule's numbers as the cost-1 closures (one.lua) read them, as upvalues.
   local L, W = r.L, r.W
-  local room, W2 = (L - 1 + 1) * W, 2 * W
-  local cap = r.B * W
-  local need = 1 * W
+  local room, cap, need = (L - 1 + 1) * W, r.B * W, 1 * W
   -- A whole window: on Redis time now is a whole number of ms below 2^53, so now % W (a
   -- VM operation, no C call) is exactly fmod(now, W).
   local WI = W > 0 and W % 1 == 0
   return function(v, now)
-    local tn, scaled, x0 = now, cap, nil
+    -- ALG.t.check of cost 1 on a value v as GET or MGET replied, its expiry as ALG.t.expires
+    -- (see one.lua).
+    local last, s2, x0
     if v == false then
     elseif #v == 32 then
-      local b, x, last, s2 = unpack_bin('<dddd', v)
+      local b, x
+      b, x, last, s2 = unpack_bin('<dddd', v)
       if not (b * b + last * last + s2 * s2 <= SANE2) or b > now then return false end
       x0 = x
+    else return false end
+    -- The token bucket's admission, shared by ALG.t.check and the cost-1 closures (one.lua),
+    -- which include it. In: now (the caller's reading), the state last, s2 (last nil: none),
+    -- L, W, cap (B * W), need (cost * W). Out: tn, left (the new state), up (ms until full again), rem,
+    -- reset; REFUSED() where the request does not fit.
+    -- The token bucket's level at now (the caller's reading): tn, scaled, from the state last, s2
+    -- (last nil: none), L and cap (B * W). Included by the kernel and tb_level.
+    local tn, scaled = now, cap
+    if last ~= nil then
       if now <= last then
+        -- A clock behind the stored time is no time passing; a bucket fuller than a burst
+        -- lowered since holds only the new burst.
         tn, scaled = last, s2
         if cap < s2 then scaled = cap end
       else
@@ -1025,7 +1095,7 @@ OP_MAKERS['t'] = function(r, consume)
         scaled = s2
         if gained >= cap - scaled then scaled = cap else scaled = scaled + gained end
       end
-    else return false end
+    end
     if not (scaled >= need) then return false end
     local left = scaled - need
     -- ceil((cap - left) / L) as -floor(-q), and floor(q) as q - q % 1 (exact for a finite
@@ -1557,40 +1627,55 @@ local function sw_retry_at(start, prev, cur, W, room)
   return start + W + floor((W * (cur - room)) / cur) + 1
 end
 
+-- A refusal (the kernel's REFUSED): the figures of the state read, and what countRejected writes.
+local function sw_refused(start, prev, cur, now, r, cost, scaled)
+  local W, L = r.W, r.L
+  local nx = nil
+  if r.cr then nx = { start, prev, cur + cost } end
+  local reset = sw_retry_at(start, prev, cur, W, 1) - now
+  return false, max(0, L - floor(scaled / W)), reset, sw_retry_at(start, prev, cur, W, L - cost + 1) - now, 0, nx
+end
+
 ALG['w'] = {
-  check = function(state, at, r, cost)
-    local W = r.W
-    local prev, cur = 0, 0
-    local now = at
+  check = function(state, now, r, cost)
+    local W, L = r.W, r.L
     local start = now - fmod(now, W)
-    if state ~= nil then
-      local s0 = state[1]
+    local room = (L - cost + 1) * W
+    local s0, p, c
+    if state ~= nil then s0, p, c = state[1], state[2], state[3] end
+    -- The sliding-window counter's admission, shared by ALG.w.check and the cost-1 closures
+    -- (one.lua), which include it. In: now (the caller's reading), start (the window of now),
+    -- the state s0, p, c (s0 nil: none), W, L, cost and room = (L - cost + 1) * W. Out: start, prev, after (the new state),
+    -- rem, reset, xn (the new state's expiry); REFUSED() where the request does not fit.
+    local t, prev, cur = now, 0, 0
+    if s0 ~= nil then
       if s0 >= start then
         -- Same window, or time went backwards: decide at the stored window's start at the
-        -- earliest, report resetMs and retryAfterMs from the caller's reading at.
+        -- earliest, report resetMs (and retryAfterMs) from the caller's reading now.
         start = s0
-        now = max(now, s0)
-        prev = state[2]
-        cur = state[3]
-      elseif s0 == start - W then prev = state[3] end
+        if s0 > now then t = s0 end
+        prev = p
+        cur = c
+      elseif s0 == start - W then prev = c end
     end
-    local e = now - start
+    local e = t - start
     local scaled = prev * (W - e) + cur * W
-    local floorEstimate = floor(scaled / W)
-    if scaled < (r.L - cost + 1) * W then
-      local after = cur + cost
-      -- resetMs: until a request of cost L would pass (room 1), as in the core.
-      local reset = 0
-      if prev * (W - e) + after * W >= W then reset = sw_retry_at(start, prev, after, W, 1) - at end
-      -- The 7th value: the new state's expiry (see expires), which write() needs.
-      local xn = start + W
-      if after > 0 then xn = start + 2 * W end
-      return true, max(0, r.L - floorEstimate - cost), reset, 0, 0, { start, prev, after }, xn
-    end
-    local reset = sw_retry_at(start, prev, cur, W, 1) - at
-    local nx = nil
-    if r.cr then nx = { start, prev, cur + cost } end
-    return false, max(0, r.L - floorEstimate), reset, sw_retry_at(start, prev, cur, W, r.L - cost + 1) - at, 0, nx
+    if not (scaled < room) then return sw_refused(start, prev, cur, now, r, cost, scaled) end
+    local after = cur + cost
+    -- resetMs: until a request of cost L would pass (room 1), as in the core; sw_retry_at's
+    -- last case inline when after >= 1 (floor(q) as q - q % 1: exact for a finite q, no C call).
+    local reset = 0
+    if after >= 1 then
+      local q = (W * (after - 1)) / after
+      reset = start + W + (q - q % 1) + 1 - now
+    elseif prev * (W - e) + after * W >= W then reset = sw_retry_at(start, prev, after, W, 1) - now end
+    local q = scaled / W
+    local rem = L - (q - q % 1) - cost
+    if rem < 0 then rem = 0 end
+    local xn = start + W
+    if after > 0 then xn = start + 2 * W end
+    -- The 7th value: the new state's expiry, which write() needs.
+    return true, rem, reset, 0, 0, { start, prev, after }, xn
   end,
   refund = function(state, now, r, cost, at)
     local W = r.W
@@ -1838,13 +1923,16 @@ local function flush()
   end
 end
 
--- The full check of one rule: cost above maxCost, a block, a refusal that is written
--- (countRejected) or starts a block. Returns the outcome as values (allowed, remaining,
+-- A refusal of one rule: cost above maxCost, a block, a refusal that is written
+-- (countRejected) or starts a block. ran: the algorithm's check already ran and refused,
+-- with the figures given (a refusal computes each rule's check once); else it runs here
+-- (under a block, for its retry time). Returns the outcome as values (allowed, remaining,
 -- resetMs, retryAfterMs, delayMs, reason), then whether to write and what (state, block
--- deadline) if committed. The main loop handles the admitted, unblocked case itself.
-local function check_rule(s, b, now, r, cost)
+-- deadline) if committed. See inline/op-check.lua, which handles the admitted case itself.
+local function check_rule(s, b, now, r, cost, ran, remaining, reset, retry, nx)
   if cost > r.maxCost then return false, 0, 0, 0, 0, 'c', false end
-  local ok, remaining, reset, retry, delay, nx = r.alg.check(s, now, r, cost)
+  local ok, delay = false, 0
+  if not ran then ok, remaining, reset, retry, delay, nx = r.alg.check(s, now, r, cost) end
   local blockedUntil = b or 0
   if blockedUntil > now then
     local wait = blockedUntil - now
@@ -1902,6 +1990,10 @@ local HAD_HOT = false
 -- fields but now: allowed (1/0), then the op's OUT_FIELDS. The main loop of store() does
 -- the same for longer stacks, keeping each op's outcome until all are known.
 local function single(key, idx, r, cost, now, drop, consume, hot)
+  -- One op of a stack on the general path (single, and store_rest's loop for longer stacks):
+  -- reads the entry under key (KEYS[idx]; a hot key's from CACHE), checks it once, and leaves
+  -- the outcome in ok, rem, reset, retry, delay, reason, and what the op would write: nx, wb
+  -- (false: nothing), xs (the state's expiry when its check gave it); s and x0 as read.
   local s, b, x0
   -- A hot key's entry is read from CACHE here (read() also drops it when expired).
   local e = nil
@@ -1909,7 +2001,9 @@ local function single(key, idx, r, cost, now, drop, consume, hot)
   if e ~= nil and not drop then s, b = e.s, e.b
   else s, b, x0 = read(key, r, now, drop, idx) end
   local ok, rem, reset, retry, delay, nx, reason, wb, xs
+  local ran = false
   if cost <= r.maxCost and (b == nil or b <= now) then
+    ran = true
     ok, rem, reset, retry, delay, nx, xs = r.alg.check(s, now, r, cost)
     if ok then
       wb = false
@@ -1918,7 +2012,7 @@ local function single(key, idx, r, cost, now, drop, consume, hot)
   end
   if not ok then
     local has
-    ok, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, b, now, r, cost)
+    ok, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, b, now, r, cost, ran, rem, reset, retry, nx)
     xs = nil
     if not has then wb = false end
   end
@@ -1973,43 +2067,71 @@ export const TOKEN_BUCKET_LUA = `-- Lua mirror of core/src/algorithms/token-buck
 -- { last, tokens * W }: a bucket gains exactly L scaled units per ms.
 
 local function tb_level(state, now, r)
-  local cap = r.B * r.W
-  if state == nil then return now, cap end
-  local last = state[1]
-  -- min: a bucket fuller than a burst lowered since holds only the new burst.
-  if now <= last then return last, min(state[2], cap) end
-  local gained = r.L * (now - last)
-  local scaled = state[2]
-  if gained >= cap - scaled then return now, cap end
-  return now, scaled + gained
+  local L, cap = r.L, r.B * r.W
+  local last, s2
+  if state ~= nil then last, s2 = state[1], state[2] end
+  -- The token bucket's level at now (the caller's reading): tn, scaled, from the state last, s2
+  -- (last nil: none), L and cap (B * W). Included by the kernel and tb_level.
+  local tn, scaled = now, cap
+  if last ~= nil then
+    if now <= last then
+      -- A clock behind the stored time is no time passing; a bucket fuller than a burst
+      -- lowered since holds only the new burst.
+      tn, scaled = last, s2
+      if cap < s2 then scaled = cap end
+    else
+      local gained = L * (now - last)
+      scaled = s2
+      if gained >= cap - scaled then scaled = cap else scaled = scaled + gained end
+    end
+  end
+  return tn, scaled
+end
+
+-- A refusal (the kernel's REFUSED): the figures of the level read, and what countRejected writes.
+local function tb_refused(tn, scaled, need, now, r, cap)
+  local nx = nil
+  if r.cr then nx = { tn, scaled - need } end
+  -- Never below 0: a bucket in debt (countRejected, a settle) has no tokens to offer.
+  return false, max(0, floor(scaled / r.W)), ceil((cap - scaled) / r.L) + (tn - now), ceil((need - scaled) / r.L) + (tn - now), 0, nx
 end
 
 ALG['t'] = {
-  check = function(state, at, r, cost)
-    -- tb_level, inlined (this is the hot path).
-    local W = r.W
-    local cap = r.B * W
-    local now, scaled = at, cap
-    if state ~= nil then
-      local last = state[1]
-      if at <= last then now, scaled = last, min(state[2], cap)
+  check = function(state, now, r, cost)
+    local L, W = r.L, r.W
+    local cap, need = r.B * W, cost * W
+    local last, s2
+    if state ~= nil then last, s2 = state[1], state[2] end
+    -- The token bucket's admission, shared by ALG.t.check and the cost-1 closures (one.lua),
+    -- which include it. In: now (the caller's reading), the state last, s2 (last nil: none),
+    -- L, W, cap (B * W), need (cost * W). Out: tn, left (the new state), up (ms until full again), rem,
+    -- reset; REFUSED() where the request does not fit.
+    -- The token bucket's level at now (the caller's reading): tn, scaled, from the state last, s2
+    -- (last nil: none), L and cap (B * W). Included by the kernel and tb_level.
+    local tn, scaled = now, cap
+    if last ~= nil then
+      if now <= last then
+        -- A clock behind the stored time is no time passing; a bucket fuller than a burst
+        -- lowered since holds only the new burst.
+        tn, scaled = last, s2
+        if cap < s2 then scaled = cap end
       else
-        local gained = r.L * (at - last)
-        scaled = state[2]
+        local gained = L * (now - last)
+        scaled = s2
         if gained >= cap - scaled then scaled = cap else scaled = scaled + gained end
       end
     end
-    local need = cost * W
-    if scaled >= need then
-      local left = scaled - need
-      local reset = 0
-      if left < cap then reset = ceil((cap - left) / r.L) + (now - at) end
-      return true, floor(left / W), reset, 0, 0, { now, left }
-    end
-    local nx = nil
-    if r.cr then nx = { now, scaled - need } end
-    -- Never below 0: a bucket in debt (countRejected, a settle) has no tokens to offer.
-    return false, max(0, floor(scaled / W)), ceil((cap - scaled) / r.L) + (now - at), ceil((need - scaled) / r.L) + (now - at), 0, nx
+    if not (scaled >= need) then return tb_refused(tn, scaled, need, now, r, cap) end
+    local left = scaled - need
+    -- ceil((cap - left) / L) as -floor(-q), and floor(q) as q - q % 1 (exact for a finite
+    -- q; no C call).
+    local q = -((cap - left) / L)
+    local up = -(q - q % 1)
+    local reset = 0
+    if left < cap then reset = up + (tn - now) end
+    q = left / W
+    local rem = q - q % 1
+    return true, rem, reset, 0, 0, { tn, left }
   end,
   refund = function(state, now, r, cost, at)
     local t, scaled = tb_level(state, now, r)
