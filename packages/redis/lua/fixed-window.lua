@@ -58,6 +58,7 @@ local function fw_refused(start, count, used, e, now, r)
 end
 
 ALG['f'] = {
+  refused = fw_refused,
   check = function(state, now, r, cost)
     local start, e
     local count = 0

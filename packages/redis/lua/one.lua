@@ -31,9 +31,9 @@
 
 local pcall_, type = redis.pcall, type
 
--- The general path for the lone call the closure could not decide: the plan's one stack at
--- now, with the key's value v as GET replied (decide_one, past its reads).
-local function one_rest(plan, key, now, v)
+-- A lone call past its closure starts as store_rest would: the call's state reset, on
+-- Redis time now.
+local function one_call(plan, now)
   MIN_TTL_SUPPLIED = plan.minTtl
   if HAD_HOT then
     HOT, CACHE = {}, {}
@@ -41,7 +41,30 @@ local function one_rest(plan, key, now, v)
   end
   redis_now = now
   MIN_TTL, REDIS_TIME = 0, true
+end
+
+-- The general path for the lone call the closure could not decide: the plan's one stack at
+-- now, with the key's value v as GET replied (decide_one, past its reads).
+local function one_rest(plan, key, now, v)
+  one_call(plan, now)
   return decide_one(plan.one, key, now, v, false)
+end
+
+-- A lone call's refusal that its closure's kernel found: the figures of the algorithm's
+-- refused (ok, rem, reset, retry, delay, nx) for the state it read (s, nil for none; x0 the
+-- expiry its key's TTL was set for). What single does with a refusal, without checking the
+-- rule again: countRejected, blockFor, the write, the reply.
+local function one_refused(plan, key, now, s, x0, _ok, rem, reset, retry, _delay, nx)
+  one_call(plan, now)
+  local run = plan.one
+  local r = run.rules[1]
+  local _, delay, reason, has, wb
+  _, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, nil, now, r, 1, true, rem, reset, retry, nx)
+  if run.consume and has then write(key, nx, wb, r, now, x0, nil) end
+  local a, code = 0, 4
+  if r.dry then a = 1 end
+  if reason == 'l' then code = 2 elseif reason == 'b' then code = 3 end
+  return pack('<dddddd', a, now, code, rem, reset, retry)
 end
 
 -- Writes an admitted entry v (on Redis time, block 0) whose key's TTL was set for x0, with
@@ -58,7 +81,7 @@ LONE_MAKERS['w'] = function(plan, r, consume)
     local key = keys[1]
     --#include inline/time-ms.lua
     local v = pcall_('GET', key)
-    --#include inline/one-sliding-window.lua BAIL() = return one_rest(plan, key, now, v)
+    --#include inline/one-sliding-window.lua BAIL() = return one_rest(plan, key, now, v); REFUSED() = return one_refused(plan, key, now, s0 and { s0, p, c }, x0, r.alg.refused(start, prev, cur, now, r, 1, scaled))
     if nv then
       if xn == x0 and xn > now then
         if pcall_('SETRANGE', key, '0', nv) ~= #nv then call('SET', key, nv, 'KEEPTTL') end
@@ -74,7 +97,7 @@ LONE_MAKERS['f'] = function(plan, r, consume)
     local key = keys[1]
     --#include inline/time-ms.lua
     local v = pcall_('GET', key)
-    --#include inline/one-fixed-window.lua BAIL() = return one_rest(plan, key, now, v)
+    --#include inline/one-fixed-window.lua BAIL() = return one_rest(plan, key, now, v); REFUSED() = return one_refused(plan, key, now, s0 and { s0, c }, x0, r.alg.refused(start, count, used, e, now, r))
     if nv then
       if xn == x0 and xn > now then
         if pcall_('SETRANGE', key, '0', nv) ~= #nv then call('SET', key, nv, 'KEEPTTL') end
@@ -90,7 +113,7 @@ LONE_MAKERS['t'] = function(plan, r, consume)
     local key = keys[1]
     --#include inline/time-ms.lua
     local v = pcall_('GET', key)
-    --#include inline/one-token-bucket.lua BAIL() = return one_rest(plan, key, now, v)
+    --#include inline/one-token-bucket.lua BAIL() = return one_rest(plan, key, now, v); REFUSED() = return one_refused(plan, key, now, last and { last, s2 }, x0, r.alg.refused(tn, scaled, need, now, r, cap))
     if nv then
       if xn == x0 and xn > now then
         if pcall_('SETRANGE', key, '0', nv) ~= #nv then call('SET', key, nv, 'KEEPTTL') end
@@ -109,7 +132,7 @@ end
 OP_MAKERS['w'] = function(r, consume)
   --#include inline/one-rule.lua
   return function(v, now)
-    --#include inline/one-sliding-window.lua BAIL() = return false
+    --#include inline/one-sliding-window.lua BAIL() = return false; REFUSED() = return false
     return true, rem, reset, nv, xn, x0, xn
   end
 end
@@ -117,7 +140,7 @@ end
 OP_MAKERS['f'] = function(r, consume)
   --#include inline/one-rule.lua
   return function(v, now)
-    --#include inline/one-fixed-window.lua BAIL() = return false
+    --#include inline/one-fixed-window.lua BAIL() = return false; REFUSED() = return false
     return true, rem, reset, nv, xn, x0, xn
   end
 end
@@ -125,7 +148,7 @@ end
 OP_MAKERS['t'] = function(r, consume)
   --#include inline/one-rule.lua
   return function(v, now)
-    --#include inline/one-token-bucket.lua BAIL() = return false
+    --#include inline/one-token-bucket.lua BAIL() = return false; REFUSED() = return false
     return true, rem, reset, nv, xn, x0, nil
   end
 end

@@ -22,6 +22,8 @@ local function sw_refused(start, prev, cur, now, r, cost, scaled)
 end
 
 ALG['w'] = {
+  retry_at = sw_retry_at,
+  refused = sw_refused,
   check = function(state, now, r, cost)
     local W, L = r.W, r.L
     local start = now - fmod(now, W)

@@ -18,6 +18,7 @@ local function tb_refused(tn, scaled, need, now, r, cap)
 end
 
 ALG['t'] = {
+  refused = tb_refused,
   check = function(state, now, r, cost)
     local L, W = r.L, r.W
     local cap, need = r.B * W, cost * W

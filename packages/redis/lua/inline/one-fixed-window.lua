@@ -1,18 +1,20 @@
 -- ALG.f.check of cost 1 (not first-request, not calendar) on a value v as GET or MGET
--- replied (see one.lua).
+-- replied (see one.lua): BAIL() where the value is not a plain entry of
+-- the rule or holds a block in force, REFUSED() where the kernel refuses.
 local start
 if WI then start = now - now % W else start = now - fmod(now, W) end
-local count, x0 = 0, nil
+local count, s0, c, x0 = 0, nil, nil, nil
 if v == false then
 elseif #v == 32 then
-  local b, x, s0, c = unpack_bin('<dddd', v)
+  local b, x
+  b, x, s0, c = unpack_bin('<dddd', v)
   if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then BAIL() end
   x0 = x
   -- A stored window later than now means time went backwards: stay in it.
   if s0 >= start then start = s0; count = c end
 else BAIL() end
 local e = start + W
---#include inline/fixed-window-kernel.lua REFUSED() = BAIL(); cost = 1
+--#include inline/fixed-window-kernel.lua cost = 1
 local xn = e
 local nv = nil
 if consume then nv = pack('<dddd', 0, xn, start, used) end

@@ -1,4 +1,5 @@
--- ALG.w.check of cost 1 on a value v as GET or MGET replied (see one.lua).
+-- ALG.w.check of cost 1 on a value v as GET or MGET replied (see one.lua): BAIL() where the value is not a plain entry of
+-- the rule or holds a block in force, REFUSED() where the kernel refuses.
 local start
 if WI then start = now - now % W else start = now - fmod(now, W) end
 local s0, p, c, x0
@@ -10,6 +11,6 @@ elseif #v == 40 then
   if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then BAIL() end
   x0 = x
 else BAIL() end
---#include inline/sliding-window-kernel.lua REFUSED() = BAIL(); cost = 1
+--#include inline/sliding-window-kernel.lua cost = 1
 local nv = nil
 if consume then nv = pack('<ddddd', 0, xn, start, prev, after) end

@@ -23,7 +23,7 @@ local reset = 0
 if after >= 1 then
   local q = (W * (after - 1)) / after
   reset = start + W + (q - q % 1) + 1 - now
-elseif prev * (W - e) + after * W >= W then reset = sw_retry_at(start, prev, after, W, 1) - now end
+elseif prev * (W - e) + after * W >= W then reset = ALG.w.retry_at(start, prev, after, W, 1) - now end
 local q = scaled / W
 local rem = L - (q - q % 1) - cost
 if rem < 0 then rem = 0 end

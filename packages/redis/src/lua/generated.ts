@@ -291,6 +291,7 @@ local function fw_refused(start, count, used, e, now, r)
 end
 
 ALG['f'] = {
+  refused = fw_refused,
   check = function(state, now, r, cost)
     local start, e
     local count = 0
@@ -715,9 +716,9 @@ export const ONE_LUA = `-- The common calls decided straight through, for ops of
 
 local pcall_, type = redis.pcall, type
 
--- The general path for the lone call the closure could not decide: the plan's one stack at
--- now, with the key's value v as GET replied (decide_one, past its reads).
-local function one_rest(plan, key, now, v)
+-- A lone call past its closure starts as store_rest would: the call's state reset, on
+-- Redis time now.
+local function one_call(plan, now)
   MIN_TTL_SUPPLIED = plan.minTtl
   if HAD_HOT then
     HOT, CACHE = {}, {}
@@ -725,7 +726,30 @@ local function one_rest(plan, key, now, v)
   end
   redis_now = now
   MIN_TTL, REDIS_TIME = 0, true
+end
+
+-- The general path for the lone call the closure could not decide: the plan's one stack at
+-- now, with the key's value v as GET replied (decide_one, past its reads).
+local function one_rest(plan, key, now, v)
+  one_call(plan, now)
   return decide_one(plan.one, key, now, v, false)
+end
+
+-- A lone call's refusal that its closure's kernel found: the figures of the algorithm's
+-- refused (ok, rem, reset, retry, delay, nx) for the state it read (s, nil for none; x0 the
+-- expiry its key's TTL was set for). What single does with a refusal, without checking the
+-- rule again: countRejected, blockFor, the write, the reply.
+local function one_refused(plan, key, now, s, x0, _ok, rem, reset, retry, _delay, nx)
+  one_call(plan, now)
+  local run = plan.one
+  local r = run.rules[1]
+  local _, delay, reason, has, wb
+  _, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, nil, now, r, 1, true, rem, reset, retry, nx)
+  if run.consume and has then write(key, nx, wb, r, now, x0, nil) end
+  local a, code = 0, 4
+  if r.dry then a = 1 end
+  if reason == 'l' then code = 2 elseif reason == 'b' then code = 3 end
+  return pack('<dddddd', a, now, code, rem, reset, retry)
 end
 
 -- Writes an admitted entry v (on Redis time, block 0) whose key's TTL was set for x0, with
@@ -763,7 +787,8 @@ LONE_MAKERS['w'] = function(plan, r, consume)
     end
     local now = last_ms + ms
     local v = pcall_('GET', key)
-    -- ALG.w.check of cost 1 on a value v as GET or MGET replied (see one.lua).
+    -- ALG.w.check of cost 1 on a value v as GET or MGET replied (see one.lua): BAIL() where the value is not a plain entry of
+    -- the rule or holds a block in force, REFUSED() where the kernel refuses.
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
     local s0, p, c, x0
@@ -792,7 +817,7 @@ LONE_MAKERS['w'] = function(plan, r, consume)
     end
     local e = t - start
     local scaled = prev * (W - e) + cur * W
-    if not (scaled < room) then return one_rest(plan, key, now, v) end
+    if not (scaled < room) then return one_refused(plan, key, now, s0 and { s0, p, c }, x0, r.alg.refused(start, prev, cur, now, r, 1, scaled)) end
     local after = cur + 1
     -- resetMs: until a request of cost L would pass (room 1), as in the core; sw_retry_at's
     -- last case inline when after >= 1 (floor(q) as q - q % 1: exact for a finite q, no C call).
@@ -800,7 +825,7 @@ LONE_MAKERS['w'] = function(plan, r, consume)
     if after >= 1 then
       local q = (W * (after - 1)) / after
       reset = start + W + (q - q % 1) + 1 - now
-    elseif prev * (W - e) + after * W >= W then reset = sw_retry_at(start, prev, after, W, 1) - now end
+    elseif prev * (W - e) + after * W >= W then reset = ALG.w.retry_at(start, prev, after, W, 1) - now end
     local q = scaled / W
     local rem = L - (q - q % 1) - 1
     if rem < 0 then rem = 0 end
@@ -845,13 +870,15 @@ LONE_MAKERS['f'] = function(plan, r, consume)
     local now = last_ms + ms
     local v = pcall_('GET', key)
     -- ALG.f.check of cost 1 (not first-request, not calendar) on a value v as GET or MGET
-    -- replied (see one.lua).
+    -- replied (see one.lua): BAIL() where the value is not a plain entry of
+    -- the rule or holds a block in force, REFUSED() where the kernel refuses.
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
-    local count, x0 = 0, nil
+    local count, s0, c, x0 = 0, nil, nil, nil
     if v == false then
     elseif #v == 32 then
-      local b, x, s0, c = unpack_bin('<dddd', v)
+      local b, x
+      b, x, s0, c = unpack_bin('<dddd', v)
       if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then return one_rest(plan, key, now, v) end
       x0 = x
       -- A stored window later than now means time went backwards: stay in it.
@@ -862,7 +889,7 @@ LONE_MAKERS['f'] = function(plan, r, consume)
     -- which include it. In: now (the caller's reading), the window's count and end e, L, cost.
     -- Out: used (the new count), rem, reset; REFUSED() where the request does not fit.
     local used = count + 1
-    if not (used <= L) then return one_rest(plan, key, now, v) end
+    if not (used <= L) then return one_refused(plan, key, now, s0 and { s0, c }, x0, r.alg.refused(start, count, used, e, now, r)) end
     local reset = 0
     if used > 0 then reset = e - now end
     local rem = L - used
@@ -906,7 +933,8 @@ LONE_MAKERS['t'] = function(plan, r, consume)
     local now = last_ms + ms
     local v = pcall_('GET', key)
     -- ALG.t.check of cost 1 on a value v as GET or MGET replied, its expiry as ALG.t.expires
-    -- (see one.lua).
+    -- (see one.lua): BAIL() where the value is not a plain entry of
+    -- the rule or holds a block in force, REFUSED() where the kernel refuses.
     local last, s2, x0
     if v == false then
     elseif #v == 32 then
@@ -934,7 +962,7 @@ LONE_MAKERS['t'] = function(plan, r, consume)
         if gained >= cap - scaled then scaled = cap else scaled = scaled + gained end
       end
     end
-    if not (scaled >= need) then return one_rest(plan, key, now, v) end
+    if not (scaled >= need) then return one_refused(plan, key, now, last and { last, s2 }, x0, r.alg.refused(tn, scaled, need, now, r, cap)) end
     local left = scaled - need
     -- ceil((cap - left) / L) as -floor(-q), and floor(q) as q - q % 1 (exact for a finite
     -- q; no C call).
@@ -973,7 +1001,8 @@ OP_MAKERS['w'] = function(r, consume)
   -- VM operation, no C call) is exactly fmod(now, W).
   local WI = W > 0 and W % 1 == 0
   return function(v, now)
-    -- ALG.w.check of cost 1 on a value v as GET or MGET replied (see one.lua).
+    -- ALG.w.check of cost 1 on a value v as GET or MGET replied (see one.lua): BAIL() where the value is not a plain entry of
+    -- the rule or holds a block in force, REFUSED() where the kernel refuses.
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
     local s0, p, c, x0
@@ -1010,7 +1039,7 @@ OP_MAKERS['w'] = function(r, consume)
     if after >= 1 then
       local q = (W * (after - 1)) / after
       reset = start + W + (q - q % 1) + 1 - now
-    elseif prev * (W - e) + after * W >= W then reset = sw_retry_at(start, prev, after, W, 1) - now end
+    elseif prev * (W - e) + after * W >= W then reset = ALG.w.retry_at(start, prev, after, W, 1) - now end
     local q = scaled / W
     local rem = L - (q - q % 1) - 1
     if rem < 0 then rem = 0 end
@@ -1031,13 +1060,15 @@ OP_MAKERS['f'] = function(r, consume)
   local WI = W > 0 and W % 1 == 0
   return function(v, now)
     -- ALG.f.check of cost 1 (not first-request, not calendar) on a value v as GET or MGET
-    -- replied (see one.lua).
+    -- replied (see one.lua): BAIL() where the value is not a plain entry of
+    -- the rule or holds a block in force, REFUSED() where the kernel refuses.
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
-    local count, x0 = 0, nil
+    local count, s0, c, x0 = 0, nil, nil, nil
     if v == false then
     elseif #v == 32 then
-      local b, x, s0, c = unpack_bin('<dddd', v)
+      local b, x
+      b, x, s0, c = unpack_bin('<dddd', v)
       if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then return false end
       x0 = x
       -- A stored window later than now means time went backwards: stay in it.
@@ -1068,7 +1099,8 @@ OP_MAKERS['t'] = function(r, consume)
   local WI = W > 0 and W % 1 == 0
   return function(v, now)
     -- ALG.t.check of cost 1 on a value v as GET or MGET replied, its expiry as ALG.t.expires
-    -- (see one.lua).
+    -- (see one.lua): BAIL() where the value is not a plain entry of
+    -- the rule or holds a block in force, REFUSED() where the kernel refuses.
     local last, s2, x0
     if v == false then
     elseif #v == 32 then
@@ -1637,6 +1669,8 @@ local function sw_refused(start, prev, cur, now, r, cost, scaled)
 end
 
 ALG['w'] = {
+  retry_at = sw_retry_at,
+  refused = sw_refused,
   check = function(state, now, r, cost)
     local W, L = r.W, r.L
     local start = now - fmod(now, W)
@@ -1668,7 +1702,7 @@ ALG['w'] = {
     if after >= 1 then
       local q = (W * (after - 1)) / after
       reset = start + W + (q - q % 1) + 1 - now
-    elseif prev * (W - e) + after * W >= W then reset = sw_retry_at(start, prev, after, W, 1) - now end
+    elseif prev * (W - e) + after * W >= W then reset = ALG.w.retry_at(start, prev, after, W, 1) - now end
     local q = scaled / W
     local rem = L - (q - q % 1) - cost
     if rem < 0 then rem = 0 end
@@ -2097,6 +2131,7 @@ local function tb_refused(tn, scaled, need, now, r, cap)
 end
 
 ALG['t'] = {
+  refused = tb_refused,
   check = function(state, now, r, cost)
     local L, W = r.L, r.W
     local cap, need = r.B * W, cost * W
