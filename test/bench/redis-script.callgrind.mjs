@@ -77,6 +77,8 @@ const refused = core.createLimiter({
   store,
   prefix: 'cr',
 });
+// A refusal by one rule alone: its hourly quota of one, used by the warm-up.
+const refusedOne = core.createLimiter({ rules: [{ name: 'quota', key: (r) => r.ip, limit: 1, window: '1h' }], store, prefix: 'cq' });
 const rlf = new RateLimiterRedis({ storeClient: client, points: HIGH, duration: 3600, keyPrefix: 'rlf' });
 const sha = await client.script('LOAD', 'return 1');
 
@@ -102,6 +104,7 @@ const workloads = [
   ['tollgate RedisStore, 3-rule stack, 1 in flight', (i) => three.consume({ ip: keyOf(i) }).then(check), 1],
   ['tollgate RedisStore, 4-rule stack, 1 in flight', (i) => four.consume({ ip: keyOf(i) }).then(check), 1],
   ['tollgate RedisStore, 2-rule stack refused, 1 in flight', (i) => refused.consume({ ip: keyOf(i) }).then(checkRefused), 1],
+  ['tollgate RedisStore, 1 rule refused, 1 in flight', (i) => refusedOne.consume({ ip: keyOf(i) }).then(checkRefused), 1],
   ['rate-limiter-flexible RateLimiterRedis.consume', (i) => rlf.consume(keyOf(i)), 1],
   ['bare EVALSHA of return 1', (i) => client.evalsha(sha, 1, keyOf(i)), 1],
 ];
@@ -111,15 +114,21 @@ try {
   // (The refusal workload's warm-up uses each client's quota of one.)
   for (const [name, op, inflight] of workloads) {
     if (!name.includes(values.only) && !name.startsWith('bare')) continue;
-    const warm = name.includes('refused') ? (i) => refused.consume({ ip: keyOf(i) }) : op;
+    const warm = name.includes('2-rule stack refused')
+      ? (i) => refused.consume({ ip: keyOf(i) })
+      : name.includes('1 rule refused')
+        ? (i) => refusedOne.consume({ ip: keyOf(i) })
+        : op;
     await drive(warm, KEYS, Math.max(inflight, 64));
   }
   execFileSync('callgrind_control', ['-i', 'on', String(proc.pid)], { stdio: 'ignore' });
   for (const [name, op, inflight] of workloads) {
     if (!name.includes(values.only) && !name.startsWith('bare')) continue;
     counted();
+    const before = wrong;
     await drive(op, DECISIONS, inflight);
     const n = counted();
+    if (wrong > before) console.error(`${name}: ${wrong - before} decisions not as expected`);
     if (n === 0) throw new Error(`${name}: no processCommand counted`);
     rows.push({ name, perDecision: n / DECISIONS });
   }

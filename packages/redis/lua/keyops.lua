@@ -1,7 +1,8 @@
 -- Lua mirror of core/src/key-ops.ts: operations on one (rule, key) entry without a
 -- request (read, block, unblock, penalize, reward), each one atomic call and one round
--- trip. Assembled in src/lua/index.ts after the prelude and the algorithm sections (it uses their
--- ALG, decode, encode), as the library's keys function and as a script of its own.
+-- trip. Assembled in src/lua/index.ts after the prelude, the plan parser and the algorithm
+-- sections (it uses their ALG, rule_of, decode, encode), as the library's keys function and
+-- as a script of its own.
 --
 -- KEYS[1] is the entry's Redis key (on a Cluster the call goes to its slot); KEYS[2], with
 -- an operation id, the id's mark (in the entry's slot: it holds the entry key's hash tag).
@@ -18,22 +19,6 @@
 -- holding a number no write of ours could, is absent; one past its expiry is absent.
 
 local call = redis.call
-
--- The rule's fields (see rule_of in parse.lua), as the algorithms read them.
-local function ko_rule(text)
-  local f, L, W, B, Q, block, maxCost = string.match(text, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
-  local algo = string.sub(f, 1, 1)
-  local _, align, md, cal, cr, dry = string.byte(f, 1, 6)
-  local alg = ALG[algo]
-  if md == 113 and algo == 'k' then alg = ALG['kq'] end
-  local r = {
-    algo = algo, first = align == 102, queue = md == 113, month = cal == 109, cr = cr == 49, dry = dry == 49,
-    L = tonumber(L), W = tonumber(W), B = tonumber(B), Q = tonumber(Q), block = tonumber(block),
-    maxCost = tonumber(maxCost), alg = alg, m = 4,
-  }
-  if algo == 'w' then r.m = 5 elseif algo == 'k' then r.m = 3 elseif algo == 's' then r.m = 0 end
-  return r
-end
 
 local function ko_expires(s, b, r)
   local x = 0
@@ -143,7 +128,8 @@ local function ko_write(key, s, b, r, now, redisTime, minTtl)
 end
 
 local function keyop(KEYS, ARGV)
-  local r = ko_rule(ARGV[1])
+  -- The rule's fields as the store's plans list them, parsed as theirs are (parse.lua).
+  local r = rule_of(ARGV[1])
   local op = string.sub(ARGV[2], 1, 1)
   local amount = tonumber(string.sub(ARGV[2], 3))
   local now, redisTime

@@ -79,13 +79,14 @@ const LIBRARY_INIT = initOf('init', [KEYOPS_LUA, 'return store, FAST, keyop']);
 export const STORE_SCRIPT = [INIT, SCRIPT_ENTRY_LUA].join('\n');
 
 /**
- * `init_keys(NEED, NEED_MONTH)`: the operations by key (keyops.ts) over the prelude and the
+ * `init_keys(NEED, NEED_MONTH)`: the operations by key (keyops.lua) over the prelude, the rule parser and the
  * algorithms in NEED; returns the entry `keyop(KEYS, ARGV)`.
  */
 const KEYS_INIT = [
   'local function init_keys(NEED, NEED_MONTH)',
   'local ALG = {}',
   PRELUDE_LUA,
+  PARSE_LUA,
   section('f', FIXED_WINDOW_LUA),
   section('s', SLIDING_LOG_LUA),
   section('w', SLIDING_WINDOW_LUA),
