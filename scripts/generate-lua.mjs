@@ -62,7 +62,9 @@ export function expand(file, seen = []) {
         .join('\n');
       if (!found) throw new Error(`generate-lua: ${file} replaces ${from}, which ${name} does not contain`);
     }
-    for (const l of text.split('\n')) out.push(l === '' ? '' : indent + l);
+    // The fragment's own comments stay in its file: pasted into every includer, they would
+    // only lengthen the library and the scripts.
+    for (const l of text.split('\n')) if (!/^\s*--/.test(l)) out.push(l === '' ? '' : indent + l);
   }
   return out.join('\n');
 }

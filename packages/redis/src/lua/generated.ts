@@ -155,12 +155,7 @@ store_rest = function(plan, keys, argv, now0, vals0)
         local r = rules[i]
         local cost = costs[i]
         local key, idx = KEY[i], KIDX[i]
-        -- One op of a stack on the general path (single, and store_rest's loop for longer stacks):
-        -- reads the entry under key (KEYS[idx]; a hot key's from CACHE), checks it once, and leaves
-        -- the outcome in ok, rem, reset, retry, delay, reason, and what the op would write: nx, wb
-        -- (false: nothing), xs (the state's expiry when its check gave it); s and x0 as read.
         local s, b, x0
-        -- A hot key's entry is read from CACHE here (read() also drops it when expired).
         local e = nil
         if hot then e = CACHE[key] end
         if e ~= nil and not drop then s, b = e.s, e.b
@@ -306,9 +301,6 @@ ALG['f'] = {
       if r.month then e = fw_end(start, r) else e = start + r.W end
     end
     local L = r.L
-    -- The fixed window's admission, shared by ALG.f.check and the cost-1 closures (one.lua),
-    -- which include it. In: now (the caller's reading), the window's count and end e, L, cost.
-    -- Out: used (the new count), rem, reset; REFUSED() where the request does not fit.
     local used = count + cost
     if not (used <= L) then return fw_refused(start, count, used, e, now, r) end
     local reset = 0
@@ -626,7 +618,6 @@ redis.register_function('STORE_FN', function(keys, args)
   return store(keys, args)
 end)
 redis.register_function('SLOTS_FN', function(KEYS, ARGV)
-  -- The script behind acquire, renew and count. KEYS[1] slot key; ARGV op, id, max, lease, now.
 
   local key = KEYS[1]
   local op, id = ARGV[1], ARGV[2]
@@ -636,12 +627,9 @@ redis.register_function('SLOTS_FN', function(KEYS, ARGV)
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
-  -- A key of another type was not written here: forgotten, or every call fails on it and the
-  -- failing store lets every request through, for good (it may have no TTL).
   local kind = redis.call('TYPE', key)
   if type(kind) == 'table' then kind = kind.ok end
   if kind ~= 'zset' and kind ~= 'none' then redis.call('DEL', key) end
-  -- A lease whose expiry has come is gone.
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
   local function keep_ttl()
     local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
@@ -747,18 +735,11 @@ end
 
 local LONE_MAKERS, OP_MAKERS = {}, {}
 LONE_MAKERS['w'] = function(plan, r, consume)
-  -- The rule's numbers as the cost-1 closures (one.lua) read them, as upvalues.
   local L, W = r.L, r.W
   local room, cap, need = (L - 1 + 1) * W, r.B * W, 1 * W
-  -- A whole window: on Redis time now is a whole number of ms below 2^53, so now % W (a
-  -- VM operation, no C call) is exactly fmod(now, W).
   local WI = W > 0 and W % 1 == 0
   return function(keys)
     local key = keys[1]
-    -- Redis' TIME in ms into a new local \`now\` (included where it is read: a Lua call costs
-    -- about a dozen arithmetic operations). The seconds' text changes once a second, so its
-    -- number is kept (last_s, last_ms) rather than parsed again; the microseconds' digits but
-    -- the last three are read with byte() (strtod, tonumber's, costs more).
     local t = call('TIME')
     local ts, us = t[1], t[2]
     if ts ~= last_s then last_s, last_ms = ts, tonumber(ts) * 1000 end
@@ -773,8 +754,6 @@ LONE_MAKERS['w'] = function(plan, r, consume)
     end
     local now = last_ms + ms
     local v = pcall_('GET', key)
-    -- ALG.w.check of cost 1 on a value v as GET or MGET replied (see one.lua): BAIL() where the value is not a plain entry of
-    -- the rule or holds a block in force, REFUSED() where the kernel refuses.
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
     local s0, p, c, x0
@@ -782,19 +761,12 @@ LONE_MAKERS['w'] = function(plan, r, consume)
     elseif #v == 40 then
       local b, x
       b, x, s0, p, c = unpack_bin('<ddddd', v)
-      -- read()'s checks (SANE2, no negative count), and no block in force.
       if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then return one_rest(plan, key, now, v) end
       x0 = x
     else return one_rest(plan, key, now, v) end
-    -- The sliding-window counter's admission, shared by ALG.w.check and the cost-1 closures
-    -- (one.lua), which include it. In: now (the caller's reading), start (the window of now),
-    -- the state s0, p, c (s0 nil: none), W, L, cost and room = (L - cost + 1) * W. Out: start, prev, after (the new state),
-    -- rem, reset, xn (the new state's expiry); REFUSED() where the request does not fit.
     local t, prev, cur = now, 0, 0
     if s0 ~= nil then
       if s0 >= start then
-        -- Same window, or time went backwards: decide at the stored window's start at the
-        -- earliest, report resetMs (and retryAfterMs) from the caller's reading now.
         start = s0
         if s0 > now then t = s0 end
         prev = p
@@ -805,8 +777,6 @@ LONE_MAKERS['w'] = function(plan, r, consume)
     local scaled = prev * (W - e) + cur * W
     if not (scaled < room) then return one_refused(plan, key, now, s0 and { s0, p, c }, x0, r.alg.refused(start, prev, cur, now, r, 1, scaled)) end
     local after = cur + 1
-    -- resetMs: until a request of cost L would pass (room 1), as in the core; sw_retry_at's
-    -- last case inline when after >= 1 (floor(q) as q - q % 1: exact for a finite q, no C call).
     local reset = 0
     if after >= 1 then
       local q = (W * (after - 1)) / after
@@ -829,18 +799,11 @@ LONE_MAKERS['w'] = function(plan, r, consume)
 end
 
 LONE_MAKERS['f'] = function(plan, r, consume)
-  -- The rule's numbers as the cost-1 closures (one.lua) read them, as upvalues.
   local L, W = r.L, r.W
   local room, cap, need = (L - 1 + 1) * W, r.B * W, 1 * W
-  -- A whole window: on Redis time now is a whole number of ms below 2^53, so now % W (a
-  -- VM operation, no C call) is exactly fmod(now, W).
   local WI = W > 0 and W % 1 == 0
   return function(keys)
     local key = keys[1]
-    -- Redis' TIME in ms into a new local \`now\` (included where it is read: a Lua call costs
-    -- about a dozen arithmetic operations). The seconds' text changes once a second, so its
-    -- number is kept (last_s, last_ms) rather than parsed again; the microseconds' digits but
-    -- the last three are read with byte() (strtod, tonumber's, costs more).
     local t = call('TIME')
     local ts, us = t[1], t[2]
     if ts ~= last_s then last_s, last_ms = ts, tonumber(ts) * 1000 end
@@ -855,9 +818,6 @@ LONE_MAKERS['f'] = function(plan, r, consume)
     end
     local now = last_ms + ms
     local v = pcall_('GET', key)
-    -- ALG.f.check of cost 1 (not first-request, not calendar) on a value v as GET or MGET
-    -- replied (see one.lua): BAIL() where the value is not a plain entry of
-    -- the rule or holds a block in force, REFUSED() where the kernel refuses.
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
     local count, s0, c, x0 = 0, nil, nil, nil
@@ -867,13 +827,9 @@ LONE_MAKERS['f'] = function(plan, r, consume)
       b, x, s0, c = unpack_bin('<dddd', v)
       if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then return one_rest(plan, key, now, v) end
       x0 = x
-      -- A stored window later than now means time went backwards: stay in it.
       if s0 >= start then start = s0; count = c end
     else return one_rest(plan, key, now, v) end
     local e = start + W
-    -- The fixed window's admission, shared by ALG.f.check and the cost-1 closures (one.lua),
-    -- which include it. In: now (the caller's reading), the window's count and end e, L, cost.
-    -- Out: used (the new count), rem, reset; REFUSED() where the request does not fit.
     local used = count + 1
     if not (used <= L) then return one_refused(plan, key, now, s0 and { s0, c }, x0, r.alg.refused(start, count, used, e, now, r)) end
     local reset = 0
@@ -892,18 +848,11 @@ LONE_MAKERS['f'] = function(plan, r, consume)
 end
 
 LONE_MAKERS['t'] = function(plan, r, consume)
-  -- The rule's numbers as the cost-1 closures (one.lua) read them, as upvalues.
   local L, W = r.L, r.W
   local room, cap, need = (L - 1 + 1) * W, r.B * W, 1 * W
-  -- A whole window: on Redis time now is a whole number of ms below 2^53, so now % W (a
-  -- VM operation, no C call) is exactly fmod(now, W).
   local WI = W > 0 and W % 1 == 0
   return function(keys)
     local key = keys[1]
-    -- Redis' TIME in ms into a new local \`now\` (included where it is read: a Lua call costs
-    -- about a dozen arithmetic operations). The seconds' text changes once a second, so its
-    -- number is kept (last_s, last_ms) rather than parsed again; the microseconds' digits but
-    -- the last three are read with byte() (strtod, tonumber's, costs more).
     local t = call('TIME')
     local ts, us = t[1], t[2]
     if ts ~= last_s then last_s, last_ms = ts, tonumber(ts) * 1000 end
@@ -918,9 +867,6 @@ LONE_MAKERS['t'] = function(plan, r, consume)
     end
     local now = last_ms + ms
     local v = pcall_('GET', key)
-    -- ALG.t.check of cost 1 on a value v as GET or MGET replied, its expiry as ALG.t.expires
-    -- (see one.lua): BAIL() where the value is not a plain entry of
-    -- the rule or holds a block in force, REFUSED() where the kernel refuses.
     local last, s2, x0
     if v == false then
     elseif #v == 32 then
@@ -929,17 +875,9 @@ LONE_MAKERS['t'] = function(plan, r, consume)
       if not (b * b + last * last + s2 * s2 <= SANE2) or b > now then return one_rest(plan, key, now, v) end
       x0 = x
     else return one_rest(plan, key, now, v) end
-    -- The token bucket's admission, shared by ALG.t.check and the cost-1 closures (one.lua),
-    -- which include it. In: now (the caller's reading), the state last, s2 (last nil: none),
-    -- L, W, cap (B * W), need (cost * W). Out: tn, left (the new state), up (ms until full again), rem,
-    -- reset; REFUSED() where the request does not fit.
-    -- The token bucket's level at now (the caller's reading): tn, scaled, from the state last, s2
-    -- (last nil: none), L and cap (B * W). Included by the kernel and tb_level.
     local tn, scaled = now, cap
     if last ~= nil then
       if now <= last then
-        -- A clock behind the stored time is no time passing; a bucket fuller than a burst
-        -- lowered since holds only the new burst.
         tn, scaled = last, s2
         if cap < s2 then scaled = cap end
       else
@@ -950,8 +888,6 @@ LONE_MAKERS['t'] = function(plan, r, consume)
     end
     if not (scaled >= need) then return one_refused(plan, key, now, last and { last, s2 }, x0, r.alg.refused(tn, scaled, need, now, r, cap)) end
     local left = scaled - need
-    -- ceil((cap - left) / L) as -floor(-q), and floor(q) as q - q % 1 (exact for a finite
-    -- q; no C call).
     local q = -((cap - left) / L)
     local up = -(q - q % 1)
     local reset = 0
@@ -980,15 +916,10 @@ LONE_MAKERS['t'] = function(plan, r, consume)
 end
 
 OP_MAKERS['w'] = function(r, consume)
-  -- The rule's numbers as the cost-1 closures (one.lua) read them, as upvalues.
   local L, W = r.L, r.W
   local room, cap, need = (L - 1 + 1) * W, r.B * W, 1 * W
-  -- A whole window: on Redis time now is a whole number of ms below 2^53, so now % W (a
-  -- VM operation, no C call) is exactly fmod(now, W).
   local WI = W > 0 and W % 1 == 0
   return function(v, now)
-    -- ALG.w.check of cost 1 on a value v as GET or MGET replied (see one.lua): BAIL() where the value is not a plain entry of
-    -- the rule or holds a block in force, REFUSED() where the kernel refuses.
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
     local s0, p, c, x0
@@ -996,19 +927,12 @@ OP_MAKERS['w'] = function(r, consume)
     elseif #v == 40 then
       local b, x
       b, x, s0, p, c = unpack_bin('<ddddd', v)
-      -- read()'s checks (SANE2, no negative count), and no block in force.
       if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then return false end
       x0 = x
     else return false end
-    -- The sliding-window counter's admission, shared by ALG.w.check and the cost-1 closures
-    -- (one.lua), which include it. In: now (the caller's reading), start (the window of now),
-    -- the state s0, p, c (s0 nil: none), W, L, cost and room = (L - cost + 1) * W. Out: start, prev, after (the new state),
-    -- rem, reset, xn (the new state's expiry); REFUSED() where the request does not fit.
     local t, prev, cur = now, 0, 0
     if s0 ~= nil then
       if s0 >= start then
-        -- Same window, or time went backwards: decide at the stored window's start at the
-        -- earliest, report resetMs (and retryAfterMs) from the caller's reading now.
         start = s0
         if s0 > now then t = s0 end
         prev = p
@@ -1019,8 +943,6 @@ OP_MAKERS['w'] = function(r, consume)
     local scaled = prev * (W - e) + cur * W
     if not (scaled < room) then return false end
     local after = cur + 1
-    -- resetMs: until a request of cost L would pass (room 1), as in the core; sw_retry_at's
-    -- last case inline when after >= 1 (floor(q) as q - q % 1: exact for a finite q, no C call).
     local reset = 0
     if after >= 1 then
       local q = (W * (after - 1)) / after
@@ -1038,16 +960,10 @@ OP_MAKERS['w'] = function(r, consume)
 end
 
 OP_MAKERS['f'] = function(r, consume)
-  -- The rule's numbers as the cost-1 closures (one.lua) read them, as upvalues.
   local L, W = r.L, r.W
   local room, cap, need = (L - 1 + 1) * W, r.B * W, 1 * W
-  -- A whole window: on Redis time now is a whole number of ms below 2^53, so now % W (a
-  -- VM operation, no C call) is exactly fmod(now, W).
   local WI = W > 0 and W % 1 == 0
   return function(v, now)
-    -- ALG.f.check of cost 1 (not first-request, not calendar) on a value v as GET or MGET
-    -- replied (see one.lua): BAIL() where the value is not a plain entry of
-    -- the rule or holds a block in force, REFUSED() where the kernel refuses.
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
     local count, s0, c, x0 = 0, nil, nil, nil
@@ -1057,13 +973,9 @@ OP_MAKERS['f'] = function(r, consume)
       b, x, s0, c = unpack_bin('<dddd', v)
       if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then return false end
       x0 = x
-      -- A stored window later than now means time went backwards: stay in it.
       if s0 >= start then start = s0; count = c end
     else return false end
     local e = start + W
-    -- The fixed window's admission, shared by ALG.f.check and the cost-1 closures (one.lua),
-    -- which include it. In: now (the caller's reading), the window's count and end e, L, cost.
-    -- Out: used (the new count), rem, reset; REFUSED() where the request does not fit.
     local used = count + 1
     if not (used <= L) then return false end
     local reset = 0
@@ -1077,16 +989,10 @@ OP_MAKERS['f'] = function(r, consume)
 end
 
 OP_MAKERS['t'] = function(r, consume)
-  -- The rule's numbers as the cost-1 closures (one.lua) read them, as upvalues.
   local L, W = r.L, r.W
   local room, cap, need = (L - 1 + 1) * W, r.B * W, 1 * W
-  -- A whole window: on Redis time now is a whole number of ms below 2^53, so now % W (a
-  -- VM operation, no C call) is exactly fmod(now, W).
   local WI = W > 0 and W % 1 == 0
   return function(v, now)
-    -- ALG.t.check of cost 1 on a value v as GET or MGET replied, its expiry as ALG.t.expires
-    -- (see one.lua): BAIL() where the value is not a plain entry of
-    -- the rule or holds a block in force, REFUSED() where the kernel refuses.
     local last, s2, x0
     if v == false then
     elseif #v == 32 then
@@ -1095,17 +1001,9 @@ OP_MAKERS['t'] = function(r, consume)
       if not (b * b + last * last + s2 * s2 <= SANE2) or b > now then return false end
       x0 = x
     else return false end
-    -- The token bucket's admission, shared by ALG.t.check and the cost-1 closures (one.lua),
-    -- which include it. In: now (the caller's reading), the state last, s2 (last nil: none),
-    -- L, W, cap (B * W), need (cost * W). Out: tn, left (the new state), up (ms until full again), rem,
-    -- reset; REFUSED() where the request does not fit.
-    -- The token bucket's level at now (the caller's reading): tn, scaled, from the state last, s2
-    -- (last nil: none), L and cap (B * W). Included by the kernel and tb_level.
     local tn, scaled = now, cap
     if last ~= nil then
       if now <= last then
-        -- A clock behind the stored time is no time passing; a bucket fuller than a burst
-        -- lowered since holds only the new burst.
         tn, scaled = last, s2
         if cap < s2 then scaled = cap end
       else
@@ -1116,8 +1014,6 @@ OP_MAKERS['t'] = function(r, consume)
     end
     if not (scaled >= need) then return false end
     local left = scaled - need
-    -- ceil((cap - left) / L) as -floor(-q), and floor(q) as q - q % 1 (exact for a finite
-    -- q; no C call).
     local q = -((cap - left) / L)
     local up = -(q - q % 1)
     local reset = 0
@@ -1182,10 +1078,6 @@ local function multi_of(plan)
   local RF = false
   if K <= 128 then RF = fmt_of(K) end
   return function(keys, argv)
-    -- Redis' TIME in ms into a new local \`now\` (included where it is read: a Lua call costs
-    -- about a dozen arithmetic operations). The seconds' text changes once a second, so its
-    -- number is kept (last_s, last_ms) rather than parsed again; the microseconds' digits but
-    -- the last three are read with byte() (strtod, tonumber's, costs more).
     local t = call('TIME')
     local ts, us = t[1], t[2]
     if ts ~= last_s then last_s, last_ms = ts, tonumber(ts) * 1000 end
@@ -1317,10 +1209,6 @@ local redis_now = nil
 local last_s, last_ms = nil, 0
 local function time_now()
   if redis_now == nil then
-    -- Redis' TIME in ms into a new local \`now\` (included where it is read: a Lua call costs
-    -- about a dozen arithmetic operations). The seconds' text changes once a second, so its
-    -- number is kept (last_s, last_ms) rather than parsed again; the microseconds' digits but
-    -- the last three are read with byte() (strtod, tonumber's, costs more).
     local t = call('TIME')
     local ts, us = t[1], t[2]
     if ts ~= last_s then last_s, last_ms = ts, tonumber(ts) * 1000 end
@@ -1663,15 +1551,9 @@ ALG['w'] = {
     local room = (L - cost + 1) * W
     local s0, p, c
     if state ~= nil then s0, p, c = state[1], state[2], state[3] end
-    -- The sliding-window counter's admission, shared by ALG.w.check and the cost-1 closures
-    -- (one.lua), which include it. In: now (the caller's reading), start (the window of now),
-    -- the state s0, p, c (s0 nil: none), W, L, cost and room = (L - cost + 1) * W. Out: start, prev, after (the new state),
-    -- rem, reset, xn (the new state's expiry); REFUSED() where the request does not fit.
     local t, prev, cur = now, 0, 0
     if s0 ~= nil then
       if s0 >= start then
-        -- Same window, or time went backwards: decide at the stored window's start at the
-        -- earliest, report resetMs (and retryAfterMs) from the caller's reading now.
         start = s0
         if s0 > now then t = s0 end
         prev = p
@@ -1682,8 +1564,6 @@ ALG['w'] = {
     local scaled = prev * (W - e) + cur * W
     if not (scaled < room) then return sw_refused(start, prev, cur, now, r, cost, scaled) end
     local after = cur + cost
-    -- resetMs: until a request of cost L would pass (room 1), as in the core; sw_retry_at's
-    -- last case inline when after >= 1 (floor(q) as q - q % 1: exact for a finite q, no C call).
     local reset = 0
     if after >= 1 then
       local q = (W * (after - 1)) / after
@@ -2010,12 +1890,7 @@ local HAD_HOT = false
 -- fields but now: allowed (1/0), then the op's OUT_FIELDS. The main loop of store() does
 -- the same for longer stacks, keeping each op's outcome until all are known.
 local function single(key, idx, r, cost, now, drop, consume, hot)
-  -- One op of a stack on the general path (single, and store_rest's loop for longer stacks):
-  -- reads the entry under key (KEYS[idx]; a hot key's from CACHE), checks it once, and leaves
-  -- the outcome in ok, rem, reset, retry, delay, reason, and what the op would write: nx, wb
-  -- (false: nothing), xs (the state's expiry when its check gave it); s and x0 as read.
   local s, b, x0
-  -- A hot key's entry is read from CACHE here (read() also drops it when expired).
   local e = nil
   if hot then e = CACHE[key] end
   if e ~= nil and not drop then s, b = e.s, e.b
@@ -2090,13 +1965,9 @@ local function tb_level(state, now, r)
   local L, cap = r.L, r.B * r.W
   local last, s2
   if state ~= nil then last, s2 = state[1], state[2] end
-  -- The token bucket's level at now (the caller's reading): tn, scaled, from the state last, s2
-  -- (last nil: none), L and cap (B * W). Included by the kernel and tb_level.
   local tn, scaled = now, cap
   if last ~= nil then
     if now <= last then
-      -- A clock behind the stored time is no time passing; a bucket fuller than a burst
-      -- lowered since holds only the new burst.
       tn, scaled = last, s2
       if cap < s2 then scaled = cap end
     else
@@ -2123,17 +1994,9 @@ ALG['t'] = {
     local cap, need = r.B * W, cost * W
     local last, s2
     if state ~= nil then last, s2 = state[1], state[2] end
-    -- The token bucket's admission, shared by ALG.t.check and the cost-1 closures (one.lua),
-    -- which include it. In: now (the caller's reading), the state last, s2 (last nil: none),
-    -- L, W, cap (B * W), need (cost * W). Out: tn, left (the new state), up (ms until full again), rem,
-    -- reset; REFUSED() where the request does not fit.
-    -- The token bucket's level at now (the caller's reading): tn, scaled, from the state last, s2
-    -- (last nil: none), L and cap (B * W). Included by the kernel and tb_level.
     local tn, scaled = now, cap
     if last ~= nil then
       if now <= last then
-        -- A clock behind the stored time is no time passing; a bucket fuller than a burst
-        -- lowered since holds only the new burst.
         tn, scaled = last, s2
         if cap < s2 then scaled = cap end
       else
@@ -2144,8 +2007,6 @@ ALG['t'] = {
     end
     if not (scaled >= need) then return tb_refused(tn, scaled, need, now, r, cap) end
     local left = scaled - need
-    -- ceil((cap - left) / L) as -floor(-q), and floor(q) as q - q % 1 (exact for a finite
-    -- q; no C call).
     local q = -((cap - left) / L)
     local up = -(q - q % 1)
     local reset = 0
