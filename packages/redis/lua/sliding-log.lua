@@ -11,7 +11,36 @@ local function sl_append(state, first, now, cost)
   return nx
 end
 
+-- A sliding log's live entries lose units, newest first (rewardSlidingLog in key-ops.ts).
+local function sl_reward(state, at, r, units)
+  local n = #state
+  if n == 0 then return state end
+  local W = r.W
+  local now = max(at, state[n - 1])
+  local first = 1
+  while first <= n and state[first] <= now - W do first = first + 2 end
+  local nx = {}
+  for i = first, n do nx[#nx + 1] = state[i] end
+  local left = units
+  while left > 0 and #nx > 0 do
+    local m = #nx
+    local c = nx[m]
+    if c > left then
+      nx[m] = c - left
+      left = 0
+    else
+      left = left - c
+      nx[m] = nil
+      nx[m - 1] = nil
+    end
+  end
+  if #nx > 0 then return nx end
+  return nil
+end
+
+
 ALG['s'] = {
+  reward = sl_reward,
   check = function(state, at, r, cost)
     local W = r.W
     local first = 1

@@ -21,7 +21,40 @@ local function sw_refused(start, prev, cur, now, r, cost, scaled)
   return false, max(0, L - floor(scaled / W)), reset, sw_retry_at(start, prev, cur, W, L - cost + 1) - now, 0, nx
 end
 
+-- A sliding window's estimate falls by units: the current count first, then the previous
+-- window's weight (rewardSlidingWindow in key-ops.ts).
+local function sw_reward(state, at, r, units)
+  local W = r.W
+  local start = at - fmod(at, W)
+  local now = at
+  local prev, cur = 0, 0
+  local s0 = state[1]
+  if s0 >= start then
+    start = s0
+    now = max(now, s0)
+    prev = state[2]
+    cur = state[3]
+  elseif s0 == start - W then prev = state[3]
+  else return state end
+  local fromCur = min(cur, units)
+  cur = cur - fromCur
+  local left = units - fromCur
+  if left > 0 and prev > 0 then
+    local e = now - start
+    local scaled = prev * (W - e) + cur * W
+    local target = floor(scaled / W) - left
+    if target < cur then prev = 0
+    else
+      local d = floor((scaled - (target + 1) * W) / (W - e)) + 1
+      prev = max(0, prev - d)
+    end
+  end
+  return { start, prev, cur }
+end
+
+
 ALG['w'] = {
+  reward = sw_reward,
   retry_at = sw_retry_at,
   refused = sw_refused,
   check = function(state, now, r, cost)

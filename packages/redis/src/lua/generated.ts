@@ -379,67 +379,11 @@ local function ko_penalize(s, now, r, units)
   return s
 end
 
--- A sliding window's estimate falls by units: the current count first, then the previous
--- window's weight (rewardSlidingWindow in key-ops.ts).
-local function ko_reward_w(state, at, r, units)
-  local W = r.W
-  local start = at - fmod(at, W)
-  local now = at
-  local prev, cur = 0, 0
-  local s0 = state[1]
-  if s0 >= start then
-    start = s0
-    now = max(now, s0)
-    prev = state[2]
-    cur = state[3]
-  elseif s0 == start - W then prev = state[3]
-  else return state end
-  local fromCur = min(cur, units)
-  cur = cur - fromCur
-  local left = units - fromCur
-  if left > 0 and prev > 0 then
-    local e = now - start
-    local scaled = prev * (W - e) + cur * W
-    local target = floor(scaled / W) - left
-    if target < cur then prev = 0
-    else
-      local d = floor((scaled - (target + 1) * W) / (W - e)) + 1
-      prev = max(0, prev - d)
-    end
-  end
-  return { start, prev, cur }
-end
-
--- A sliding log's live entries lose units, newest first (rewardSlidingLog in key-ops.ts).
-local function ko_reward_s(state, at, r, units)
-  local n = #state
-  if n == 0 then return state end
-  local W = r.W
-  local now = max(at, state[n - 1])
-  local first = 1
-  while first <= n and state[first] <= now - W do first = first + 2 end
-  local nx = {}
-  for i = first, n do nx[#nx + 1] = state[i] end
-  local left = units
-  while left > 0 and #nx > 0 do
-    local m = #nx
-    local c = nx[m]
-    if c > left then
-      nx[m] = c - left
-      left = 0
-    else
-      left = left - c
-      nx[m] = nil
-      nx[m - 1] = nil
-    end
-  end
-  if #nx > 0 then return nx end
-  return nil
-end
-
+-- A reward: the algorithm's own where it has one (a window's estimate, a log's entries),
+-- else a refund of units at now (rewarded in key-ops.ts).
 local function ko_reward(s, now, r, units)
-  if r.algo == 'w' then return ko_reward_w(s, now, r, units) end
-  if r.algo == 's' then return ko_reward_s(s, now, r, units) end
+  local reward = r.alg.reward
+  if reward then return reward(s, now, r, units) end
   return r.alg.refund(s, now, r, units, now)
 end
 
@@ -1462,7 +1406,36 @@ local function sl_append(state, first, now, cost)
   return nx
 end
 
+-- A sliding log's live entries lose units, newest first (rewardSlidingLog in key-ops.ts).
+local function sl_reward(state, at, r, units)
+  local n = #state
+  if n == 0 then return state end
+  local W = r.W
+  local now = max(at, state[n - 1])
+  local first = 1
+  while first <= n and state[first] <= now - W do first = first + 2 end
+  local nx = {}
+  for i = first, n do nx[#nx + 1] = state[i] end
+  local left = units
+  while left > 0 and #nx > 0 do
+    local m = #nx
+    local c = nx[m]
+    if c > left then
+      nx[m] = c - left
+      left = 0
+    else
+      left = left - c
+      nx[m] = nil
+      nx[m - 1] = nil
+    end
+  end
+  if #nx > 0 then return nx end
+  return nil
+end
+
+
 ALG['s'] = {
+  reward = sl_reward,
   check = function(state, at, r, cost)
     local W = r.W
     local first = 1
@@ -1542,7 +1515,40 @@ local function sw_refused(start, prev, cur, now, r, cost, scaled)
   return false, max(0, L - floor(scaled / W)), reset, sw_retry_at(start, prev, cur, W, L - cost + 1) - now, 0, nx
 end
 
+-- A sliding window's estimate falls by units: the current count first, then the previous
+-- window's weight (rewardSlidingWindow in key-ops.ts).
+local function sw_reward(state, at, r, units)
+  local W = r.W
+  local start = at - fmod(at, W)
+  local now = at
+  local prev, cur = 0, 0
+  local s0 = state[1]
+  if s0 >= start then
+    start = s0
+    now = max(now, s0)
+    prev = state[2]
+    cur = state[3]
+  elseif s0 == start - W then prev = state[3]
+  else return state end
+  local fromCur = min(cur, units)
+  cur = cur - fromCur
+  local left = units - fromCur
+  if left > 0 and prev > 0 then
+    local e = now - start
+    local scaled = prev * (W - e) + cur * W
+    local target = floor(scaled / W) - left
+    if target < cur then prev = 0
+    else
+      local d = floor((scaled - (target + 1) * W) / (W - e)) + 1
+      prev = max(0, prev - d)
+    end
+  end
+  return { start, prev, cur }
+end
+
+
 ALG['w'] = {
+  reward = sw_reward,
   retry_at = sw_retry_at,
   refused = sw_refused,
   check = function(state, now, r, cost)
