@@ -81,7 +81,7 @@ LONE_MAKERS['w'] = function(plan, r, consume)
     local key = keys[1]
     --#include inline/time-ms.lua
     local v = pcall_('GET', key)
-    --#include inline/one-sliding-window.lua BAIL() = return one_rest(plan, key, now, v); REFUSED() = return one_refused(plan, key, now, s0 and { s0, p, c }, x0, r.alg.refused(start, prev, cur, now, r, 1, scaled))
+    --#include inline/one-sliding-window.lua BAIL() = return one_rest(plan, key, now, v); REFUSED() = return one_refused(plan, key, now, x0 and { s0, p, c }, x0, r.alg.refused(start, prev, cur, now, r, 1, scaled))
     if nv then
       if xn == x0 and xn > now then
         if pcall_('SETRANGE', key, '0', nv) ~= #nv then call('SET', key, nv, 'KEEPTTL') end

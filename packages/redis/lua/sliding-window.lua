@@ -61,7 +61,7 @@ ALG['w'] = {
     local W, L = r.W, r.L
     local start = now - fmod(now, W)
     local room = (L - cost + 1) * W
-    local s0, p, c
+    local s0, p, c = NO_EXPIRY, 0, 0
     if state ~= nil then s0, p, c = state[1], state[2], state[3] end
     --#include inline/sliding-window-kernel.lua REFUSED() = return sw_refused(start, prev, cur, now, r, cost, scaled)
     -- The 7th value: the new state's expiry, which write() needs.

@@ -2,7 +2,7 @@
 -- the rule or holds a block in force, REFUSED() where the kernel refuses.
 local start
 if WI then start = now - now % W else start = now - fmod(now, W) end
-local s0, p, c, x0
+local s0, p, c, x0 = NO_EXPIRY, 0, 0, nil
 if v == false then
 elseif #v == 40 then
   local b, x

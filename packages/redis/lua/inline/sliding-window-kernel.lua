@@ -1,18 +1,16 @@
 -- The sliding-window counter's admission, shared by ALG.w.check and the cost-1 closures
 -- (one.lua), which include it. In: now (the caller's reading), start (the window of now),
--- the state s0, p, c (s0 nil: none), W, L, cost and room = (L - cost + 1) * W. Out: start, prev, after (the new state),
+-- the state s0, p, c (none: s0 NO_EXPIRY, -inf, which no window matches), W, L, cost and room = (L - cost + 1) * W. Out: start, prev, after (the new state),
 -- rem, reset, xn (the new state's expiry); REFUSED() where the request does not fit.
 local t, prev, cur = now, 0, 0
-if s0 ~= nil then
-  if s0 >= start then
-    -- Same window, or time went backwards: decide at the stored window's start at the
-    -- earliest, report resetMs (and retryAfterMs) from the caller's reading now.
-    start = s0
-    if s0 > now then t = s0 end
-    prev = p
-    cur = c
-  elseif s0 == start - W then prev = c end
-end
+if s0 >= start then
+  -- Same window, or time went backwards: decide at the stored window's start at the
+  -- earliest, report resetMs (and retryAfterMs) from the caller's reading now.
+  start = s0
+  if s0 > now then t = s0 end
+  prev = p
+  cur = c
+elseif s0 == start - W then prev = c end
 local e = t - start
 local scaled = prev * (W - e) + cur * W
 if not (scaled < room) then REFUSED() end

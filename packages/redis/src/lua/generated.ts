@@ -700,7 +700,7 @@ LONE_MAKERS['w'] = function(plan, r, consume)
     local v = pcall_('GET', key)
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
-    local s0, p, c, x0
+    local s0, p, c, x0 = NO_EXPIRY, 0, 0, nil
     if v == false then
     elseif #v == 40 then
       local b, x
@@ -709,17 +709,15 @@ LONE_MAKERS['w'] = function(plan, r, consume)
       x0 = x
     else return one_rest(plan, key, now, v) end
     local t, prev, cur = now, 0, 0
-    if s0 ~= nil then
-      if s0 >= start then
-        start = s0
-        if s0 > now then t = s0 end
-        prev = p
-        cur = c
-      elseif s0 == start - W then prev = c end
-    end
+    if s0 >= start then
+      start = s0
+      if s0 > now then t = s0 end
+      prev = p
+      cur = c
+    elseif s0 == start - W then prev = c end
     local e = t - start
     local scaled = prev * (W - e) + cur * W
-    if not (scaled < room) then return one_refused(plan, key, now, s0 and { s0, p, c }, x0, r.alg.refused(start, prev, cur, now, r, 1, scaled)) end
+    if not (scaled < room) then return one_refused(plan, key, now, x0 and { s0, p, c }, x0, r.alg.refused(start, prev, cur, now, r, 1, scaled)) end
     local after = cur + 1
     local reset = 0
     if after >= 1 then
@@ -866,7 +864,7 @@ OP_MAKERS['w'] = function(r, consume)
   return function(v, now)
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
-    local s0, p, c, x0
+    local s0, p, c, x0 = NO_EXPIRY, 0, 0, nil
     if v == false then
     elseif #v == 40 then
       local b, x
@@ -875,14 +873,12 @@ OP_MAKERS['w'] = function(r, consume)
       x0 = x
     else return false end
     local t, prev, cur = now, 0, 0
-    if s0 ~= nil then
-      if s0 >= start then
-        start = s0
-        if s0 > now then t = s0 end
-        prev = p
-        cur = c
-      elseif s0 == start - W then prev = c end
-    end
+    if s0 >= start then
+      start = s0
+      if s0 > now then t = s0 end
+      prev = p
+      cur = c
+    elseif s0 == start - W then prev = c end
     local e = t - start
     local scaled = prev * (W - e) + cur * W
     if not (scaled < room) then return false end
@@ -1555,17 +1551,15 @@ ALG['w'] = {
     local W, L = r.W, r.L
     local start = now - fmod(now, W)
     local room = (L - cost + 1) * W
-    local s0, p, c
+    local s0, p, c = NO_EXPIRY, 0, 0
     if state ~= nil then s0, p, c = state[1], state[2], state[3] end
     local t, prev, cur = now, 0, 0
-    if s0 ~= nil then
-      if s0 >= start then
-        start = s0
-        if s0 > now then t = s0 end
-        prev = p
-        cur = c
-      elseif s0 == start - W then prev = c end
-    end
+    if s0 >= start then
+      start = s0
+      if s0 > now then t = s0 end
+      prev = p
+      cur = c
+    elseif s0 == start - W then prev = c end
     local e = t - start
     local scaled = prev * (W - e) + cur * W
     if not (scaled < room) then return sw_refused(start, prev, cur, now, r, cost, scaled) end
