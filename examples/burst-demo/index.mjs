@@ -1,4 +1,4 @@
-// The five algorithms deciding the same burst on a virtual clock: 30 requests arrive
+// The six algorithms deciding the same burst on a virtual clock: 30 requests arrive
 // 50 ms apart against "10 per second". Run: pnpm demo:burst (from the repository root).
 import { constant, createLimiter, ManualClock, MemoryStore } from '@tollgate/core';
 
@@ -9,6 +9,7 @@ const policies = [
   { name: 'token-bucket', algorithm: 'token-bucket' },
   { name: 'leaky-meter', algorithm: 'leaky-bucket' },
   { name: 'leaky-queue', algorithm: 'leaky-bucket', mode: 'queue', queue: 5 },
+  { name: 'sliding-buckets', algorithm: 'sliding-buckets' },
 ];
 
 const arrivals = Array.from({ length: 30 }, (_, i) => 700 + i * 50);

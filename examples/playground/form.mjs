@@ -5,7 +5,7 @@ import { generateArrivals, parsePattern, toRules } from '@tollgate/cli';
 import { parseRate } from '@tollgate/core';
 
 /** The algorithm names a rule takes (`algorithm:`), and the two modes of the leaky bucket. */
-export const ALGORITHMS = ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket'];
+export const ALGORITHMS = ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket', 'sliding-buckets'];
 export const MODES = ['meter', 'queue'];
 
 /** A browser keeps a run short: at most this many requests within this many ms. */
@@ -44,9 +44,19 @@ function places(v, field, label) {
   return Number(s);
 }
 
+/** An optional count of blocks (1 to 1000); empty means the default, 10. */
+function blocks(v) {
+  const s = text(v);
+  if (s === '') return undefined;
+  if (!/^\d{1,4}$/.test(s) || Number(s) < 1 || Number(s) > 1000) {
+    throw new FormError('buckets', `Buckets: write a whole number of blocks from 1 to 1000 (got ${quote(s)}), or leave it empty for 10.`);
+  }
+  return Number(s);
+}
+
 /**
  * The rule the form describes, as an app would write it (`{ name, algorithm, mode?, rate,
- * burst?, queue? }`), and the policy the simulator and the server run.
+ * burst?, queue?, buckets? }`), and the policy the simulator and the server run.
  */
 export function ruleOf(body) {
   const algorithm = text(body?.algorithm) || 'sliding-window';
@@ -72,15 +82,18 @@ export function ruleOf(body) {
   if (burst !== undefined) rule.burst = burst;
   const queue = mode === 'queue' ? places(body?.queue, 'queue', 'Queue') : undefined;
   if (queue !== undefined) rule.queue = queue;
+  const buckets = algorithm === 'sliding-buckets' ? blocks(body?.buckets) : undefined;
+  if (buckets !== undefined) rule.buckets = buckets;
   let rules;
   try {
     rules = toRules([rule], 'rule');
   } catch (err) {
     // What is left is a combination the limiter refuses (a limit too small for its window, say):
     // its own explanation, without the internal path.
-    const d = err?.details;
+    // (A TollgateError carries expected, received and fix itself.)
+    const d = err?.expected !== undefined ? err : undefined;
     throw new FormError(
-      'rate',
+      String(err?.path ?? '').endsWith('.buckets') ? 'buckets' : 'rate',
       d ? `This rule is refused: expected ${d.expected}, got ${d.received}. ${d.fix}` : String(err?.message ?? err),
     );
   }

@@ -66,7 +66,7 @@ describe('playground in headless Chromium', () => {
     const page = await open();
     expect(await page.title()).toBe('tollgate playground');
     const names = await page.locator('#algorithm option').evaluateAll((os) => os.map((o) => (o as unknown as { value: string }).value));
-    expect(names).toEqual(['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket']);
+    expect(names).toEqual(['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket', 'sliding-buckets']);
     expect(await page.isVisible('#mode')).toBe(false);
     await page.selectOption('#algorithm', 'leaky-bucket');
     expect(await page.locator('#mode option').evaluateAll((os) => os.map((o) => (o as unknown as { value: string }).value))).toEqual([
@@ -77,6 +77,10 @@ describe('playground in headless Chromium', () => {
     await page.selectOption('#mode', 'queue');
     expect(await page.isVisible('#queue')).toBe(true);
     expect(await page.isVisible('#burst')).toBe(false);
+    expect(await page.isVisible('#buckets')).toBe(false);
+    await page.selectOption('#algorithm', 'sliding-buckets');
+    expect(await page.isVisible('#buckets')).toBe(true);
+    expect(await page.isVisible('#queue')).toBe(false);
     await page.close();
   });
 

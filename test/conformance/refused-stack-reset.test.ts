@@ -39,6 +39,8 @@ const CASES: Case[] = [
   // The stored time is START + 6000 (counted: + 12 000).
   { title: 'leaky-bucket meter', rule: { algorithm: 'leaky-bucket', limit: 10, window: '1m' }, after: 1000, resetMs: 5000 },
   { title: 'leaky-bucket queue', rule: { algorithm: 'leaky-bucket', mode: 'queue', limit: 10, window: '1m' }, after: 1000, resetMs: 5000 },
+  // The block at START (6 s wide) leaves the window at START + 60 000 (counted, the block at 6 s: + 66 000).
+  { title: 'sliding-buckets', rule: { algorithm: 'sliding-buckets', limit: 10, window: '1m' }, after: 7000, resetMs: 53_000 },
   // A new window, empty: nothing to reset (counted: its end, 59 s).
   { title: 'fixed-window, its window empty', rule: { algorithm: 'fixed-window', limit: 10, window: '1m' }, after: 61_000, resetMs: 0 },
 ];

@@ -45,7 +45,7 @@ function figures(d: Decision) {
 }
 
 /** A small deterministic PRNG (mulberry32), so failures replay. */
-function prng(seed: number): () => number {
+export function prng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
@@ -65,6 +65,7 @@ export const ALGORITHM_CASES: readonly { label: string; rule: Omit<Rule<Contract
   { label: 'token-bucket', rule: { algorithm: 'token-bucket', limit: 5, window: '1s' } },
   { label: 'leaky-bucket meter', rule: { algorithm: 'leaky-bucket', limit: 5, window: '1s' } },
   { label: 'leaky-bucket queue', rule: { algorithm: 'leaky-bucket', mode: 'queue', limit: 5, window: '1s' } },
+  { label: 'sliding-buckets', rule: { algorithm: 'sliding-buckets', limit: 5, window: '1s' } },
 ];
 
 /** Parameter sets for retryAfterMs exactness: costs above 1, non-whole-ms intervals (3/s). */
@@ -122,6 +123,19 @@ const EXACTNESS_CASES: readonly { label: string; rule: Omit<Rule<ContractReq>, '
     label: 'leaky meter countRejected 3/s',
     rule: { algorithm: 'leaky-bucket', rate: '3/s', countRejected: true },
     maxCost: 1,
+    span: 1000,
+  },
+  { label: 'sliding-buckets 5/1s', rule: { algorithm: 'sliding-buckets', limit: 5, window: '1s' }, maxCost: 1, span: 1000 },
+  {
+    label: 'sliding-buckets 10/990ms N=9 cost<=4',
+    rule: { algorithm: 'sliding-buckets', limit: 10, window: 990, buckets: 9 },
+    maxCost: 4,
+    span: 990,
+  },
+  {
+    label: 'sliding-buckets countRejected 4/1s N=4 cost<=2',
+    rule: { algorithm: 'sliding-buckets', limit: 4, window: '1s', buckets: 4, countRejected: true },
+    maxCost: 2,
     span: 1000,
   },
   {

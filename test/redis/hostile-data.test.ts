@@ -342,6 +342,7 @@ const NEGATIVE: [NonNullable<Rule<Req>['algorithm']>, (fields: number[]) => numb
   ['fixed-window', ([b, x, start]) => [b, x, start, -1000] as number[]],
   ['sliding-window', ([b, x, start, prev]) => [b, x, start, prev, -1000] as number[]],
   ['sliding-log', ([b, x, t]) => [b, x, t, -1000] as number[]],
+  ['sliding-buckets', ([b, x, t]) => [b, x, t, -1000] as number[]],
 ];
 
 for (const kind of KINDS.filter((k) => k.redis !== undefined)) {

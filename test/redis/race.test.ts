@@ -58,6 +58,7 @@ const ALGORITHMS: { label: string; rule: Omit<Rule<unknown>, 'name' | 'key'> }[]
   { label: 'token-bucket', rule: { algorithm: 'token-bucket', limit: 50, window: '1m' } },
   { label: 'leaky-bucket meter', rule: { algorithm: 'leaky-bucket', limit: 50, window: '1m' } },
   { label: 'leaky-bucket queue', rule: { algorithm: 'leaky-bucket', mode: 'queue', limit: 50, window: '1m' } },
+  { label: 'sliding-buckets', rule: { algorithm: 'sliding-buckets', limit: 50, window: '1m' } },
 ];
 
 const ROUNDS = 20;

@@ -36,6 +36,7 @@ export const RESERVE_CASES: readonly ReserveCase[] = [
   { label: 'token-bucket', rule: { algorithm: 'token-bucket', limit: 10, window: '1m' }, bound: 'bucket' },
   { label: 'leaky-bucket meter', rule: { algorithm: 'leaky-bucket', limit: 10, window: '1m' }, bound: 'bucket' },
   { label: 'leaky-bucket queue', rule: { algorithm: 'leaky-bucket', mode: 'queue', queue: 10, limit: 10, window: '1m' }, bound: 'bucket' },
+  { label: 'sliding-buckets', rule: { algorithm: 'sliding-buckets', limit: 10, window: '1m' }, bound: 'windows' },
 ];
 
 export type MakeStore = (clock: ManualClock, prefix: string) => Store;

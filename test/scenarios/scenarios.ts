@@ -197,6 +197,7 @@ export function httpScenarios(name: string, makeApp: MakeApp, makeStore?: (clock
         { rule: { algorithm: 'token-bucket', limit: 5, window: '10s' }, admitted: 5, startMs: 0, retryAfter: 2 },
         { rule: { algorithm: 'token-bucket', limit: 5, window: '10s', burst: 2 }, admitted: 2, startMs: 0, retryAfter: 2 },
         { rule: { algorithm: 'leaky-bucket', limit: 5, window: '10s' }, admitted: 5, startMs: 0, retryAfter: 2 },
+        { rule: { algorithm: 'sliding-buckets', limit: 3, window: '10s' }, admitted: 3, startMs: 0, retryAfter: 10 },
       ];
       for (const c of cases) {
         const label = `${c.rule.algorithm}${c.rule.burst ? ` burst ${c.rule.burst}` : ''} from t=${c.startMs}`;

@@ -14,6 +14,7 @@ const POLICY_OPTIONS = {
   burst: { type: 'string' },
   queue: { type: 'string' },
   align: { type: 'string' },
+  buckets: { type: 'string' },
   pattern: { type: 'string', short: 'p', multiple: true },
   trace: { type: 'string', short: 't' },
   interval: { type: 'string', short: 'i' },
@@ -59,6 +60,7 @@ export const KEYS_OPTIONS = {
   burst: { type: 'string' },
   queue: { type: 'string' },
   align: { type: 'string' },
+  buckets: { type: 'string' },
   group: { type: 'string' },
   'block-for': { type: 'string' },
   json: { type: 'boolean' },
@@ -82,6 +84,7 @@ const POLICY_HELP = `  -r, --rate <R>          limit as a rate: 10/s, 600/min, 5
       --burst <B>         token-bucket / leaky-meter capacity (default: the limit)
       --queue <Q>         leaky-queue places (default: the limit)
       --align <A>         fixed-window: clock (default) or first-request
+      --buckets <N>       sliding-buckets: blocks per window (default 10)
   -c, --config <file>     JSON or YAML with the middleware's rule objects, and
                           optionally a throttle in front of them (see docs/cli.md)`;
 
@@ -152,7 +155,8 @@ What:
 
 The rule as the application defines it (its state is kept per algorithm and window):
   -a, --algorithm <name>  as for simulate (default sliding-window)
-  -r, --rate <R>  or  --limit <L> --window <W>,  --burst, --queue, --align, --group
+  -r, --rate <R>  or  --limit <L> --window <W>,  --burst, --queue, --align,
+                          --buckets, --group
       --block-for <d>     the rule's blockFor
   -c, --config <file>     or a JSON/YAML file with the rules (simulate's format)
 
@@ -176,7 +180,8 @@ totals, and the most admitted in any sliding interval.
 
 Policy:
   -a, --algorithm <name>  fixed-window, sliding-log, sliding-window (default),
-                          token-bucket, leaky-meter, leaky-queue (leaky-bucket = meter)
+                          token-bucket, leaky-meter, leaky-queue (leaky-bucket = meter),
+                          sliding-buckets
 ${POLICY_HELP}
 
 Arrivals and output:
@@ -199,8 +204,8 @@ admitted in any interval of the chosen length, and the worst wait.
 Policies:
   -a, --algorithms <list> comma-separated (default: fixed-window,sliding-log,
                           sliding-window,token-bucket,leaky-queue); all share
-                          the limit flags below (--burst and --queue apply
-                          where they make sense)
+                          the limit flags below (--burst, --queue and --buckets
+                          apply where they make sense)
 ${POLICY_HELP}
                           (repeatable: every file's policies are added)
 
@@ -212,6 +217,7 @@ ${PATTERNS}
 Examples:
   tollgate compare -r 10/s -p "burst 80 over 4s" --svg burst.svg
   tollgate compare -a fixed-window,sliding-log -r 10/s -p boundary
+  tollgate compare -a fixed-window,sliding-buckets,sliding-log -r 10/s --buckets 5 -p boundary
   tollgate compare -c strict.yaml -c lenient.yaml --trace access.csv
 `,
 } as const;

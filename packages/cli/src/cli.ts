@@ -66,7 +66,7 @@ async function readInput(io: Io, path: string, flag: string): Promise<string> {
 }
 
 function hasRuleFlags(v: Values): boolean {
-  return ['rate', 'limit', 'window', 'burst', 'queue', 'align', 'algorithm', 'algorithms'].some((k) => v[k] !== undefined);
+  return ['rate', 'limit', 'window', 'burst', 'queue', 'align', 'buckets', 'algorithm', 'algorithms'].some((k) => v[k] !== undefined);
 }
 
 interface Setup {

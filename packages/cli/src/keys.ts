@@ -43,7 +43,9 @@ function required(v: Values, flag: string, why: string): string {
 /** The rule named `--rule`, from `--config` or from the rule flags. */
 async function ruleOf(v: Values, io: KeysIo, name: string): Promise<Rule> {
   const config = v.config as string | undefined;
-  const flags = ['rate', 'limit', 'window', 'burst', 'queue', 'align', 'algorithm', 'group', 'block-for'].filter((k) => v[k] !== undefined);
+  const flags = ['rate', 'limit', 'window', 'burst', 'queue', 'align', 'buckets', 'algorithm', 'group', 'block-for'].filter(
+    (k) => v[k] !== undefined,
+  );
   if (config !== undefined) {
     if (flags.length > 0) {
       throw cliError('TG_CLI_INVALID_ARGUMENT', {

@@ -38,7 +38,7 @@ export interface Policy {
 /** A rule as written in a config file: core's rule with a `key` of `"client"` or `"global"`. */
 export type PlainRule = Omit<Rule<Arrival>, 'key' | 'cost' | 'countIf'> & { key?: 'client' | 'global'; cost?: number };
 
-/** Algorithm names the flags accept: core's five, plus the two readings of the leaky bucket. */
+/** Algorithm names the flags accept: core's six, plus the two readings of the leaky bucket. */
 export const ALGORITHM_CHOICES = [
   'fixed-window',
   'sliding-log',
@@ -47,6 +47,7 @@ export const ALGORITHM_CHOICES = [
   'leaky-bucket',
   'leaky-meter',
   'leaky-queue',
+  'sliding-buckets',
 ] as const;
 export type AlgorithmChoice = (typeof ALGORITHM_CHOICES)[number];
 
@@ -145,6 +146,7 @@ export interface RuleFlags {
   burst?: string | undefined;
   queue?: string | undefined;
   align?: string | undefined;
+  buckets?: string | undefined;
 }
 
 function whole(text: string | undefined, flag: string): number | undefined {
@@ -157,7 +159,7 @@ function whole(text: string | undefined, flag: string): number | undefined {
   return n;
 }
 
-/** The rule flags of a parsed command line (`--rate`, `--limit`, `--window`, `--burst`, `--queue`, `--align`). */
+/** The rule flags of a parsed command line (`--rate`, `--limit`, `--window`, `--burst`, `--queue`, `--align`, `--buckets`). */
 export function ruleFlags(v: Readonly<Record<string, unknown>>): RuleFlags {
   return {
     rate: v.rate as string | undefined,
@@ -166,6 +168,7 @@ export function ruleFlags(v: Readonly<Record<string, unknown>>): RuleFlags {
     burst: v.burst as string | undefined,
     queue: v.queue as string | undefined,
     align: v.align as string | undefined,
+    buckets: v.buckets as string | undefined,
   };
 }
 
@@ -207,6 +210,7 @@ export function policyFromFlags(choice: string, flags: RuleFlags, lenient = fals
   if (flags.burst !== undefined && (isMeter || !lenient)) rule.burst = whole(flags.burst, '--burst');
   if (flags.queue !== undefined && (mode === 'queue' || !lenient)) rule.queue = whole(flags.queue, '--queue');
   if (flags.align !== undefined && (algorithm === 'fixed-window' || !lenient)) rule.align = flags.align;
+  if (flags.buckets !== undefined && (algorithm === 'sliding-buckets' || !lenient)) rule.buckets = whole(flags.buckets, '--buckets');
   return { name: choice, rules: toRules([rule], 'flags') };
 }
 
@@ -228,6 +232,7 @@ export function describePolicy(policy: Policy): string {
     if (s.algorithm === 'token-bucket' || (s.algorithm === 'leaky-bucket' && s.mode === 'meter')) extra.push(`burst ${s.burst}`);
     if (s.algorithm === 'leaky-bucket' && s.mode === 'queue') extra.push(`queue ${s.queue}`);
     if (s.algorithm === 'fixed-window' && s.align !== 'clock') extra.push(`align ${s.align}`);
+    if (s.algorithm === 'sliding-buckets') extra.push(`${s.buckets} buckets`);
     if (s.blockForMs > 0) extra.push(`block ${s.blockForMs} ms`);
     const global = source.key !== arrivalKey ? ', global' : '';
     return `${s.name}: ${algorithm} ${s.limit} per ${per}${extra.length ? `, ${extra.join(', ')}` : ''}${global}`;

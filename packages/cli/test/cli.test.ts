@@ -97,6 +97,35 @@ describe('tollgate simulate / compare as a function', () => {
     expect(t.stdout()).toMatch(/sliding-log\s+10\s+10\s+0\s+10\s+0/);
   });
 
+  it('compare with sliding-buckets: --buckets sets its blocks, and its bound is L in W - b, not in W', async () => {
+    // Blocks of 250 ms: 10 at 249 ms fill block 0, which leaves the window at 1000 ms, so
+    // sliding-buckets admits 10 more 751 ms later (W - b + 1: inside a half-open 752 ms); the
+    // log waits until 1249 ms.
+    const args = ['compare', '-a', 'fixed-window,sliding-buckets,sliding-log', '-r', '10/s', '--buckets', '4'];
+    const r = await cli([...args, '-p', 'burst 10 at 249', '-p', 'burst 10 at 1000', '-i', '752ms', '--json']);
+    const j = JSON.parse(r.stdout());
+    const rows = j.policies.map((p: { name: string; summary: { admitted: number; busiest: { count: number } } }) => [
+      p.name,
+      p.summary.admitted,
+      p.summary.busiest.count,
+    ]);
+    expect(rows).toEqual([
+      ['fixed-window', 20, 20],
+      ['sliding-buckets', 20, 20],
+      ['sliding-log', 10, 10],
+    ]);
+    expect(j.policies[1].rules[0].buckets).toBe(4);
+    // One millisecond less apart: both bursts share a window of 4 blocks.
+    const near = JSON.parse((await cli([...args, '-p', 'burst 10 at 250', '-p', 'burst 10 at 1000', '--json'])).stdout());
+    expect(near.policies[1].summary.admitted).toBe(10);
+    const t = await cli([...args, '-p', 'boundary']);
+    expect(t.stdout()).toContain('sliding-buckets: sliding-buckets 10 per 1 s, 4 buckets');
+    const bad = await cli(['simulate', '-a', 'sliding-buckets', '-r', '10/s', '--buckets', '7', '-p', 'boundary']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr()).toContain('TG_INVALID_OPTION');
+    expect(bad.stderr()).toContain('buckets: 5');
+  });
+
   it('writes an SVG timeline with every request, coloured by outcome', async () => {
     const r = await cli(['simulate', '-a', 'leaky-queue', '-r', '2/s', '--queue', '6', '-p', 'burst 9 at 0', '--svg', 'out.svg']);
     const svg = r.written.get('out.svg') as string;

@@ -89,6 +89,24 @@ describe('standalone', () => {
     await store.close();
   });
 
+  it('a sliding-buckets rule: --buckets names its blocks, which are part of the key', async () => {
+    const prefix = `cli${++n}:`;
+    // Blocks of 10 s: the first leaves the window a minute after it began, long after this test.
+    const { limiter, store } = app([{ name: 'ip', rate: '5/min', algorithm: 'sliding-buckets', buckets: 6 }], prefix);
+    const flags = ['--prefix', prefix, '--rule', 'ip', '--rate', '5/min', '--algorithm', 'sliding-buckets', '--key', '203.0.113.7'];
+    await limiter.consume(req('203.0.113.7'));
+    await limiter.consume(req('203.0.113.7'));
+    const got = await keys(['get', ...flags, '--buckets', '6']);
+    expect(got.json).toMatchObject({ redisKey: `${prefix}tg:ip:b60000n6{203.0.113.7}`, state: { remaining: 3, exists: true } });
+    // Other blocks are another rule's state.
+    expect((await keys(['get', ...flags])).json.state).toMatchObject({ remaining: 5, exists: false });
+    expect((await keys(['penalize', ...flags, '--buckets', '6', '--units', '10'])).json.state).toMatchObject({ remaining: 0 });
+    expect((await limiter.consume(req('203.0.113.7'))).rules[0]?.reason).toBe('limit');
+    expect((await keys(['reward', ...flags, '--buckets', '6', '--units', '2'])).json.state).toMatchObject({ remaining: 2 });
+    expect((await limiter.peek(req('203.0.113.7'))).rules[0]?.remaining).toBe(1);
+    await store.close();
+  });
+
   it('reset refused by Redis (an ACL without DEL) is TG_CLI_REDIS_FAILED with exit code 3, not "done"; the key stays blocked', async () => {
     const prefix = `cli${++n}:`;
     const { limiter, store } = app([{ name: 'ip', rate: '5/min' }], prefix);

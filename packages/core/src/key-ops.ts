@@ -12,11 +12,13 @@
  *   budget (no credit): a fixed window's count, a token bucket's tokens (capped at its
  *   burst), a leaky bucket's level or queue places (the stored time moves back, never
  *   before now), a sliding window's estimate (the current window's count first, then the
- *   previous window's weight), a sliding log's newest entries first.
+ *   previous window's weight), a sliding log's newest entries first, a sliding-buckets
+ *   rule's newest blocks first.
  * - `block(ms)` sets the same block deadline `blockFor` sets (never shortening one already
  *   later); `unblock` clears it and leaves the counter as it is.
  */
 import { algorithms, type State } from './algorithms/index.js';
+import { liveBlocks } from './algorithms/sliding-buckets.js';
 import { type Entry, entryExpiresAt } from './stack.js';
 import type { KeyOp, RuleSpec, StoreKeyState } from './types.js';
 
@@ -85,6 +87,8 @@ function rewarded(s: State, now: number, r: RuleSpec, units: number): State | un
       return rewardSlidingWindow(s, now, r, units);
     case 'sliding-log':
       return rewardSlidingLog(s, now, r, units);
+    case 'sliding-buckets':
+      return takeNewest(liveBlocks(s, now, r), units);
     default:
       // A refund of `units` consumed right now: a fixed window's count (within its window),
       // a token bucket's tokens capped at its burst, a leaky bucket's stored time moved back
@@ -137,7 +141,14 @@ function rewardSlidingLog(state: State, at: number, r: RuleSpec, units: number):
   const now = Math.max(at, state[state.length - 2] as number);
   let first = 0;
   while (first < state.length && (state[first] as number) <= now - W) first += 2;
-  const next = state.slice(first);
+  return takeNewest(state.slice(first), units);
+}
+
+/**
+ * `[t0, c0, t1, c1, ...]` (a log's entries, or blocks) less `units`, newest first: the usage
+ * that would stay longest. Changes `next`; undefined when nothing is left.
+ */
+function takeNewest(next: State, units: number): State | undefined {
   let left = units;
   while (left > 0 && next.length > 0) {
     const c = next[next.length - 1] as number;

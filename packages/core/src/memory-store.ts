@@ -1,7 +1,8 @@
 /**
  * `MemoryStore`: the default, in-process store.
  *
- * - O(1) per decision for every algorithm but sliding-log (O(entries in the window)).
+ * - O(1) per decision for every algorithm but sliding-log (O(entries in the window)) and
+ *   sliding-buckets (O(non-empty blocks in the window), at most N).
  * - Bounded: at most `maxKeys` (rule, key) states. A new key arriving at the bound first
  *   drops expired states at the old end, then the oldest state that is neither refusing
  *   nor blocked; a refused or blocked one only when nothing else is left (counted:

@@ -8,7 +8,7 @@
  * slot object and a state array (about half the memory; no object per key for the
  * collector to trace). Blocks (`blockFor`) are rare and live in a separate sparse map.
  *
- * An `ObjectTable` holds variable-width states (sliding-log) as objects, as before.
+ * An `ObjectTable` holds variable-width states (sliding-log, sliding-buckets) as objects.
  *
  * Both keep their keys in two Maps (`Keys`): the live ones and the held ones (whose last
  * decision refused, blocked ones included), each in insertion order, which the store's
@@ -26,6 +26,7 @@ export const STATE_WIDTH: Record<AlgorithmName, number> = {
   'token-bucket': 2,
   'leaky-bucket': 1,
   'sliding-log': 0, // variable: an ObjectTable
+  'sliding-buckets': 0,
 };
 
 export interface Table {

@@ -2,6 +2,8 @@
  * Rules: the user-facing shape, and `compileRules`, which validates a stack
  * once and turns it into what the engine and stores use on every request.
  */
+
+import { MAX_BUCKETS } from './algorithms/sliding-buckets.js';
 import { callbackResultError } from './app-errors.js';
 import { type Duration, parseDuration, parseRate, type Rate } from './duration.js';
 import { configError, describe, TollgateError } from './errors.js';
@@ -47,6 +49,11 @@ export interface Rule<R = unknown> {
   mode?: 'meter' | 'queue';
   /** leaky-bucket queue: places in the queue. @default limit */
   queue?: number;
+  /**
+   * sliding-buckets only: the blocks the window is cut into, each `window / buckets` ms (the
+   * window must be a whole multiple of that many ms). At most 1000. @default 10
+   */
+  buckets?: number;
   /** token-bucket / leaky-bucket meter capacity, or a function of the request. @default limit */
   burst?: number | ValueFn<R>;
   /** Units a request consumes: a number or a function of the request. @default 1 */
@@ -182,6 +189,7 @@ const KNOWN = new Set([
   'mode',
   'queue',
   'burst',
+  'buckets',
   'cost',
   'blockFor',
   'group',
@@ -194,7 +202,14 @@ const KNOWN = new Set([
   'skipSuccessful',
   'skipFailed',
 ]);
-const ALGORITHMS: readonly AlgorithmName[] = ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket'];
+const ALGORITHMS: readonly AlgorithmName[] = [
+  'fixed-window',
+  'sliding-log',
+  'sliding-window',
+  'token-bucket',
+  'leaky-bucket',
+  'sliding-buckets',
+];
 /**
  * Names people give an algorithm with its variant folded in, and what tollgate calls it:
  * the nearest of these and of ALGORITHMS is suggested for an unknown algorithm.
@@ -208,6 +223,7 @@ const ALGORITHM_SPELLINGS: Readonly<Record<string, string>> = {
   'fixed-window-first-request': "algorithm: 'fixed-window', align: 'first-request'",
   'sliding-window-log': "algorithm: 'sliding-log'",
   'sliding-window-counter': "algorithm: 'sliding-window'",
+  'sliding-window-buckets': "algorithm: 'sliding-buckets'",
   ...Object.fromEntries(ALGORITHMS.map((a) => [a, `algorithm: '${a}'`])),
 };
 const NAME_RE = /^[\x21\x23-\x5b\x5d-\x7e]{1,64}$/;
@@ -286,7 +302,7 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
       path: `${path}.algorithm`,
       expected: `one of ${ALGORITHMS.map((a) => `"${a}"`).join(', ')}`,
       received: describe(algorithm),
-      fix: `${near === undefined ? '' : `Did you mean ${ALGORITHM_SPELLINGS[near]}? `}Pick one of the five algorithms (see docs/algorithms.md).`,
+      fix: `${near === undefined ? '' : `Did you mean ${ALGORITHM_SPELLINGS[near]}? `}Pick one of the six algorithms (see docs/algorithms.md).`,
     });
   }
 
@@ -388,6 +404,8 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
   bool(rule.skipSuccessful, `${path}.skipSuccessful`);
   bool(rule.skipFailed, `${path}.skipFailed`);
   const blockForMs = rule.blockFor === undefined ? 0 : parseDuration(rule.blockFor, `${path}.blockFor`);
+  if (rule.buckets !== undefined) only(algorithm === 'sliding-buckets', `${path}.buckets`, 'buckets', 'a sliding-buckets rule');
+  const buckets = algorithm === 'sliding-buckets' ? bucketsOf(rule.buckets ?? 10, windowMs, `${path}.buckets`) : 1;
 
   const dynamic = limitFn !== undefined || burstFn !== undefined;
   if (
@@ -469,12 +487,13 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
 
   const spec: RuleSpec = {
     name,
-    id: `${prefix}:${encodeURIComponent(rule.group ?? name)}:${stateKind(algorithm, windowMs, rule.align ?? 'clock', mode, calendar)}`,
+    id: `${prefix}:${encodeURIComponent(rule.group ?? name)}:${stateKind(algorithm, windowMs, rule.align ?? 'clock', mode, calendar, buckets)}`,
     algorithm,
     limit,
     windowMs,
     burst,
     queue,
+    buckets,
     align: rule.align ?? 'clock',
     mode,
     calendar,
@@ -502,14 +521,16 @@ const KIND_CODE: Record<AlgorithmName, string> = {
   'sliding-window': 'w',
   'token-bucket': 't',
   'leaky-bucket': 'k',
+  'sliding-buckets': 'b',
 };
 
 /**
  * What a rule's stored state means: its algorithm (with the leaky queue, first-request
  * alignment and calendar quotas, which read the same numbers differently) and its window.
  * Part of the rule's storage identity, so that two limiters naming a rule alike but
- * counting differently never read each other's state (`tg:ip:w60000` beside `tg:ip:f60000`).
- * Limit, burst, queue and cost are not: a change of limit keeps the state.
+ * counting differently never read each other's state (`tg:ip:w60000` beside `tg:ip:f60000`;
+ * sliding-buckets adds its blocks: `b60000n10`). Limit, burst, queue and cost are not: a
+ * change of limit keeps the state.
  */
 export function stateKind(
   algorithm: AlgorithmName,
@@ -517,12 +538,39 @@ export function stateKind(
   align: 'clock' | 'first-request',
   mode: 'meter' | 'queue',
   calendar: 'day' | 'month' | undefined,
+  buckets = 1,
 ): string {
   let code = KIND_CODE[algorithm];
   if (align === 'first-request') code += 'a';
   if (mode === 'queue') code += 'q';
   if (calendar !== undefined) code += calendar === 'day' ? 'd' : 'm';
-  return `${code}${windowMs}`;
+  return algorithm === 'sliding-buckets' ? `${code}${windowMs}n${buckets}` : `${code}${windowMs}`;
+}
+
+/**
+ * A sliding-buckets rule's N: a whole number from 1 to MAX_BUCKETS that divides the window
+ * in ms (blocks are whole ms, clock-aligned).
+ */
+function bucketsOf(n: unknown, windowMs: number, path: string): number {
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1 || n > MAX_BUCKETS) {
+    throw configError('TG_INVALID_OPTION', {
+      path,
+      expected: `buckets as a whole number from 1 to ${MAX_BUCKETS}`,
+      received: describe(n),
+      fix: 'Use 10 (the default) or another small count: more blocks follow the sliding log closer, each a counter per key.',
+    });
+  }
+  if (windowMs % n !== 0) {
+    let near = n;
+    while (near > 1 && windowMs % near !== 0) near--;
+    throw configError('TG_INVALID_OPTION', {
+      path,
+      expected: `a window that is a whole multiple of ${n} ms (${n} blocks of whole ms)`,
+      received: `a window of ${windowMs} ms`,
+      fix: `Use buckets: ${near}, or a window that ${n} divides (e.g. ${Math.ceil(windowMs / n) * n} ms).`,
+    });
+  }
+  return n;
 }
 
 /** Validates a whole stack: every rule, and names unique across it. */

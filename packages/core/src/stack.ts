@@ -128,7 +128,8 @@ export function refundEntry(e: Entry, now: number, r: RuleSpec, cost: number, at
  * The most a charge leaves in a state (a count, a debt in a token bucket's scaled units, a
  * leaky bucket's time ahead of now): far below the magnitude (1e16) past which the Redis
  * store reads a value as foreign and absent, so no pile of charges turns a debt into a fresh
- * budget. Each sliding-log entry stays below `LOG_CHARGE_MAX` for the same reason.
+ * budget. Each sliding-log entry (and sliding-buckets block) stays below `LOG_CHARGE_MAX`
+ * for the same reason: a state holds many of them.
  */
 export const CHARGE_MAX = 2 ** 50;
 export const LOG_CHARGE_MAX = 2 ** 40;
@@ -163,6 +164,7 @@ export function chargeState(s: State | undefined, now: number, r: RuleSpec, unit
       next[2] = Math.min(next[2] as number, CHARGE_MAX);
       break;
     case 'sliding-log':
+    case 'sliding-buckets':
       next[next.length - 1] = Math.min(next[next.length - 1] as number, LOG_CHARGE_MAX);
       break;
   }

@@ -2,7 +2,7 @@
  * Shapes shared by the engine, the algorithms and every store.
  */
 
-export type AlgorithmName = 'fixed-window' | 'sliding-log' | 'sliding-window' | 'token-bucket' | 'leaky-bucket';
+export type AlgorithmName = 'fixed-window' | 'sliding-log' | 'sliding-window' | 'token-bucket' | 'leaky-bucket' | 'sliding-buckets';
 
 /** Why a rule refused a request. */
 export type RejectReason = 'limit' | 'blocked' | 'cost_exceeds_limit';
@@ -29,6 +29,8 @@ export interface RuleSpec {
   readonly burst: number;
   /** Q: places in a leaky queue. Defaults to `limit`. */
   readonly queue: number;
+  /** N: the blocks a sliding-buckets window is cut into (W / N ms each); 1 for the other algorithms. */
+  readonly buckets: number;
   readonly align: 'clock' | 'first-request';
   readonly mode: 'meter' | 'queue';
   /** UTC calendar windows for quotas (fixed-window only). */

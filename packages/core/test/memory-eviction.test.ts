@@ -124,7 +124,7 @@ describe('MemoryStore eviction at maxKeys', () => {
   });
 
   it('bug: a key emptied by its last admission (remaining 0, not yet refused) got a fresh budget from a flood of new keys', async () => {
-    for (const algorithm of ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket'] as const) {
+    for (const algorithm of ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket', 'sliding-buckets'] as const) {
       const clock = new ManualClock(START);
       const store = new MemoryStore({ maxKeys: 100, sweepIntervalMs: 0 });
       const l = login(store, clock, { algorithm });

@@ -2,6 +2,7 @@
  * Property tests (fast-check) for the algorithm invariants of SPEC 1, 3 and 4, run through
  * the public limiter on a MemoryStore and a ManualClock:
  * - sliding-log never admits more than L in any interval of length W;
+ * - sliding-buckets never admits more than L in any interval of length W - W/N;
  * - token bucket never admits more than B + r·T in any interval T;
  * - leaky meter (GCRA) and token bucket admit identical sequences (whole-ms T);
  * - no algorithm admits a request right after rejecting it with nothing changed;
@@ -27,7 +28,7 @@ const START = 1_700_000_000_000;
 /** A rule configuration and the largest cost it can admit. */
 const ruleArb: fc.Arbitrary<{ rule: RuleBody; maxCost: number; windowMs: number }> = fc
   .record({
-    kind: fc.constantFrom('fixed', 'fixed-first', 'log', 'window', 'token', 'meter', 'queue'),
+    kind: fc.constantFrom('fixed', 'fixed-first', 'log', 'window', 'token', 'meter', 'queue', 'buckets'),
     limit: fc.integer({ min: 1, max: 12 }),
     windowMs: fc.integer({ min: 1, max: 3000 }),
     extra: fc.integer({ min: 1, max: 12 }),
@@ -50,6 +51,12 @@ const ruleArb: fc.Arbitrary<{ rule: RuleBody; maxCost: number; windowMs: number 
         return { rule: { ...base, ...cr, algorithm: 'token-bucket' as const, burst: extra }, maxCost: extra, windowMs };
       case 'meter':
         return { rule: { ...base, ...cr, algorithm: 'leaky-bucket' as const, burst: extra }, maxCost: extra, windowMs };
+      case 'buckets': {
+        // Blocks: the largest divisor of the window up to `extra`.
+        let buckets = extra;
+        while (windowMs % buckets !== 0) buckets--;
+        return { rule: { ...base, ...cr, algorithm: 'sliding-buckets' as const, buckets }, maxCost: limit, windowMs };
+      }
       default:
         return { rule: { ...base, algorithm: 'leaky-bucket' as const, mode: 'queue' as const, queue: extra }, maxCost: extra, windowMs };
     }
@@ -97,6 +104,28 @@ describe('algorithm properties', () => {
           for (const x of res) {
             const inWindow = res.filter((y) => y.t > x.t - windowMs && y.t <= x.t).reduce((s, y) => s + y.cost, 0);
             expect(inWindow).toBeLessThanOrEqual(limit);
+          }
+        },
+      ),
+      { numRuns: RUNS },
+    );
+  });
+
+  it('sliding-buckets never admits more than L in any interval of length W - b (b = W / N)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 10 }),
+        fc.integer({ min: 1, max: 20 }),
+        fc.integer({ min: 1, max: 100 }),
+        fc.integer({ min: 1, max: 10 }).chain((c) => arrivalsArb(c, 1500)),
+        async (limit, buckets, b, arrivals) => {
+          const windowMs = buckets * b;
+          const fitting = arrivals.map((a) => ({ gap: a.gap, cost: Math.min(a.cost, limit) }));
+          const res = (await run({ algorithm: 'sliding-buckets', limit, window: windowMs, buckets }, fitting)).filter((x) => x.d.allowed);
+          // The busiest closed interval of length W - b starts at an admission: [t, t + W - b].
+          for (const x of res) {
+            const inSpan = res.filter((y) => y.t >= x.t && y.t <= x.t + windowMs - b).reduce((s, y) => s + y.cost, 0);
+            expect(inSpan).toBeLessThanOrEqual(limit);
           }
         },
       ),

@@ -3,7 +3,7 @@
 
 -- The state after charging units at now without refusing (core's chargeState): the
 -- algorithm's check with countRejected forced on, its next state written whatever it
--- says; no number beyond CHARGE_MAX (a sliding-log entry: LOG_CHARGE_MAX), far below SANE2.
+-- says; no number beyond CHARGE_MAX (a sliding-log entry or block: LOG_CHARGE_MAX), far below SANE2.
 local CHARGE_MAX, LOG_CHARGE_MAX = 2 ^ 50, 2 ^ 40
 local function charge(s, now, r, units)
   if r.algo == 'k' then
@@ -22,7 +22,7 @@ local function charge(s, now, r, units)
   if r.algo == 't' then nx[2] = max(nx[2], -CHARGE_MAX)
   elseif r.algo == 'f' then nx[2] = min(nx[2], CHARGE_MAX)
   elseif r.algo == 'w' then nx[3] = min(nx[3], CHARGE_MAX)
-  elseif r.algo == 's' then nx[#nx] = min(nx[#nx], LOG_CHARGE_MAX) end
+  elseif r.algo == 's' or r.algo == 'b' then nx[#nx] = min(nx[#nx], LOG_CHARGE_MAX) end
   return nx
 end
 

@@ -5,7 +5,7 @@
 -- the mode, the least TTL for supplied time and the number R of distinct rules the call
 -- uses (d 1000 2); then one line per rule (rule number i = 1..R), its 7 values separated
 -- by spaces: flags (algorithm, align, mode, calendar, countRejected, dryRun, one character
--- each), L, W, B, Q, blockForMs, maxCost. Then:
+-- each), L, W, B, Q (a sliding-buckets rule: its blocks per window), blockForMs, maxCost. Then:
 -- - d (decide): one line per run of stacks: its count, a space and its shape: a command
 --   (c consume, p peek; upper case when the run's now is supplied: the next of
 --   ARGV[2], ARGV[3], ...; else Redis TIME) and per op <rule number>:<cost>,
@@ -92,10 +92,10 @@ local function rule_of(text)
     L = L, W = tonumber(W), B = B, Q = Q, block = block, maxCost = maxCost, alg = alg, m = 4,
   }
   -- The fields of an entry of this rule (see read): block, TTL expiry, the state (a
-  -- sliding log's varies: 0).
-  if algo == 'w' then r.m = 5 elseif algo == 'k' then r.m = 3 elseif algo == 's' then r.m = 0 end
+  -- sliding log's and sliding buckets' vary: 0).
+  if algo == 'w' then r.m = 5 elseif algo == 'k' then r.m = 3 elseif algo == 's' or algo == 'b' then r.m = 0 end
   -- Whether the state holds counts, which no value of ours has below zero (negative_count).
-  r.counts = algo == 'f' or algo == 's' or algo == 'w'
+  r.counts = algo == 'f' or algo == 's' or algo == 'w' or algo == 'b'
   if NRULES_CACHED >= CACHED_MAX then RULES, NRULES_CACHED = {}, 0 end
   RULES[text] = r
   NRULES_CACHED = NRULES_CACHED + 1

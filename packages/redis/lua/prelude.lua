@@ -40,7 +40,7 @@ end
 -- tens of millions of entries to reach it).
 local SANE2 = 1e32
 
--- A count below zero: what a fixed window, a sliding log or a sliding-window counter
+-- A count below zero: what a fixed window, a sliding log, sliding buckets or a sliding-window counter
 -- holds is a number of units, never negative in a value we wrote (refunds and rewards stop
 -- at zero); a foreign one (-1000) would read as a thousand units of credit. A token
 -- bucket's tokens go below zero as a debt (countRejected), a leaky bucket holds a time:
@@ -48,7 +48,7 @@ local SANE2 = 1e32
 local function negative_count(algo, s)
   if s == nil then return false end
   if algo == 'w' then return s[2] < 0 or s[3] < 0 end
-  if algo == 'f' or algo == 's' then
+  if algo == 'f' or algo == 's' or algo == 'b' then
     for i = 2, #s, 2 do
       if s[i] < 0 then return true end
     end

@@ -22,7 +22,7 @@ type Body = Omit<Rule<Req>, 'name' | 'key' | 'cost'>;
 
 const bodyArb: fc.Arbitrary<Body> = fc
   .record({
-    algorithm: fc.constantFrom('fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket', 'queue'),
+    algorithm: fc.constantFrom('fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket', 'queue', 'sliding-buckets'),
     limit: fc.integer({ min: 1, max: 12 }),
     window: fc.constantFrom(1000, 997, 250, 60_000),
     burst: fc.integer({ min: 1, max: 12 }),
@@ -35,6 +35,12 @@ const bodyArb: fc.Arbitrary<Body> = fc
     if (algorithm === 'queue') return { ...body, algorithm: 'leaky-bucket', mode: 'queue', queue: burst };
     if (countRejected) body.countRejected = true;
     if (algorithm === 'token-bucket' || algorithm === 'leaky-bucket') return { ...body, algorithm, burst };
+    if (algorithm === 'sliding-buckets') {
+      // Blocks: the largest divisor of the window up to `burst`.
+      let buckets = burst;
+      while (window % buckets !== 0) buckets--;
+      return { ...body, algorithm, buckets };
+    }
     return { ...body, algorithm };
   });
 

@@ -23,7 +23,7 @@ type RuleBody = Omit<Rule<Req>, 'name' | 'key' | 'cost'>;
 
 const ruleArb: fc.Arbitrary<RuleBody> = fc
   .record({
-    kind: fc.constantFrom('fixed', 'fixed-first', 'day', 'month', 'log', 'window', 'token', 'meter', 'queue'),
+    kind: fc.constantFrom('fixed', 'fixed-first', 'day', 'month', 'log', 'window', 'token', 'meter', 'queue', 'buckets'),
     limit: fc.integer({ min: 1, max: 9 }),
     windowMs: fc.oneof(fc.integer({ min: 1, max: 3000 }), fc.constantFrom(1000, 997, 60_000)),
     extra: fc.integer({ min: 1, max: 9 }),
@@ -54,10 +54,19 @@ const ruleArb: fc.Arbitrary<RuleBody> = fc
         return { ...base, algorithm: 'token-bucket' as const, burst: extra };
       case 'meter':
         return { ...base, algorithm: 'leaky-bucket' as const, burst: extra };
+      case 'buckets':
+        return { ...base, algorithm: 'sliding-buckets' as const, buckets: divisorUpTo(windowMs, extra) };
       default:
         return { ...base, algorithm: 'leaky-bucket' as const, mode: 'queue' as const, queue: extra };
     }
   });
+
+/** The largest divisor of `w` that is at most `n` (sliding-buckets needs one). */
+function divisorUpTo(w: number, n: number): number {
+  let d = n;
+  while (w % d !== 0) d--;
+  return d;
+}
 
 type Action = { t: 'consume' | 'peek'; k: string; n: number } | { t: 'refund' } | { t: 'reset'; k: string } | { t: 'advance'; ms: number };
 

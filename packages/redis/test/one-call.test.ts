@@ -1,6 +1,6 @@
 /**
  * The common call (one op of cost 1 on Redis time) is decided straight through by a
- * closure of its own (lua/one.ts). It must decide exactly as the general path does: each
+ * closure of its own (lua/one.lua). It must decide exactly as the general path does: each
  * case here puts the same value under two keys, decides the first with the common call on
  * Redis time, then the second with the general path at the time the first replied
  * (supplied time), and compares the replies and what was written (but the expiry the TTL

@@ -5,7 +5,8 @@
  * The window at `now` is `(now - W, now]`: an entry exactly W old has expired. In any
  * interval of length W at most L units are admitted. Memory: up to L entries per key.
  */
-import { type Algorithm, admitted, refused, type State } from './types.js';
+import { append, refusal, takeAt } from './entries.js';
+import { type Algorithm, admitted, type State } from './types.js';
 
 export const slidingLog: Algorithm = {
   check(state, at, r, cost) {
@@ -25,19 +26,7 @@ export const slidingLog: Algorithm = {
       const next = append(state, first, now, cost);
       return admitted(r.limit - sum - cost, newest + W - at, 0, next, next.length > 0 ? (next[next.length - 2] as number) + W : 0);
     }
-    // The earliest time enough entries have expired for `cost` to fit.
-    const s = state as State;
-    let freed = 0;
-    let retryAt = now;
-    for (let i = first; i < s.length; i += 2) {
-      freed += s[i + 1] as number;
-      if (sum - freed + cost <= r.limit) {
-        retryAt = (s[i] as number) + W;
-        break;
-      }
-    }
-    const newest = s[s.length - 2] as number;
-    return refused(Math.max(0, r.limit - sum), newest + W - at, retryAt - at, r.countRejected ? append(s, first, now, cost) : undefined);
+    return refusal(state as State, first, sum, now, at, r, cost);
   },
 
   refund(state, now, _r, cost, at) {
@@ -45,30 +34,10 @@ export const slidingLog: Algorithm = {
     // and no decision since has added a later entry: the request was merged into that entry
     // (time going backwards is no time passing), not recorded at `at`.
     const newest = state[state.length - 2] as number;
-    const t = now < newest && at < newest ? newest : at;
-    for (let i = state.length - 2; i >= 0; i -= 2) {
-      if (state[i] === t) {
-        const next = state.slice();
-        const left = (state[i + 1] as number) - cost;
-        if (left > 0) next[i + 1] = left;
-        else next.splice(i, 2);
-        return next.length > 0 ? next : undefined;
-      }
-      if ((state[i] as number) < t) break;
-    }
-    return state;
+    return takeAt(state, now < newest && at < newest ? newest : at, cost);
   },
 
   expiresAt(state, r) {
     return state.length > 0 ? (state[state.length - 2] as number) + r.windowMs : 0;
   },
 };
-
-/** Live entries from `first` on, plus `(now, cost)` merged into a same-millisecond tail. */
-function append(state: State | undefined, first: number, now: number, cost: number): State {
-  const next = state === undefined ? [] : state.slice(first);
-  if (cost <= 0) return next;
-  if (next.length > 0 && next[next.length - 2] === now) next[next.length - 1] = (next[next.length - 1] as number) + cost;
-  else next.push(now, cost);
-  return next;
-}

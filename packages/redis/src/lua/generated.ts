@@ -7,7 +7,7 @@ export const ENTRY_LUA = `-- The entry point, store(KEYS, ARGV), which the assem
 
 -- The state after charging units at now without refusing (core's chargeState): the
 -- algorithm's check with countRejected forced on, its next state written whatever it
--- says; no number beyond CHARGE_MAX (a sliding-log entry: LOG_CHARGE_MAX), far below SANE2.
+-- says; no number beyond CHARGE_MAX (a sliding-log entry or block: LOG_CHARGE_MAX), far below SANE2.
 local CHARGE_MAX, LOG_CHARGE_MAX = 2 ^ 50, 2 ^ 40
 local function charge(s, now, r, units)
   if r.algo == 'k' then
@@ -26,7 +26,7 @@ local function charge(s, now, r, units)
   if r.algo == 't' then nx[2] = max(nx[2], -CHARGE_MAX)
   elseif r.algo == 'f' then nx[2] = min(nx[2], CHARGE_MAX)
   elseif r.algo == 'w' then nx[3] = min(nx[3], CHARGE_MAX)
-  elseif r.algo == 's' then nx[#nx] = min(nx[#nx], LOG_CHARGE_MAX) end
+  elseif r.algo == 's' or r.algo == 'b' then nx[#nx] = min(nx[#nx], LOG_CHARGE_MAX) end
   return nx
 end
 
@@ -552,7 +552,7 @@ export const LIBRARY_LUA = `-- The function library's functions (FUNCTION LOAD, 
 -- src/lua/index.ts). Their names, STORE_FN, SLOTS_FN and KEYS_FN here, carry a hash of the
 -- library's source and are set by index.ts (function names are global in Redis, so two
 -- versions of the application on one server each call their own).
-local ALL = { f = true, s = true, w = true, t = true, k = true }
+local ALL = { f = true, s = true, w = true, t = true, k = true, b = true }
 -- The common calls' closures (one.lua) are looked up here, one Lua call fewer.
 local store, FAST, keyop = nil, nil, nil
 redis.register_function('STORE_FN', function(keys, args)
@@ -1099,7 +1099,7 @@ export const PARSE_LUA = `-- The wire format of the store calls, and the parsing
 -- the mode, the least TTL for supplied time and the number R of distinct rules the call
 -- uses (d 1000 2); then one line per rule (rule number i = 1..R), its 7 values separated
 -- by spaces: flags (algorithm, align, mode, calendar, countRejected, dryRun, one character
--- each), L, W, B, Q, blockForMs, maxCost. Then:
+-- each), L, W, B, Q (a sliding-buckets rule: its blocks per window), blockForMs, maxCost. Then:
 -- - d (decide): one line per run of stacks: its count, a space and its shape: a command
 --   (c consume, p peek; upper case when the run's now is supplied: the next of
 --   ARGV[2], ARGV[3], ...; else Redis TIME) and per op <rule number>:<cost>,
@@ -1198,10 +1198,10 @@ local function rule_of(text)
     L = L, W = tonumber(W), B = B, Q = Q, block = block, maxCost = maxCost, alg = alg, m = 4,
   }
   -- The fields of an entry of this rule (see read): block, TTL expiry, the state (a
-  -- sliding log's varies: 0).
-  if algo == 'w' then r.m = 5 elseif algo == 'k' then r.m = 3 elseif algo == 's' then r.m = 0 end
+  -- sliding log's and sliding buckets' vary: 0).
+  if algo == 'w' then r.m = 5 elseif algo == 'k' then r.m = 3 elseif algo == 's' or algo == 'b' then r.m = 0 end
   -- Whether the state holds counts, which no value of ours has below zero (negative_count).
-  r.counts = algo == 'f' or algo == 's' or algo == 'w'
+  r.counts = algo == 'f' or algo == 's' or algo == 'w' or algo == 'b'
   if NRULES_CACHED >= CACHED_MAX then RULES, NRULES_CACHED = {}, 0 end
   RULES[text] = r
   NRULES_CACHED = NRULES_CACHED + 1
@@ -1320,7 +1320,7 @@ end
 -- tens of millions of entries to reach it).
 local SANE2 = 1e32
 
--- A count below zero: what a fixed window, a sliding log or a sliding-window counter
+-- A count below zero: what a fixed window, a sliding log, sliding buckets or a sliding-window counter
 -- holds is a number of units, never negative in a value we wrote (refunds and rewards stop
 -- at zero); a foreign one (-1000) would read as a thousand units of credit. A token
 -- bucket's tokens go below zero as a debt (countRejected), a leaky bucket holds a time:
@@ -1328,7 +1328,7 @@ local SANE2 = 1e32
 local function negative_count(algo, s)
   if s == nil then return false end
   if algo == 'w' then return s[2] < 0 or s[3] < 0 end
-  if algo == 'f' or algo == 's' then
+  if algo == 'f' or algo == 's' or algo == 'b' then
     for i = 2, #s, 2 do
       if s[i] < 0 then return true end
     end
@@ -1388,30 +1388,57 @@ end
 return (init(NEED, NEED_MONTH))(KEYS, ARGV)
 `;
 
-/** packages/redis/lua/sliding-log.lua */
-export const SLIDING_LOG_LUA = `-- Lua mirror of core/src/algorithms/sliding-log.ts. State
--- { t1, c1, t2, c2, ... }, oldest first, same-millisecond entries merged.
+/** packages/redis/lua/sliding-buckets.lua */
+export const SLIDING_BUCKETS_LUA = `-- Lua mirror of core/src/algorithms/sliding-buckets.ts. State { s1, c1, s2, c2, ... }: the
+-- start and count of every non-empty block still in the window, oldest first. The rule's
+-- Q field carries N, the blocks per window (src/args.ts), so a block is W / Q ms. Its entry
+-- lists are a sliding log's (inline/entries.lua), with block starts for times.
 
--- Live entries from index first on, plus (now, cost) merged into a same-ms tail.
-local function sl_append(state, first, now, cost)
+
+local function entries_first(s, t, W)
+  local first, n = 1, #s
+  while first <= n and s[first] <= t - W do first = first + 2 end
+  return first
+end
+
+local function entries_append(state, first, t, cost)
   local nx = {}
   if state ~= nil then for i = first, #state do nx[#nx + 1] = state[i] end end
   if cost <= 0 then return nx end
   local m = #nx
-  if m > 0 and nx[m - 1] == now then nx[m] = nx[m] + cost else nx[m + 1] = now; nx[m + 2] = cost end
+  if m > 0 and nx[m - 1] == t then nx[m] = nx[m] + cost else nx[m + 1] = t; nx[m + 2] = cost end
   return nx
 end
 
--- A sliding log's live entries lose units, newest first (rewardSlidingLog in key-ops.ts).
-local function sl_reward(state, at, r, units)
-  local n = #state
-  if n == 0 then return state end
-  local W = r.W
-  local now = max(at, state[n - 1])
-  local first = 1
-  while first <= n and state[first] <= now - W do first = first + 2 end
+local function entries_retry_at(state, first, sum, cost, L, W, t)
+  local freed = 0
+  for i = first, #state, 2 do
+    freed = freed + state[i + 1]
+    if sum - freed + cost <= L then return state[i] + W end
+  end
+  return t
+end
+
+local function entries_take_at(state, t, cost)
+  for i = #state - 1, 1, -2 do
+    if state[i] == t then
+      local nx = {}
+      local left = state[i + 1] - cost
+      for j = 1, #state, 2 do
+        if j ~= i then nx[#nx + 1] = state[j]; nx[#nx + 1] = state[j + 1]
+        elseif left > 0 then nx[#nx + 1] = state[j]; nx[#nx + 1] = left end
+      end
+      if #nx > 0 then return nx end
+      return nil
+    end
+    if state[i] < t then break end
+  end
+  return state
+end
+
+local function entries_trim(state, first, units)
   local nx = {}
-  for i = first, n do nx[#nx + 1] = state[i] end
+  for i = first, #state do nx[#nx + 1] = state[i] end
   local left = units
   while left > 0 and #nx > 0 do
     local m = #nx
@@ -1429,9 +1456,143 @@ local function sl_reward(state, at, r, units)
   return nil
 end
 
+local function entries_expires(state, r)
+  if #state > 0 then return state[#state - 1] + r.W end
+  return 0
+end
+
+-- The start of the block of width b containing t (b * floor(t / b), exact as fmod is).
+local function sb_start(t, b)
+  local s = t - fmod(t, b)
+  if s > t then s = s - b end
+  return s
+end
+
+-- The block a decision at at counts in: its own, or the state's newest block when that is
+-- later (time that went backwards is treated as no time passing).
+local function sb_block(state, at, b)
+  local k = sb_start(at, b)
+  if state ~= nil then
+    local n = #state
+    if n > 0 and state[n - 1] > k then k = state[n - 1] end
+  end
+  return k
+end
+
+ALG['b'] = {
+  check = function(state, at, r, cost)
+    local W = r.W
+    local k = sb_block(state, at, W / r.Q)
+    local first, sum, n = 1, 0, 0
+    if state ~= nil then
+      n = #state
+      first = entries_first(state, k, W)
+      for i = first + 1, n, 2 do sum = sum + state[i] end
+    end
+    if sum + cost <= r.L then
+      local nx = entries_append(state, first, k, cost)
+      local m = #nx
+      -- resetMs: until the newest non-empty block has left the window. The 7th value, the
+      -- new state's expiry, is a block boundary that every key of that block shares.
+      local x, reset = 0, 0
+      if m > 0 then x = nx[m - 1] + W; reset = x - at end
+      return true, r.L - sum - cost, reset, 0, 0, nx, x
+    end
+    -- The first boundary at which enough of the oldest blocks have left (cost <= L).
+    local retryAt = entries_retry_at(state, first, sum, cost, r.L, W, at)
+    local nx = nil
+    if r.cr then nx = entries_append(state, first, k, cost) end
+    return false, max(0, r.L - sum), state[n - 1] + W - at, retryAt - at, 0, nx
+  end,
+  refund = function(state, now, r, cost, at)
+    local b = r.W / r.Q
+    -- A clock behind the newest block (it stepped back): the request was counted in it.
+    local newest = state[#state - 1]
+    local j = sb_start(at, b)
+    if sb_start(now, b) < newest and j < newest then j = newest end
+    return entries_take_at(state, j, cost)
+  end,
+  expires = entries_expires,
+  -- The live blocks lose units, newest first (a key's reward, key-ops.ts).
+  reward = function(state, at, r, units)
+    local W = r.W
+    return entries_trim(state, entries_first(state, sb_block(state, at, W / r.Q), W), units)
+  end,
+}
+`;
+
+/** packages/redis/lua/sliding-log.lua */
+export const SLIDING_LOG_LUA = `-- Lua mirror of core/src/algorithms/sliding-log.ts. State
+-- { t1, c1, t2, c2, ... }, oldest first, same-millisecond entries merged.
+
+
+local function entries_first(s, t, W)
+  local first, n = 1, #s
+  while first <= n and s[first] <= t - W do first = first + 2 end
+  return first
+end
+
+local function entries_append(state, first, t, cost)
+  local nx = {}
+  if state ~= nil then for i = first, #state do nx[#nx + 1] = state[i] end end
+  if cost <= 0 then return nx end
+  local m = #nx
+  if m > 0 and nx[m - 1] == t then nx[m] = nx[m] + cost else nx[m + 1] = t; nx[m + 2] = cost end
+  return nx
+end
+
+local function entries_retry_at(state, first, sum, cost, L, W, t)
+  local freed = 0
+  for i = first, #state, 2 do
+    freed = freed + state[i + 1]
+    if sum - freed + cost <= L then return state[i] + W end
+  end
+  return t
+end
+
+local function entries_take_at(state, t, cost)
+  for i = #state - 1, 1, -2 do
+    if state[i] == t then
+      local nx = {}
+      local left = state[i + 1] - cost
+      for j = 1, #state, 2 do
+        if j ~= i then nx[#nx + 1] = state[j]; nx[#nx + 1] = state[j + 1]
+        elseif left > 0 then nx[#nx + 1] = state[j]; nx[#nx + 1] = left end
+      end
+      if #nx > 0 then return nx end
+      return nil
+    end
+    if state[i] < t then break end
+  end
+  return state
+end
+
+local function entries_trim(state, first, units)
+  local nx = {}
+  for i = first, #state do nx[#nx + 1] = state[i] end
+  local left = units
+  while left > 0 and #nx > 0 do
+    local m = #nx
+    local c = nx[m]
+    if c > left then
+      nx[m] = c - left
+      left = 0
+    else
+      left = left - c
+      nx[m] = nil
+      nx[m - 1] = nil
+    end
+  end
+  if #nx > 0 then return nx end
+  return nil
+end
+
+local function entries_expires(state, r)
+  if #state > 0 then return state[#state - 1] + r.W end
+  return 0
+end
 
 ALG['s'] = {
-  reward = sl_reward,
   check = function(state, at, r, cost)
     local W = r.W
     local first = 1
@@ -1443,46 +1604,31 @@ ALG['s'] = {
     if state ~= nil then n = #state end
     if n > 0 then
       now = max(at, state[n - 1])
-      while first <= n and state[first] <= now - W do first = first + 2 end
+      first = entries_first(state, now, W)
       for i = first + 1, n, 2 do sum = sum + state[i] end
     end
     if sum + cost <= r.L then
       local newest
       if cost > 0 then newest = now elseif sum > 0 then newest = state[n - 1] else newest = now - W end
-      return true, r.L - sum - cost, newest + W - at, 0, 0, sl_append(state, first, now, cost)
+      return true, r.L - sum - cost, newest + W - at, 0, 0, entries_append(state, first, now, cost)
     end
-    local freed = 0
-    local retryAt = now
-    for i = first, n, 2 do
-      freed = freed + state[i + 1]
-      if sum - freed + cost <= r.L then retryAt = state[i] + W; break end
-    end
+    local retryAt = entries_retry_at(state, first, sum, cost, r.L, W, now)
     local nx = nil
-    if r.cr then nx = sl_append(state, first, now, cost) end
+    if r.cr then nx = entries_append(state, first, now, cost) end
     return false, max(0, r.L - sum), state[n - 1] + W - at, retryAt - at, 0, nx
   end,
   refund = function(state, now, r, cost, at)
     -- A clock behind the newest entry (it stepped back): the request was merged into it.
     local newest = state[#state - 1]
     if now < newest and at < newest then at = newest end
-    for i = #state - 1, 1, -2 do
-      if state[i] == at then
-        local nx = {}
-        local left = state[i + 1] - cost
-        for j = 1, #state, 2 do
-          if j ~= i then nx[#nx + 1] = state[j]; nx[#nx + 1] = state[j + 1]
-          elseif left > 0 then nx[#nx + 1] = state[j]; nx[#nx + 1] = left end
-        end
-        if #nx > 0 then return nx end
-        return nil
-      end
-      if state[i] < at then break end
-    end
-    return state
+    return entries_take_at(state, at, cost)
   end,
-  expires = function(state, r)
-    if #state > 0 then return state[#state - 1] + r.W end
-    return 0
+  expires = entries_expires,
+  -- The live entries lose units, newest first (rewardSlidingLog in key-ops.ts).
+  reward = function(state, at, r, units)
+    local n = #state
+    if n == 0 then return state end
+    return entries_trim(state, entries_first(state, max(at, state[n - 1]), r.W), units)
   end,
 }
 `;
