@@ -52,6 +52,76 @@ describe('RedisStore', () => {
     expect((await l.get('day', 'a')).remaining).toBe(970);
   });
 
+  it('settles ride in the script run of the decisions asked with them: fewer calls, the same results as one call each', async () => {
+    const keys = Array.from({ length: 12 }, (_, i) => `k${i}`);
+    // A tenant rule on one key for every request: the batch's hot key, settled and decided in one run.
+    const rules: Rule<{ k: string }>[] = [
+      { name: 'minute', key: (q) => q.k, algorithm: 'token-bucket', limit: 10, window: '1m' },
+      { name: 'tenant', key: () => 'acme', algorithm: 'fixed-window', limit: 100, window: '1h' },
+    ];
+    async function run(batch: boolean, prefix: string) {
+      const clock = new ManualClock(START);
+      const store = new RedisStore({ client, clock, prefix: `${prefix}:`, batch, timeoutMs: 5000 });
+      const l = createLimiter({ rules, store, clock, prefix });
+      const rs = await Promise.all(keys.map((k) => l.reserve({ k }, { cost: 3 })));
+      clock.advance(1000);
+      const before = await scriptCalls(client);
+      // Asked in one tick: a settle (below, at or above the estimate) and a decision per key.
+      const settled = rs.map((r, i) => r.settle(i % 7));
+      const decided = await Promise.all(keys.map((k) => l.consume({ k }, { cost: 2 })));
+      await Promise.all(settled);
+      const calls = (await scriptCalls(client)) - before;
+      const state = await Promise.all([...keys.map((k) => l.get('minute', k)), l.get('tenant', 'acme')]);
+      await store.close();
+      return {
+        calls,
+        decided: decided.map((d) => ({ allowed: d.allowed, rules: d.rules.map((r) => [r.remaining, r.resetMs, r.retryAfterMs]) })),
+        state: state.map((s) => [s.remaining, s.resetMs, s.retryAfterMs]),
+      };
+    }
+    const batched = await run(true, 'rb');
+    const alone = await run(false, 'ra');
+    // A settle at the estimate (i % 7 === 3) changes nothing and calls nothing.
+    const asked = keys.length + keys.filter((_, i) => i % 7 !== 3).length;
+    expect(alone.calls).toBe(asked);
+    // Asked in one tick, well under a batch's most ops: one script run for all.
+    expect(batched.calls).toBe(1);
+    expect(batched.decided).toEqual(alone.decided);
+    expect(batched.state).toEqual(alone.state);
+    // The settles applied: key k0 settled at 0 (its 3 back), k6 at 6 (3 more), each then consumed 2.
+    expect(batched.state[0]?.[0]).toBe(8);
+    expect(batched.state[6]?.[0]).toBe(2);
+    console.log(
+      `settles in the batch: ${batched.calls} script calls for ${asked - keys.length} settles and ${keys.length} decisions (one call each: ${alone.calls})`,
+    );
+  });
+
+  it('a settle in a batch on Redis time is applied in its place among the decisions', async () => {
+    const store = new RedisStore({ client, prefix: 'rt:', timeoutMs: 5000 });
+    // A day's bucket: what it refills during the test is far below a unit.
+    const l = createLimiter({
+      rules: [
+        { name: 'day', key: (q: { k: string }) => q.k, algorithm: 'token-bucket', limit: 1000, window: '1d' },
+        { name: 'all', key: () => 'all', algorithm: 'token-bucket', limit: 1000, window: '1d' },
+      ],
+      store,
+      prefix: 'rt',
+    });
+    const a = await l.reserve({ k: 'a' }, { cost: 10 });
+    const b = await l.reserve({ k: 'b' }, { cost: 10 });
+    const before = await scriptCalls(client);
+    const settles = [a.settle(4), b.settle(25)];
+    const ds = await Promise.all([l.consume({ k: 'a' }), l.consume({ k: 'b' })]);
+    await Promise.all(settles);
+    expect((await scriptCalls(client)) - before).toBe(1);
+    // In the order asked: both settles (a: 6 back, b: 15 more on 'all'), then the decisions.
+    expect(ds.map((d) => d.rules.map((r) => r.remaining))).toEqual([
+      [995, 970],
+      [974, 969],
+    ]);
+    await store.close();
+  });
+
   it("another instance sees a reservation's debt: refused with the same exact retry time", async () => {
     const clock = new ManualClock(START);
     const rules: Rule<{ k: string }>[] = [{ name: 'tokens', key: (q) => q.k, algorithm: 'token-bucket', limit: 10, window: '1m' }];

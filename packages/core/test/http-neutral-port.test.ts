@@ -17,6 +17,7 @@ import {
   type LimiterOptionsOf,
   normalizeLimiterOptions,
   RATE_LIMIT_WORDING,
+  type RequestRateLimit,
   slowDownFlow,
 } from '@tollgate/core/http';
 import { describe, expect, it } from 'vitest';
@@ -140,6 +141,24 @@ describe('a port without Node objects', () => {
     for (const fn of failed.res.finished) fn(500);
     await settled();
     expect(await core.operations.get('failures', '203.0.113.7')).toMatchObject({ remaining: 4 });
+    await core.close();
+  });
+
+  it("settles through the decision's class: no own settle, the decision's fields only, every admitted stage at once", async () => {
+    const core = limiter({ rules: [{ name: 'tokens', limit: 100, window: '1m', cost: 10 }] });
+    const route = core.route([{ name: 'route', limit: 50, window: '1m', cost: 10 }], 'add', 'route');
+    const req = request('203.0.113.7');
+    expect((await send(core.handle, req)).next.passed).toBe(true);
+    expect((await send(route, req)).next.passed).toBe(true);
+    const d = req.rateLimit as RequestRateLimit;
+    // Nothing defined on the request's decision: its settle is its class's.
+    expect(Object.hasOwn(d, 'settle')).toBe(false);
+    expect(Object.keys(d)).toEqual(['allowed', 'delayMs', 'retryAfterMs', 'rejectedBy', 'dryRunRejectedBy', 'rules', 'at']);
+    expect(d.rules.map((r) => r.name)).toEqual(['tokens', 'route']);
+    await d.settle(4);
+    expect(await core.operations.get('tokens', '203.0.113.7')).toMatchObject({ remaining: 96 });
+    expect(await core.operations.get('route', '203.0.113.7')).toMatchObject({ remaining: 46 });
+    await expect(d.settle(4)).rejects.toMatchObject({ code: 'TG_ALREADY_SETTLED' });
     await core.close();
   });
 

@@ -26,6 +26,27 @@ local function charge(s, now, r, units)
   return nx
 end
 
+-- Gives back (refund) or settles one op under key (KEYS[idx]) decided at time at. A
+-- settle's cost c is the actual cost less the estimate: above zero a charge (core's
+-- settleEntry), below zero a refund of the difference.
+local function give_back(key, idx, r, c, now, drop, at, settle)
+  local s, b = read(key, r, now, drop, idx)
+  if settle and c > 0 then
+    write(key, charge(s, now, r, c), b or 0, r, now)
+    return
+  end
+  if s == nil then return end
+  if settle then c = -c end
+  local nx = r.alg.refund(s, now, r, c, at)
+  if nx ~= nil or b ~= 0 then
+    write(key, nx, b, r, now)
+    return
+  end
+  -- Nothing left: a hot key's entry goes (flush deletes it), any other key now.
+  local e = CACHE[key]
+  if e ~= nil then e.s, e.b, e.dirty, e.gone = nil, nil, false, true else call('DEL', key) end
+end
+
 -- One call: the state of the previous one is dropped first (a function library keeps
 -- these definitions loaded from call to call).
 local function store(keys, argv)
@@ -60,19 +81,7 @@ store_rest = function(plan, keys, argv, now0, vals0)
     local sh = plan.sh
     local settle = plan.mode == 's'
     VALS = call('MGET', unpack(KEYS))
-    for i = 1, sh.n do
-      local r = plan.rules[sh.nums[i]]
-      local s, b = read(KEYS[i], r, now, drop, i)
-      local c = sh.costs[i]
-      -- A settle's cost is the actual cost less the estimate: above zero a charge (core's
-      -- settleEntry), below zero a refund of the difference.
-      if settle and c > 0 then write(KEYS[i], charge(s, now, r, c), b or 0, r, now)
-      elseif s ~= nil then
-        if settle then c = -c end
-        local nx = r.alg.refund(s, now, r, c, at)
-        if nx == nil and b == 0 then call('DEL', KEYS[i]) else write(KEYS[i], nx, b, r, now) end
-      end
-    end
+    for i = 1, sh.n do give_back(KEYS[i], i, plan.rules[sh.nums[i]], sh.costs[i], now, drop, at, settle) end
     return out(now)
   end
   local run = plan.one
@@ -115,6 +124,23 @@ store_rest = function(plan, keys, argv, now0, vals0)
     local consume = run.consume
     local sh = run.sh
     local rules, costs, refs, n, count = run.rules, sh.costs, sh.refs, sh.n, run.count
+    if run.settle then
+      -- A settle in the batch (one stack a run): its ops given back or charged, in its
+      -- place among the stacks; its reply is allowed and now, no op fields.
+      ti = ti + 1
+      local at = tonumber(ARGV[ti])
+      for i = 1, n do
+        local idx = refs[i]
+        if idx == 0 then
+          nextKey = nextKey + 1
+          idx = nextKey
+        end
+        give_back(KEYS[idx], idx, rules[i], costs[i], now, drop, at, true)
+      end
+      R[k + 1], R[k + 2] = 1, now
+      k = k + 2
+      count = 0
+    end
     -- Stacks of one op (a one-rule limiter's batch) go through single, without the
     -- per-op arrays.
     if n == 1 then

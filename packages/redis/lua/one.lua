@@ -250,7 +250,7 @@ local function fast_of(text, plan)
       local make = LONE_MAKERS[r.algo]
       if make ~= nil and r.maxCost >= 1 and not r.first and not r.month then f = make(plan, r, run.consume) end
     end
-  elseif plan.mode == 'd' then f = multi_of(plan) end
+  elseif plan.mode == 'd' and not plan.settles then f = multi_of(plan) end
   -- Emptied in place: the library's entry holds this table (see src/lua/index.ts).
   if NFAST >= CACHED_MAX then
     for k in pairs(FAST) do FAST[k] = nil end

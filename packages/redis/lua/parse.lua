@@ -24,6 +24,9 @@
 --   TIME) and ARGV[3] at; the reply is now.
 -- - s (settle): as r, each op's cost the actual cost less the estimate (s1:-3,2:5):
 --   below zero a refund of the difference, above zero a charge (core's settleEntry).
+--   A settle also rides in a d call as a run of its own (1 s1:-3,2:5; S when its
+--   now is supplied), decided in its place among the stacks: its times are the next
+--   ARGV (now for S, then at), and its reply is allowed (1) and now, no op fields.
 --
 -- A plan names no key and no time, so the calls of one limiter send the same plan again and
 -- again: a function library keeps each plan parsed (see plan_of), and a call reads it with
@@ -153,13 +156,16 @@ local function plan_of(text)
       local sh = shape_of(str)
       local rr = {}
       for i = 1, sh.n do rr[i] = rules[sh.nums[i]] end
-      runs[#runs + 1] = { count = tonumber(count), consume = c == 99 or c == 67, timed = c == 67 or c == 80, sh = sh, rules = rr }
+      -- 115 's', 83 'S': a settle riding in the batch (see the header).
+      local settle = c == 115 or c == 83
+      if settle then p.settles = true end
+      runs[#runs + 1] = { count = tonumber(count), consume = c == 99 or c == 67, timed = c == 67 or c == 80 or c == 83, settle = settle, sh = sh, rules = rr }
       for i = 1, #sh.hot do hot[#hot + 1] = sh.hot[i] end
     end
     p.runs, p.hot = runs, hot
     -- One stack of one op (a request alone in its tick, one rule): the common call, which
     -- store() decides without the batch's machinery (see decide_one).
-    if #runs == 1 and runs[1].count == 1 and runs[1].sh.n == 1 then p.one = runs[1] end
+    if #runs == 1 and runs[1].count == 1 and runs[1].sh.n == 1 and not p.settles then p.one = runs[1] end
   end
   if NPLANS >= CACHED_MAX then PLANS, NPLANS = {}, 0 end
   PLANS[text] = p

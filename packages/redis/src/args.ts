@@ -173,11 +173,15 @@ class CallBuilder {
 
 export type Command = 'c' | 'p';
 
-/** One stack to decide: consume or peek `ops` at `now` (undefined: Redis time). */
+/**
+ * One stack of a batched call: consume or peek `ops` at `now` (undefined: Redis time), or
+ * (`s`) settle them as decided at `at`, each op's cost the actual cost less the estimate.
+ */
 export interface StackCall {
-  readonly cmd: Command;
+  readonly cmd: Command | 's';
   readonly ops: readonly StoreOp[];
   readonly now: number | undefined;
+  readonly at?: number;
 }
 
 /**
@@ -185,8 +189,9 @@ export interface StackCall {
  * the ops' Redis keys in order, stack after stack. Each distinct key is sent once.
  */
 export function decideArgs(stacks: readonly StackCall[], keys: readonly string[], minTtl: string): ScriptCall {
-  if (stacks.length === 1) {
-    const st = stacks[0] as StackCall;
+  const lone = stacks.length === 1 ? (stacks[0] as StackCall) : undefined;
+  if (lone !== undefined && lone.cmd !== 's') {
+    const st = lone as StackCall & { cmd: Command };
     const op = st.ops[0] as StoreOp;
     // One op of cost 1 on Redis time: its plan is the rule's, kept with its wire text.
     if (st.ops.length === 1 && st.now === undefined && op.cost === 1)
@@ -248,9 +253,10 @@ function build(stacks: readonly StackCall[], keys: readonly string[], minTtl: st
     if (runAt >= 0) tail[runAt] = `${count} ${shape}`;
     runAt = tail.length;
     count = 1;
-    shape = b.text(st.now === undefined ? st.cmd : st.cmd === 'c' ? 'C' : 'P', ops, refs);
+    shape = b.text(st.now === undefined ? st.cmd : st.cmd.toUpperCase(), ops, refs);
     tail.push('');
     if (st.now !== undefined) times.push(num(st.now));
+    if (st.cmd === 's') times.push(num(st.at as number));
     last = st;
     // The run keeps its references; the next stack's are listed into the other array.
     [lastRefs, refs] = [refs, lastRefs];
@@ -277,7 +283,8 @@ function onePlan(rule: RuleSpec, cmd: Command, minTtl: string): string {
 
 /** Whether stack `b` (key references `br`) has the shape of stack `a` (references `ar`). */
 function sameRun(a: StackCall, ar: readonly number[], b: StackCall, br: readonly number[]): boolean {
-  if (a.cmd !== b.cmd || !Object.is(a.now, b.now) || a.ops.length !== b.ops.length) return false;
+  // A settle is a run of its own (its `at` is the run's).
+  if (a.cmd !== b.cmd || a.cmd === 's' || !Object.is(a.now, b.now) || a.ops.length !== b.ops.length) return false;
   for (let i = 0; i < a.ops.length; i++) {
     const x = a.ops[i] as StoreOp;
     const y = b.ops[i] as StoreOp;

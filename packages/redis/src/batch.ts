@@ -4,7 +4,7 @@
  * by the tick and watched by one timer for every run in flight.
  */
 import type { StoreDecision } from '@tollgate/core';
-import { decideArgs, parseDecisions, type StackCall } from './args.js';
+import { decideArgs, parseDecisions, type StackCall, settleArgs } from './args.js';
 import { timeoutError } from './errors.js';
 import { type ScriptRunner, STORE_CODE } from './script.js';
 
@@ -30,7 +30,7 @@ interface BatchRun {
 
 /** What the store does with a batched stack's answer or failure. */
 export interface BatchHost {
-  /** Bookkeeping of a decision Redis made; a listener's error thrown here rejects that decision. */
+  /** Bookkeeping of a decision (or settle) Redis made; a listener's error thrown here rejects that decision. */
   answered(p: PendingStack, d: StoreDecision): void;
   /** The stack's run failed or its deadline passed: the failure policy answers it (and marks it done). */
   fail(p: PendingStack, err: unknown): void;
@@ -135,7 +135,7 @@ export class Batcher {
       // Alone in its tick: its own keys and size, nothing gathered.
       const p = pending[0] as PendingStack;
       pending[0] = undefined;
-      this.#send([p], p.keys, [p.ops.length], deadline);
+      this.#send([p], p.keys, [p.cmd === 's' ? -1 : p.ops.length], deadline);
       return;
     }
     const all = pending.slice(0, n) as PendingStack[];
@@ -151,7 +151,7 @@ export class Batcher {
       while (to < all.length && (to === from || ops + (all[to] as PendingStack).ops.length <= BATCH_MAX_OPS)) {
         const p = all[to] as PendingStack;
         ops += p.ops.length;
-        sizes.push(p.ops.length);
+        sizes.push(p.cmd === 's' ? 0 : p.ops.length);
         for (const k of p.keys) keys.push(k);
         to++;
       }
@@ -160,11 +160,16 @@ export class Batcher {
     }
   };
 
-  /** Sends one batched script run and settles its stacks from the reply. */
+  /**
+   * Sends one batched script run and settles its stacks from the reply. `sizes[j]`: stack
+   * j's op count in the reply (a settle has none); `[-1]`, a settle alone, sent as one.
+   */
   #send(batch: readonly PendingStack[], keys: readonly string[], sizes: readonly number[], deadline: number): void {
     let reply: Promise<unknown>;
     try {
-      const call = decideArgs(batch, keys, this.#minTtl);
+      const lone = sizes[0] === -1 ? (batch[0] as PendingStack) : undefined;
+      const call =
+        lone === undefined ? decideArgs(batch, keys, this.#minTtl) : settleArgs(lone.ops, keys, lone.now, lone.at as number, this.#minTtl);
       reply = this.#runner.call(STORE_CODE, call.keys, call.args);
     } catch (err) {
       // Thrown before Redis was asked (a client that throws instead of rejecting): this
@@ -189,7 +194,7 @@ export class Batcher {
     const batch = run.stacks;
     let ds: StoreDecision[];
     try {
-      ds = parseDecisions(reply, sizes);
+      ds = sizes[0] === -1 ? [{ allowed: true, now: 0, outcomes: [] }] : parseDecisions(reply, sizes);
     } catch (err) {
       for (const p of batch) if (!p.done) this.#host.fail(p, err);
       return;

@@ -46,7 +46,7 @@ import { type RedisClientLike, runKeyOp, runnerOf, type ScriptRunner } from './s
 
 export type { BreakerEvent, RedisStoreOptions, StoreErrorEvent } from './options.js';
 
-const OP_NAMES = { c: 'consume', p: 'peek', r: 'refund' } as const;
+const OP_NAMES = { c: 'consume', p: 'peek', r: 'refund', s: 'settle' } as const;
 /**
  * The store for many instances: every decision is one atomic script call in Redis, on
  * Redis time, with a deadline (`timeoutMs`), a failure policy (`onStoreError`), a breaker
@@ -105,7 +105,8 @@ export class RedisStore extends EventEmitter implements Store {
     this.#batches =
       (options.batch ?? true) && !this.#port.cluster
         ? new Batcher(this.#runner, this.#minTtl, this.timeoutMs, {
-            answered: (p, d) => this.#answered(p.cmd, p.ops, p.keys, p.now, d),
+            // A settle's answer says only that Redis answered.
+            answered: (p, d) => (p.cmd === 's' ? this.#breaker.success() : this.#answered(p.cmd, p.ops, p.keys, p.now, d)),
             fail: (p, err) => this.#fail(p, err),
           })
         : undefined;
@@ -194,6 +195,13 @@ export class RedisStore extends EventEmitter implements Store {
     if (!this.#breaker.tryCall()) {
       // Decisions are being made locally: give back (or charge) there.
       if (this.onStoreError === 'local') await this.#local.store[operation](this.#local.ops(ops), at, t);
+      return;
+    }
+    const batches = this.#batches;
+    if (operation === 'settle' && batches !== undefined) {
+      // In the batch of this tick, in the same script run as the decisions asked with it.
+      const keys = ops.map((op) => this.keyOf(op.rule, op.key, op.raw));
+      await new Promise<StoreDecision>((resolve) => batches.enqueue({ cmd: 's', ops, now: t, at, keys, resolve, done: false }));
       return;
     }
     try {
@@ -327,13 +335,15 @@ export class RedisStore extends EventEmitter implements Store {
    */
   #fail(p: PendingStack, err: unknown): void {
     p.done = true;
+    const cmd = p.cmd;
     try {
-      this.#failed(err, OP_NAMES[p.cmd], this.onStoreError);
+      // A settle that failed keeps the estimate (as one sent alone): published, not retried locally.
+      this.#failed(err, OP_NAMES[cmd], cmd === 's' ? 'none' : this.onStoreError);
     } catch (listenerError) {
       p.resolve(Promise.reject(listenerError));
       return;
     }
-    p.resolve(this.#degraded(p.cmd, p.ops, p.now));
+    p.resolve(cmd === 's' ? { allowed: true, now: p.now ?? Date.now(), outcomes: [] } : this.#degraded(cmd, p.ops, p.now));
   }
 
   #deadline<T>(p: Promise<T>): Promise<T> {

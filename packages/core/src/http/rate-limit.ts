@@ -1,36 +1,30 @@
 /**
- * The request pipeline of a limiter, written once for every framework:
- * skip → keys and costs → one store decision → merge with the decisions the request met
- * before → headers → diagnostics → counting by outcome → pass, hold or refuse, and the
- * store-error policy when the store fails. Adapters reach it through their
- * {@link HttpPort} and mount what {@link createRateLimit} returns.
+ * A limiter over HTTP, written once for every framework: its stacks (app-level, tiers,
+ * routes), each one skip → allow and deny lists → the stack's pipeline (pipeline.ts: one
+ * store decision, headers, pass, hold or refuse), route stages, updates and operations by
+ * key over all of them. Adapters reach it through their {@link HttpPort} and mount what
+ * {@link createRateLimit} returns.
  *
  * Everything is built once per limiter (or per route stack); a request only calls
  * functions that already exist, and with an in-process store and synchronous
  * callbacks it is answered in the tick it arrived in.
  */
 
-import { guardAppFn, guardRules, isAppError } from '../app-errors.js';
+import { guardAppFn, guardRules } from '../app-errors.js';
 import type { Clock } from '../clock.js';
-import { systemTimers } from '../controls/timers.js';
-import { countedRules, refundUncountedOnFinish } from '../count-if.js';
-import { publishDecision, publishStoreError } from '../diagnostics.js';
-import { configError } from '../errors.js';
-import type { HeaderContext } from '../headers.js';
+import { publishStoreError } from '../diagnostics.js';
 import type { HttpOptions, HttpOptionsInput } from '../http-options.js';
-import { createLimiterIn, decisionOps, type Limiter, type LimiterOptions, ruleByName, ruleFamily, updateRule } from '../limiter.js';
+import { createLimiterIn, type Limiter, type LimiterOptions, ruleFamily, updateRule } from '../limiter.js';
 import { MemoryStore } from '../memory-store.js';
-import { mergeDecisions } from '../merge.js';
-import { nextAdmission } from '../next-admission.js';
 import { type KeyOperations, keyOperations, type OperationSource } from '../operations.js';
-import { isCapacityRefusal, refusal, storeFailureRefusal } from '../response.js';
-import type { CompiledRule, KeyFn, Rule, RuleChanges } from '../rules.js';
-import type { Decision, RuleResult, RuleSpec, Store } from '../types.js';
-import { type Access, deniedRefusal } from './access.js';
-import { asAny, asMessageBody, asSkip, call, isThenable, settle } from './callbacks.js';
-import { holdRequest } from './lifetime.js';
-import { type HttpPort, localsOf as localsOn, readerMark, sendRefusal, writeRefusalHead } from './port.js';
-import { exposeSettle, reservations } from './settle.js';
+import type { KeyFn, Rule, RuleChanges } from '../rules.js';
+import type { Decision, Store } from '../types.js';
+import type { Access } from './access.js';
+import { accessGate, skipGate } from './gates.js';
+import { callbacks, type Pipeline, pipeline, type WithDecision } from './pipeline.js';
+import { type HttpPort, localsOf as localsOn, type RequestLocals, readerMark } from './port.js';
+import { guardTiers, ruleRegistry } from './rule-registry.js';
+import { shownDecision } from './settle.js';
 import { proxyWarnings } from './warnings.js';
 
 /** How a route's rules combine with the app-level (plugin-level) ones. */
@@ -62,15 +56,6 @@ export interface RateLimitSetup<Req, Res, Next> {
   routeStages?: boolean;
   /** The `handler` option in the pipeline's signature, when the adapter's differs. */
   handler?: ((req: Req, res: Res, next: Next, decision: Decision) => unknown) | undefined;
-}
-
-/** The callbacks of a limiter in the pipeline's own (port-neutral) signatures. */
-interface Callbacks<Req, Res, Next> {
-  skip: ((req: Req, res: Res) => unknown) | undefined;
-  message: ((req: Req, decision: Decision) => unknown) | undefined;
-  handler: ((req: Req, res: Res, next: Next, decision: Decision) => unknown) | undefined;
-  onRejected: ((req: Req, res: Res, decision: Decision) => unknown) | undefined;
-  onStoreError: 'allow' | 'deny' | 'error' | ((err: unknown, req: Req, res: Res, next: Next) => unknown);
 }
 
 /** One stack's decision as a request handler in the framework's continuation style. */
@@ -112,29 +97,7 @@ export interface RateLimitCore<Req, Res, Next> {
   close(): Promise<void>;
 }
 
-type WithDecision = Record<symbol, Decision | null | undefined>;
-type NextMs = readonly (number | undefined)[] | undefined;
 type Port<Req, Res, Next> = HttpPort<Req, Res, Next>;
-
-const noop = () => {};
-
-/** The store's own deadline, when it has one (RedisStore's `timeoutMs`). */
-function storeDeadline(store: Store): number | undefined {
-  const t = (store as { timeoutMs?: unknown }).timeoutMs;
-  return typeof t === 'number' && t > 0 ? t : undefined;
-}
-
-/** Decision `all` with the rules of `refunded` as they are after its refund. */
-function afterRefund(all: Decision, refunded: Decision): Decision {
-  const ops = decisionOps(refunded);
-  if (ops === undefined) return all;
-  const rules = all.rules.map((r): RuleResult => {
-    if (!refunded.rules.includes(r) || !r.allowed) return r;
-    const op = ops.find((o) => o.rule.name === r.name);
-    return op === undefined ? r : { ...r, remaining: Math.min(r.limit, r.remaining + op.cost) };
-  });
-  return { ...all, rules };
-}
 
 /**
  * Builds the limiter and its pipeline for one adapter instance.
@@ -148,53 +111,21 @@ export function createRateLimit<Req, Res, Next>(
   const s = { ...setup, ...callbacks<Req, Res, Next>(o, setup) };
   const ownStore = o.store === undefined ? new MemoryStore(o.clock ? { clock: o.clock } : {}) : undefined;
   const store = o.store ?? (ownStore as MemoryStore);
-  const common = {
-    store,
-    ...(o.clock !== undefined ? { clock: o.clock } : {}),
-    ...(o.prefix !== undefined ? { prefix: o.prefix } : {}),
-    defaultKey: guardAppFn(o.defaultKey) as KeyFn<Req>,
-  };
-  const family = ruleFamily<Req>(o.prefix ?? 'tg');
-  const tiered = o.tiers !== undefined || o.tier !== undefined;
-  // With tiers, `rules` may be left out: each request gets its tier's rules.
-  const rules = guardRules(o.rules === undefined && tiered ? [] : o.rules, 'rules');
-  // Passed on as given (guarded when they are what they should be): the limiter reports the rest.
-  const tiering = (
-    tiered ? { tiers: guardTiers<Req>(o.tiers), tier: typeof o.tier === 'function' ? guardAppFn(o.tier) : o.tier } : {}
-  ) as Pick<LimiterOptions<Req>, 'tiers' | 'tier'>;
-  const limiter =
-    Array.isArray(rules) && rules.length === 0 && o.allowEmpty && !tiered
-      ? undefined
-      : createLimiterIn<Req>({ rules, ...tiering, ...common }, family);
+  const { common, family, limiter } = appLimiter(o, store);
   const operationSource = ruleRegistry<Req>(store, o.clock);
   if (limiter !== undefined) operationSource.learn(limiter);
   const slot = Symbol(`tollgate:${o.name}`);
   // Whether route stages may read `slot` (see RateLimitSetup.routeStages).
   const marking = s.routeStages !== false;
   const localsOf = localsOn(port);
-  const checkSkip = asSkip(`${o.path}.skip`);
+  // A request let through undecided (skipped, allowed) is marked so route stages let it through too.
+  const skipMark = marking
+    ? (req: Req) => {
+        (req as WithDecision)[slot] = null;
+      }
+    : undefined;
   const skip = s.skip;
-
-  /** skip → `go`; a skipped request is marked on `slot` so route stages skip it too. */
-  function skipThen(req: Req, res: Res, next: Next, go: () => void): void {
-    let result: unknown;
-    try {
-      result = call(skip as NonNullable<typeof skip>, req, res);
-    } catch (err) {
-      port.fail(next, err);
-      return;
-    }
-    settle(
-      result,
-      checkSkip,
-      (skipped) => {
-        if (!skipped) return go();
-        if (marking) (req as WithDecision)[slot] = null;
-        port.pass(next);
-      },
-      (err) => port.fail(next, err),
-    );
-  }
+  const skipThen = skip === undefined ? undefined : skipGate(port, skip, `${o.path}.skip`, skipMark);
 
   const warnings = o.trusted ? undefined : proxyWarnings({ adapter: port.name, trusted: false });
   const pipelines = new WeakMap<Limiter<Req>, Pipeline<Req, Res, Next>>();
@@ -208,32 +139,17 @@ export function createRateLimit<Req, Res, Next>(
   }
 
   const access = o.access;
-  /**
-   * The allow and deny lists → `go`. A denied request is answered 403 (a dry run lets it
-   * on to the rules); an allowed one is marked on `slot`, like a skipped one.
-   */
-  function accessThen(req: Req, res: Res, next: Next, go: () => void): void {
-    (access as Access<Req>)(
-      req,
-      (verdict) => {
-        if (verdict === undefined || (verdict === 'deny' && o.dryRun)) return go();
-        if (verdict === 'deny') return sendRefusal(port, res, deniedRefusal());
-        if (marking) (req as WithDecision)[slot] = null;
-        port.pass(next);
-      },
-      (err) => port.fail(next, err),
-    );
-  }
+  const accessThen = access === undefined ? undefined : accessGate(port, access, o.dryRun === true, skipMark);
 
   function stack(lim: Limiter<Req>): Decide<Req, Res, Next> {
     const p = pipelineOf(lim);
     // Called with three arguments: no prior decision, headers appended.
-    if (skip === undefined && access === undefined) return p as Decide<Req, Res, Next>;
+    if (skipThen === undefined && accessThen === undefined) return p as Decide<Req, Res, Next>;
     const skipped: Decide<Req, Res, Next> =
-      skip === undefined
+      skipThen === undefined
         ? (p as Decide<Req, Res, Next>)
         : (req, res, next) => skipThen(req, res, next, () => p(req, res, next, undefined, false));
-    if (access === undefined) return skipped;
+    if (accessThen === undefined) return skipped;
     return (req, res, next) => accessThen(req, res, next, () => skipped(req, res, next));
   }
 
@@ -249,7 +165,7 @@ export function createRateLimit<Req, Res, Next>(
   const handle: Decide<Req, Res, Next> =
     limiter !== undefined
       ? stack(limiter)
-      : access !== undefined
+      : accessThen !== undefined
         ? (req, res, next) => accessThen(req, res, next, () => port.pass(next))
         : (_req, _res, next) => port.pass(next);
   const mark = readerMark(port);
@@ -276,36 +192,8 @@ export function createRateLimit<Req, Res, Next>(
       // Validates the route rules against the app-level ones (no shared names) for 'add'.
       const whole = routeLimiter(guarded, mode, path);
       const alone = mode === 'replace' ? whole : createLimiterIn<Req>({ rules: guarded, ...common }, family);
-      const decideWhole = stack(whole);
-      const decideAlone = pipelineOf(alone);
-      return reading(function routeStage(req, res, next) {
-        const prior = (req as WithDecision)[slot];
-        if (prior === null) {
-          // The app-level stage skipped this request: so does its route stage.
-          port.pass(next);
-          return;
-        }
-        if (prior === undefined) {
-          decideWhole(req, res, next);
-          return;
-        }
-        if (mode === 'add') {
-          decideAlone(req, res, next, prior, false);
-          return;
-        }
-        // 'replace' after the app-level stage: its units go back, the route's rules decide alone.
-        (req as WithDecision)[slot] = undefined;
-        const locals = localsOf(req);
-        const fresh = locals.rateLimit === prior;
-        if (fresh) locals.rateLimit = undefined;
-        limiter?.refund(req, prior).then(
-          () => decideAlone(req, res, next, undefined, fresh),
-          (err) => {
-            publishStoreError(err, req, o.name, 'allow');
-            decideAlone(req, res, next, undefined, fresh);
-          },
-        );
-      });
+      const replace = mode === 'replace' ? { limiter, localsOf, name: o.name } : undefined;
+      return reading(routeStage(port, slot, stack(whole), pipelineOf(alone), replace));
     },
     update: (ruleName, changes) => updateRule(family, ruleName, changes),
     operations: keyOperations(operationSource),
@@ -314,268 +202,69 @@ export function createRateLimit<Req, Res, Next>(
   };
 }
 
-/** Every tier's rules with their functions guarded (see guardRules); other values as they are, for the limiter to report. */
-function guardTiers<Req>(tiers: unknown): Readonly<Record<string, readonly Rule<Req>[]>> | undefined {
-  if (typeof tiers !== 'object' || tiers === null || Array.isArray(tiers)) return tiers as undefined;
-  return Object.fromEntries(Object.entries(tiers).map(([name, stack]) => [name, guardRules(stack as Rule<Req>[], `tiers.${name}`)]));
+/** The options every stack of an adapter instance shares, its rule family, and the app-level limiter (none for an empty stack). */
+function appLimiter<Req>(o: RateLimitSource<Req>, store: Store) {
+  const common = {
+    store,
+    ...(o.clock !== undefined ? { clock: o.clock } : {}),
+    ...(o.prefix !== undefined ? { prefix: o.prefix } : {}),
+    defaultKey: guardAppFn(o.defaultKey) as KeyFn<Req>,
+  };
+  const family = ruleFamily<Req>(o.prefix ?? 'tg');
+  const tiered = o.tiers !== undefined || o.tier !== undefined;
+  // With tiers, `rules` may be left out: each request gets its tier's rules.
+  const rules = guardRules(o.rules === undefined && tiered ? [] : o.rules, 'rules');
+  // Passed on as given (guarded when they are what they should be): the limiter reports the rest.
+  const tiering = (
+    tiered ? { tiers: guardTiers<Req>(o.tiers), tier: typeof o.tier === 'function' ? guardAppFn(o.tier) : o.tier } : {}
+  ) as Pick<LimiterOptions<Req>, 'tiers' | 'tier'>;
+  const limiter =
+    Array.isArray(rules) && rules.length === 0 && o.allowEmpty && !tiered
+      ? undefined
+      : createLimiterIn<Req>({ rules, ...tiering, ...common }, family);
+  return { common, family, limiter };
 }
 
 /**
- * The rules of a limiter's stacks by name, for operations by key: the app-level rules and
- * each route stack's as it is built. Two route rules of one name that count differently
- * (another algorithm or window, so another state) make the name ambiguous: an operation
- * on it is refused rather than guessing which state was meant.
+ * A route stage after the app-level stage (Express, node): without the app-level decision on
+ * the request, `decideWhole` decides app-level and route rules at once; after it, `'add'`
+ * decides the route's rules alone with that decision given back on a refusal, and
+ * `'replace'` (`replace` given) gives that decision back first and decides the route's rules
+ * alone. A request the app-level stage let through undecided goes on.
  */
-function ruleRegistry<Req>(store: Store, clock: Clock | undefined): OperationSource & { learn(lim: Limiter<Req>): void } {
-  // Each name's first rule and a limiter that holds it: the spec is read from the limiter at
-  // each operation, so an operation sees the rule as it is after an update (the identity,
-  // which decides ambiguity, never changes).
-  const byName = new Map<string, { spec: RuleSpec; rule: CompiledRule<Req>; lim: Limiter<Req> }>();
-  const ambiguous = new Set<string>();
-  return {
-    store,
-    clock,
-    learn(lim) {
-      for (const c of [...lim.rules, ...Object.values(lim.tiers ?? {}).flat()]) {
-        const known = byName.get(c.spec.name);
-        if (known === undefined) byName.set(c.spec.name, { spec: c.spec, rule: c, lim });
-        else if (known.spec.id !== c.spec.id) ambiguous.add(c.spec.name);
-      }
-    },
-    ruleByName(name) {
-      if (ambiguous.has(name)) {
-        throw configError('TG_UNKNOWN_RULE', {
-          path: 'rule',
-          expected: 'a rule name that names one state',
-          received: `${JSON.stringify(name)}, the name of route rules with different algorithms or windows`,
-          fix: 'Give those route rules different names to operate on their keys.',
-        });
-      }
-      const known = byName.get(name);
-      return known === undefined ? undefined : ((ruleByName(known.lim, name) ?? known.rule) as CompiledRule<never>);
-    },
-    ruleNames: () => byName.keys(),
-  };
-}
-
-/** `(req, res, next, prior?, fresh?)`: `prior` is given back on a refusal; `fresh` replaces earlier headers. */
-type Pipeline<Req, Res, Next> = (req: Req, res: Res, next: Next, prior?: Decision, fresh?: boolean) => void;
-
-function callbacks<Req, Res, Next>(o: RateLimitSource<Req>, setup: RateLimitSetup<Req, Res, Next>): Callbacks<Req, Res, Next> {
-  return {
-    skip: o.skip as Callbacks<Req, Res, Next>['skip'],
-    message: o.message,
-    handler: setup.handler ?? (o.handler as Callbacks<Req, Res, Next>['handler']),
-    onRejected: o.onRejected as Callbacks<Req, Res, Next>['onRejected'],
-    onStoreError: o.onStoreError as Callbacks<Req, Res, Next>['onStoreError'],
-  };
-}
-
-function pipeline<Req, Res, Next>(
-  port: Port<Req, Res, Next>,
-  lim: Limiter<Req>,
-  o: RateLimitSource<Req>,
-  s: RateLimitSetup<Req, Res, Next> & Callbacks<Req, Res, Next>,
-  remember: symbol | undefined,
-  owner: Limiter<Req> | undefined,
-  warnings: ReturnType<typeof proxyWarnings> | undefined,
-): Pipeline<Req, Res, Next> {
-  const { format, pk, dryRun, name, statusCode } = o;
-  const { handler, message, onRejected, onStoreError } = s;
-  const timers = o.timers ?? systemTimers;
-  const counted = countedRules(lim);
-  const reserved = reservations(lim, name, port);
-  const firstUnit = nextAdmission(lim);
-  const deadline = storeDeadline(lim.store);
-  const checkMessage = asMessageBody(`${o.path}.message`);
-  const localsOf = localsOn(port);
-
-  function headers(req: Req, res: Res, d: Decision, all: Decision, nextMs: NextMs, fresh: boolean): void {
-    const f = format as NonNullable<typeof format>;
-    let context: HeaderContext | undefined;
-    if (pk || all !== d || nextMs !== undefined) {
-      context = { all: all.rules };
-      if (nextMs !== undefined) context.next = nextMs;
-      if (pk) {
-        try {
-          context.keys = lim.resolve(req).map((op) => op.key);
-        } catch {
-          // An async key function: the partition key is left out rather than computed twice.
-        }
-      }
-    }
-    const fields = f(d.rules, d.at, context);
-    for (let i = 0; i < fields.length; i++) {
-      const field = fields[i] as (typeof fields)[number];
-      let value = field.value;
-      if (field.append && !fresh) {
-        const prev = port.getHeader(res, field.name);
-        if (prev !== undefined && prev !== null && prev !== '') value = `${Array.isArray(prev) ? prev.join(', ') : String(prev)}, ${value}`;
-      }
-      port.setHeader(res, field.name, value);
-    }
-  }
-
-  function refuse(req: Req, res: Res, next: Next, d: Decision): void {
-    const fail = (err: unknown) => port.fail(next, err);
-    if (onRejected !== undefined) {
-      const r = call(onRejected, req, res, d);
-      if (isThenable(r)) Promise.resolve(r).catch(noop);
-    }
-    const r = refusal(d, { statusCode });
-    writeRefusalHead(port, res, r);
-    if (handler !== undefined) {
-      settle(call(handler, req, res, next, d), asAny, noop, fail);
-      return;
-    }
-    if (message !== undefined && !isCapacityRefusal(d)) {
-      settle(call(message, req, d), checkMessage, (body) => port.send(res, r.status, body.contentType, body.text), fail);
-      return;
-    }
-    port.send(res, r.status, r.contentType, JSON.stringify(r.body));
-  }
-
-  /** `shown`: the decision whose rules the headers list (the request's whole state after a refund). */
-  function answer(req: Req, res: Res, next: Next, d: Decision, all: Decision, nextMs: NextMs, fresh: boolean, shown = d): void {
-    if (format !== undefined) headers(req, res, shown, all, nextMs, fresh);
-    publishDecision(d, req, name, dryRun);
-    if (d.allowed || dryRun) {
-      if (d.allowed) reserved(req, res, d);
-      exposeSettle(req as object, localsOf(req));
-      if (d.allowed && counted.length > 0) refundUncountedOnFinish(lim, counted, req, (fn) => port.onFinish(req, res, fn), d, name);
-      if (d.delayMs > 0 && !dryRun) {
-        // A client that leaves while waiting never reaches the handler.
-        holdRequest(port, req, res, d.delayMs, timers)
-          .then((stillThere) => {
-            if (stillThere) port.pass(next);
-          })
-          .catch((err: unknown) => port.fail(next, err));
-        return;
-      }
+function routeStage<Req, Res, Next>(
+  port: HttpPort<Req, Res, Next>,
+  slot: symbol,
+  decideWhole: Decide<Req, Res, Next>,
+  decideAlone: Pipeline<Req, Res, Next>,
+  replace: { limiter: Limiter<Req> | undefined; localsOf: (req: Req) => RequestLocals; name: string } | undefined,
+): Decide<Req, Res, Next> {
+  return function routeStage(req, res, next) {
+    const prior = (req as WithDecision)[slot];
+    if (prior === null) {
+      // The app-level stage skipped this request: so does its route stage.
       port.pass(next);
       return;
     }
-    refuse(req, res, next, d);
-  }
-
-  /** Answers, guarding the app's callbacks: whatever they throw goes to the error handler. */
-  function safely(req: Req, res: Res, next: Next, d: Decision, all: Decision, nextMs: NextMs, fresh: boolean, shown = d): void {
-    try {
-      answer(req, res, next, d, all, nextMs, fresh, shown);
-    } catch (err) {
-      port.fail(next, err);
-    }
-  }
-
-  function decided(req: Req, res: Res, next: Next, prior: Decision | undefined, fresh: boolean, d: Decision, t0: number): void {
-    if (remember !== undefined) (req as WithDecision)[remember] = d;
-    const locals = localsOf(req);
-    const all = mergeDecisions(locals.rateLimit, d);
-    locals.rateLimit = all;
-    if (!d.allowed && !dryRun && prior !== undefined && owner !== undefined) {
-      // A route-level refusal: the app-level units go back first, so that the headers and
-      // `rateLimit` show the state after the refund.
-      owner.refund(req, prior).then(
-        () => {
-          const after = afterRefund(all, prior);
-          locals.rateLimit = after;
-          // Every item again, in place of what the earlier stages wrote before the refund.
-          safely(req, res, next, d, after, undefined, true, after);
-        },
-        (err) => {
-          publishStoreError(err, req, name, 'allow');
-          safely(req, res, next, d, all, undefined, fresh);
-        },
-      );
+    if (prior === undefined) {
+      decideWhole(req, res, next);
       return;
     }
-    if (format !== undefined && d.degraded === undefined && firstUnit.needed(d)) {
-      // Rare (a rule just ran dry): ask the store when its next unit comes, for an exact `t`,
-      // within what is left of the store's deadline: the whole decision stays inside it.
-      const left = deadline === undefined ? undefined : deadline - (performance.now() - t0);
-      if (left !== undefined && left <= 0) {
-        safely(req, res, next, d, all, undefined, fresh);
-        return;
-      }
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      let over = false;
-      if (left !== undefined) {
-        timer = setTimeout(() => {
-          over = true;
-          safely(req, res, next, d, all, undefined, fresh);
-        }, left);
-        timer.unref?.();
-      }
-      firstUnit.get(req, d).then(
-        (nextMs) => {
-          if (timer !== undefined) clearTimeout(timer);
-          if (!over) safely(req, res, next, d, all, nextMs, fresh);
-        },
-        (err) => {
-          if (timer !== undefined) clearTimeout(timer);
-          if (over) return;
-          publishStoreError(err, req, name, 'allow');
-          safely(req, res, next, d, all, undefined, fresh);
-        },
-      );
+    if (replace === undefined) {
+      decideAlone(req, res, next, prior, false);
       return;
     }
-    safely(req, res, next, d, all, undefined, fresh);
-  }
-
-  function failed(req: Req, res: Res, next: Next, err: unknown): void {
-    if (isAppError(err)) {
-      port.fail(next, err);
-      return;
-    }
-    if (onStoreError === 'allow') {
-      publishStoreError(err, req, name, 'allow');
-      port.pass(next);
-      return;
-    }
-    if (onStoreError === 'deny') {
-      publishStoreError(err, req, name, 'deny');
-      sendRefusal(port, res, storeFailureRefusal());
-      return;
-    }
-    if (onStoreError === 'error') {
-      publishStoreError(err, req, name, 'error');
-      port.fail(next, err);
-      return;
-    }
-    publishStoreError(err, req, name, 'custom');
-    try {
-      settle(call(onStoreError, err, req, res, next), asAny, noop, (e) => port.fail(next, e));
-    } catch (thrown) {
-      port.fail(next, thrown);
-    }
-  }
-
-  return function decide(req, res, next, prior, fresh = false): void {
-    if (warnings !== undefined) {
-      try {
-        warnings(port, req);
-      } catch (err) {
-        // A request without the fields the port reads (a mock in the app's tests): the app's error, not a throw out of the middleware.
-        port.fail(next, err);
-        return;
-      }
-    }
-    const t0 = deadline === undefined ? 0 : performance.now();
-    let d: Decision | Promise<Decision>;
-    try {
-      d = lim.decide(req);
-    } catch (err) {
-      failed(req, res, next, err);
-      return;
-    }
-    if (isThenable(d)) {
-      (d as Promise<Decision>).then(
-        (v) => decided(req, res, next, prior, fresh, v, t0),
-        (err) => failed(req, res, next, err),
-      );
-      return;
-    }
-    decided(req, res, next, prior, fresh, d as Decision, t0);
+    // 'replace' after the app-level stage: its units go back, the route's rules decide alone.
+    (req as WithDecision)[slot] = undefined;
+    const locals = replace.localsOf(req);
+    const fresh = shownDecision(locals.rateLimit) === prior;
+    if (fresh) locals.rateLimit = undefined;
+    replace.limiter?.refund(req, prior).then(
+      () => decideAlone(req, res, next, undefined, fresh),
+      (err) => {
+        publishStoreError(err, req, replace.name, 'allow');
+        decideAlone(req, res, next, undefined, fresh);
+      },
+    );
   };
 }

@@ -10,7 +10,7 @@ import { type Limiter, reservationEngine } from '../limiter.js';
 import { actualUnits, alreadySettled, type ReservationEngine, settleDecision } from '../reserve.js';
 import type { Decision } from '../types.js';
 import { isThenable } from './callbacks.js';
-import type { HttpPort } from './port.js';
+import { type HttpPort, localsOf as localsOn } from './port.js';
 
 /** `req.rateLimit` as a handler sees it: the request's decision, and its settle. */
 export type RequestRateLimit = Decision & {
@@ -22,73 +22,122 @@ export type RequestRateLimit = Decision & {
   settle(actual: number): Promise<void>;
 };
 
-/** What a request carries: its admitted stages and whether the handler has settled them. */
-interface Reserved {
-  stages: { d: Decision; engine: ReservationEngine }[];
-  settled: boolean;
-}
+/**
+ * The request's decision as the pipeline exposes it (`req.rateLimit`): the decision's own
+ * fields, and `settle` on the class, so nothing is defined per request. Its admitted stage
+ * (if any) is kept in private fields, and the request's earlier stages through the decision
+ * it was merged with: a request records no reservation of its own, one allocation in all.
+ */
+class RequestDecision implements Decision {
+  allowed: boolean;
+  delayMs: number;
+  retryAfterMs: number;
+  rejectedBy: string[];
+  dryRunRejectedBy: string[];
+  rules: Decision['rules'];
+  at: number;
+  declare degraded?: NonNullable<Decision['degraded']>;
+  /** The decision shown (see `shownDecision`). */
+  readonly #of: Decision;
+  /** This stage's admitted decision and its limiter's engine (undefined: it reserved nothing). */
+  readonly #d: Decision | undefined;
+  readonly #engine: ReservationEngine | undefined;
+  /** The request's decision before this stage. */
+  readonly #earlier: RequestDecision | undefined;
+  #settled = false;
 
-// Beside the request, not on it: a new property on Express's re-prototyped `req` takes V8's
-// slow path (about 16k instructions per request, docs/benchmarks-history.md).
-const RESERVED = new WeakMap<object, Reserved>();
-
-/** The request's reservations, made on its first admitted stage. */
-function reservedOf(req: object): Reserved {
-  let r = RESERVED.get(req);
-  if (r === undefined) {
-    r = { stages: [], settled: false };
-    RESERVED.set(req, r);
+  constructor(all: Decision, d: Decision | undefined, engine: ReservationEngine | undefined, earlier: RequestDecision | undefined) {
+    this.allowed = all.allowed;
+    this.delayMs = all.delayMs;
+    this.retryAfterMs = all.retryAfterMs;
+    this.rejectedBy = all.rejectedBy;
+    this.dryRunRejectedBy = all.dryRunRejectedBy;
+    this.rules = all.rules;
+    this.at = all.at;
+    if (all.degraded !== undefined) this.degraded = all.degraded;
+    this.#of = all;
+    this.#d = d;
+    this.#engine = engine;
+    this.#earlier = earlier;
   }
-  return r;
-}
 
-/** The request's settle: every stage at `actual`, once. */
-function settleRequest(r: Reserved, actual: number): Promise<void> {
-  if (r.settled) return Promise.reject(alreadySettled());
-  try {
-    // Validated first: a bad cost leaves every stage open at its estimate.
-    for (const s of r.stages) for (const op of s.engine.opsOf(s.d)) actualUnits(actual, op.rule);
-  } catch (err) {
-    return Promise.reject(err);
+  /**
+   * Settles every admitted stage of this request at the actual cost (see
+   * `Reservation.settle`): once per request; the rules' `actualCost` then do not run.
+   * Resolves at once when nothing was reserved (a skipped, refused or dry-run request).
+   */
+  settle(actual: number): Promise<void> {
+    if (this.#settled) return Promise.reject(alreadySettled());
+    const stages: [Decision, ReservationEngine][] = [];
+    for (let x: RequestDecision | undefined = this; x !== undefined; x = x.#earlier) {
+      if (x.#d !== undefined) stages.push([x.#d, x.#engine as ReservationEngine]);
+    }
+    try {
+      // Validated first: a bad cost leaves every stage open at its estimate.
+      for (const [d, engine] of stages) for (const op of engine.opsOf(d)) actualUnits(actual, op.rule);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    this.#settled = true;
+    return Promise.all(stages.map(([d, engine]) => settleDecision(d, engine, () => actual))).then(() => undefined);
   }
-  r.settled = true;
-  return Promise.all(r.stages.map((s) => settleDecision(s.d, s.engine, () => actual))).then(() => undefined);
+
+  /** Whether `x` is a request's decision whose handler has settled it. */
+  static settled(x: unknown): boolean {
+    return x instanceof RequestDecision && x.#settled;
+  }
+
+  /** The decision `x` shows: the merged decision it was made from, or `x` itself. */
+  static shown(x: Decision | undefined): Decision | undefined {
+    return x instanceof RequestDecision ? x.#of : x;
+  }
+
+  /** `x` when it is a request's decision. */
+  static of(x: Decision | undefined): RequestDecision | undefined {
+    return x instanceof RequestDecision ? x : undefined;
+  }
 }
 
 /**
- * Gives the request's decision (`req.rateLimit`, or where the port keeps it: Koa's
- * `ctx.state`) its `settle`, not enumerable so the decision reads as before.
+ * The request's decision to expose once a stage has decided: `all` (the stage's decision
+ * merged with the earlier ones, `earlier`), with `settle` over every admitted stage; `d`,
+ * when given, is this stage's admitted decision.
  */
-export function exposeSettle(req: object, locals: { rateLimit?: Decision | undefined }): void {
-  const d = locals.rateLimit;
-  if (d === undefined || Object.hasOwn(d, 'settle')) return;
-  const reserved = reservedOf(req);
-  Object.defineProperty(d, 'settle', { value: (actual: number) => settleRequest(reserved, actual), configurable: true });
+export function requestDecision(
+  all: Decision,
+  earlier: Decision | undefined,
+  d: Decision | undefined,
+  engine: ReservationEngine,
+): RequestRateLimit {
+  return new RequestDecision(all, d, d === undefined ? undefined : engine, RequestDecision.of(earlier));
 }
 
+/** The decision a request's decision was made from (for comparing it with a stage's own). */
+export const shownDecision = RequestDecision.shown;
+
 /**
- * The pipeline's part for one stack: `admitted(req, res, d)` records an admitted decision as
- * a reservation of the request and, when some rule declares `actualCost`, settles those rules
- * when the port says the response finished. A callback that throws, rejects or gives a bad cost, and a store that
- * fails, leave the estimate and are published on `tollgate:store-error` under `name` (the
- * response is already answered).
+ * The pipeline's part for one stack whose rules declare `actualCost`: `admitted(req, res, d)`
+ * settles those rules of an admitted decision when the port says the response finished,
+ * unless the handler settled the request itself. A callback that throws, rejects or gives a
+ * bad cost, and a store that fails, leave the estimate and are published on
+ * `tollgate:store-error` under `name` (the response is already answered). Undefined when no
+ * rule declares `actualCost`: such a request does nothing here.
  */
-export function reservations<Req, Res>(
+export function actualCosts<Req, Res>(
   lim: Limiter<Req>,
   name: string,
-  port: Pick<HttpPort<Req, Res, unknown>, 'onFinish' | 'handlerResponse'>,
-): (req: Req, res: Res, d: Decision) => void {
+  port: Pick<HttpPort<Req, Res, unknown>, 'onFinish' | 'handlerResponse' | 'locals'>,
+): ((req: Req, res: Res, d: Decision) => void) | undefined {
   const engine = reservationEngine(lim) as ReservationEngine;
   const actual = new Map<string, (req: Req, res: unknown) => unknown>();
   for (const c of [...lim.rules, ...Object.values(lim.tiers ?? {}).flat()]) {
     if (c.source.actualCost !== undefined) actual.set(c.spec.name, c.source.actualCost);
   }
+  if (actual.size === 0) return undefined;
+  const localsOf = localsOn(port as HttpPort<Req, Res, unknown>);
   return (req, res, d) => {
-    const reserved = reservedOf(req as object);
-    reserved.stages.push({ d, engine });
-    if (actual.size === 0) return;
     port.onFinish(req, res, () => {
-      if (reserved.settled) return;
+      if (RequestDecision.settled(localsOf(req).rateLimit)) return;
       const handlersRes = port.handlerResponse ? port.handlerResponse(req, res) : res;
       onFinish(req, handlersRes, d, engine, actual).catch((err: unknown) => publishStoreError(err, req, name, 'allow'));
     });

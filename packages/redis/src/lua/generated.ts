@@ -30,6 +30,27 @@ local function charge(s, now, r, units)
   return nx
 end
 
+-- Gives back (refund) or settles one op under key (KEYS[idx]) decided at time at. A
+-- settle's cost c is the actual cost less the estimate: above zero a charge (core's
+-- settleEntry), below zero a refund of the difference.
+local function give_back(key, idx, r, c, now, drop, at, settle)
+  local s, b = read(key, r, now, drop, idx)
+  if settle and c > 0 then
+    write(key, charge(s, now, r, c), b or 0, r, now)
+    return
+  end
+  if s == nil then return end
+  if settle then c = -c end
+  local nx = r.alg.refund(s, now, r, c, at)
+  if nx ~= nil or b ~= 0 then
+    write(key, nx, b, r, now)
+    return
+  end
+  -- Nothing left: a hot key's entry goes (flush deletes it), any other key now.
+  local e = CACHE[key]
+  if e ~= nil then e.s, e.b, e.dirty, e.gone = nil, nil, false, true else call('DEL', key) end
+end
+
 -- One call: the state of the previous one is dropped first (a function library keeps
 -- these definitions loaded from call to call).
 local function store(keys, argv)
@@ -64,19 +85,7 @@ store_rest = function(plan, keys, argv, now0, vals0)
     local sh = plan.sh
     local settle = plan.mode == 's'
     VALS = call('MGET', unpack(KEYS))
-    for i = 1, sh.n do
-      local r = plan.rules[sh.nums[i]]
-      local s, b = read(KEYS[i], r, now, drop, i)
-      local c = sh.costs[i]
-      -- A settle's cost is the actual cost less the estimate: above zero a charge (core's
-      -- settleEntry), below zero a refund of the difference.
-      if settle and c > 0 then write(KEYS[i], charge(s, now, r, c), b or 0, r, now)
-      elseif s ~= nil then
-        if settle then c = -c end
-        local nx = r.alg.refund(s, now, r, c, at)
-        if nx == nil and b == 0 then call('DEL', KEYS[i]) else write(KEYS[i], nx, b, r, now) end
-      end
-    end
+    for i = 1, sh.n do give_back(KEYS[i], i, plan.rules[sh.nums[i]], sh.costs[i], now, drop, at, settle) end
     return out(now)
   end
   local run = plan.one
@@ -119,6 +128,23 @@ store_rest = function(plan, keys, argv, now0, vals0)
     local consume = run.consume
     local sh = run.sh
     local rules, costs, refs, n, count = run.rules, sh.costs, sh.refs, sh.n, run.count
+    if run.settle then
+      -- A settle in the batch (one stack a run): its ops given back or charged, in its
+      -- place among the stacks; its reply is allowed and now, no op fields.
+      ti = ti + 1
+      local at = tonumber(ARGV[ti])
+      for i = 1, n do
+        local idx = refs[i]
+        if idx == 0 then
+          nextKey = nextKey + 1
+          idx = nextKey
+        end
+        give_back(KEYS[idx], idx, rules[i], costs[i], now, drop, at, true)
+      end
+      R[k + 1], R[k + 2] = 1, now
+      k = k + 2
+      count = 0
+    end
     -- Stacks of one op (a one-rule limiter's batch) go through single, without the
     -- per-op arrays.
     if n == 1 then
@@ -1079,7 +1105,7 @@ local function fast_of(text, plan)
       local make = LONE_MAKERS[r.algo]
       if make ~= nil and r.maxCost >= 1 and not r.first and not r.month then f = make(plan, r, run.consume) end
     end
-  elseif plan.mode == 'd' then f = multi_of(plan) end
+  elseif plan.mode == 'd' and not plan.settles then f = multi_of(plan) end
   -- Emptied in place: the library's entry holds this table (see src/lua/index.ts).
   if NFAST >= CACHED_MAX then
     for k in pairs(FAST) do FAST[k] = nil end
@@ -1118,6 +1144,9 @@ export const PARSE_LUA = `-- The wire format of the store calls, and the parsing
 --   TIME) and ARGV[3] at; the reply is now.
 -- - s (settle): as r, each op's cost the actual cost less the estimate (s1:-3,2:5):
 --   below zero a refund of the difference, above zero a charge (core's settleEntry).
+--   A settle also rides in a d call as a run of its own (1 s1:-3,2:5; S when its
+--   now is supplied), decided in its place among the stacks: its times are the next
+--   ARGV (now for S, then at), and its reply is allowed (1) and now, no op fields.
 --
 -- A plan names no key and no time, so the calls of one limiter send the same plan again and
 -- again: a function library keeps each plan parsed (see plan_of), and a call reads it with
@@ -1259,13 +1288,16 @@ local function plan_of(text)
       local sh = shape_of(str)
       local rr = {}
       for i = 1, sh.n do rr[i] = rules[sh.nums[i]] end
-      runs[#runs + 1] = { count = tonumber(count), consume = c == 99 or c == 67, timed = c == 67 or c == 80, sh = sh, rules = rr }
+      -- 115 's', 83 'S': a settle riding in the batch (see the header).
+      local settle = c == 115 or c == 83
+      if settle then p.settles = true end
+      runs[#runs + 1] = { count = tonumber(count), consume = c == 99 or c == 67, timed = c == 67 or c == 80 or c == 83, settle = settle, sh = sh, rules = rr }
       for i = 1, #sh.hot do hot[#hot + 1] = sh.hot[i] end
     end
     p.runs, p.hot = runs, hot
     -- One stack of one op (a request alone in its tick, one rule): the common call, which
     -- store() decides without the batch's machinery (see decide_one).
-    if #runs == 1 and runs[1].count == 1 and runs[1].sh.n == 1 then p.one = runs[1] end
+    if #runs == 1 and runs[1].count == 1 and runs[1].sh.n == 1 and not p.settles then p.one = runs[1] end
   end
   if NPLANS >= CACHED_MAX then PLANS, NPLANS = {}, 0 end
   PLANS[text] = p
