@@ -74,6 +74,12 @@ local function one_write(key, v, x, now, at)
   set_expiring(key, v, x, now, 0, at)
 end
 
+-- An absent key's value as the sliding-window and fixed-window closures read it (one unpack
+-- either way, no moves): no block, no TTL expiry, and a window start (-1e15) that no window
+-- on Redis time matches.
+local NONE_W = pack('<ddddd', 0, NO_EXPIRY, -1e15, 0, 0)
+local NONE_F = pack('<dddd', 0, NO_EXPIRY, -1e15, 0)
+
 local LONE_MAKERS, OP_MAKERS = {}, {}
 LONE_MAKERS['w'] = function(plan, r, consume)
   --#include inline/one-rule.lua
@@ -81,7 +87,7 @@ LONE_MAKERS['w'] = function(plan, r, consume)
     local key = keys[1]
     --#include inline/time-ms.lua
     local v = pcall_('GET', key)
-    --#include inline/one-sliding-window.lua BAIL() = return one_rest(plan, key, now, v); REFUSED() = return one_refused(plan, key, now, x0 and { s0, p, c }, x0, r.alg.refused(start, prev, cur, now, r, 1, scaled))
+    --#include inline/one-sliding-window.lua BAIL() = return one_rest(plan, key, now, v); REFUSED() = return one_refused(plan, key, now, v and { s0, p, c }, x0, r.alg.refused(start, prev, cur, now, r, 1, scaled))
     if nv then
       if xn == x0 and xn > now then
         if pcall_('SETRANGE', key, '0', nv) ~= #nv then call('SET', key, nv, 'KEEPTTL') end
@@ -97,7 +103,7 @@ LONE_MAKERS['f'] = function(plan, r, consume)
     local key = keys[1]
     --#include inline/time-ms.lua
     local v = pcall_('GET', key)
-    --#include inline/one-fixed-window.lua BAIL() = return one_rest(plan, key, now, v); REFUSED() = return one_refused(plan, key, now, s0 and { s0, c }, x0, r.alg.refused(start, count, used, e, now, r))
+    --#include inline/one-fixed-window.lua BAIL() = return one_rest(plan, key, now, v); REFUSED() = return one_refused(plan, key, now, v and { s0, c }, x0, r.alg.refused(start, count, used, e, now, r))
     if nv then
       if xn == x0 and xn > now then
         if pcall_('SETRANGE', key, '0', nv) ~= #nv then call('SET', key, nv, 'KEEPTTL') end

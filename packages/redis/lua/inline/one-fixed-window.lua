@@ -3,16 +3,13 @@
 -- the rule or holds a block in force, REFUSED() where the kernel refuses.
 local start
 if WI then start = now - now % W else start = now - fmod(now, W) end
-local count, s0, c, x0 = 0, nil, nil, nil
-if v == false then
-elseif #v == 32 then
-  local b, x
-  b, x, s0, c = unpack_bin('<dddd', v)
-  if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then BAIL() end
-  x0 = x
-  -- A stored window later than now means time went backwards: stay in it.
-  if s0 >= start then start = s0; count = c end
-else BAIL() end
+-- An absent key reads as NONE_F (one.lua), so that one unpack declares the state.
+if v ~= false and #v ~= 32 then BAIL() end
+local b, x0, s0, c = unpack_bin('<dddd', v or NONE_F)
+if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then BAIL() end
+local count = 0
+-- A stored window later than now means time went backwards: stay in it.
+if s0 >= start then start = s0; count = c end
 local e = start + W
 --#include inline/fixed-window-kernel.lua cost = 1
 local xn = e

@@ -2,15 +2,11 @@
 -- the rule or holds a block in force, REFUSED() where the kernel refuses.
 local start
 if WI then start = now - now % W else start = now - fmod(now, W) end
-local s0, p, c, x0 = NO_EXPIRY, 0, 0, nil
-if v == false then
-elseif #v == 40 then
-  local b, x
-  b, x, s0, p, c = unpack_bin('<ddddd', v)
-  -- read()'s checks (SANE2, no negative count), and no block in force.
-  if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then BAIL() end
-  x0 = x
-else BAIL() end
+-- An absent key reads as NONE_W (one.lua), so that one unpack declares the state.
+if v ~= false and #v ~= 40 then BAIL() end
+local b, x0, s0, p, c = unpack_bin('<ddddd', v or NONE_W)
+-- read()'s checks (SANE2, no negative count), and no block in force.
+if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then BAIL() end
 --#include inline/sliding-window-kernel.lua cost = 1
 local nv = nil
 if consume then nv = pack('<ddddd', 0, xn, start, prev, after) end

@@ -703,6 +703,12 @@ local function one_write(key, v, x, now, at)
   set_expiring(key, v, x, now, 0, at)
 end
 
+-- An absent key's value as the sliding-window and fixed-window closures read it (one unpack
+-- either way, no moves): no block, no TTL expiry, and a window start (-1e15) that no window
+-- on Redis time matches.
+local NONE_W = pack('<ddddd', 0, NO_EXPIRY, -1e15, 0, 0)
+local NONE_F = pack('<dddd', 0, NO_EXPIRY, -1e15, 0)
+
 local LONE_MAKERS, OP_MAKERS = {}, {}
 LONE_MAKERS['w'] = function(plan, r, consume)
   local L, W = r.L, r.W
@@ -726,14 +732,9 @@ LONE_MAKERS['w'] = function(plan, r, consume)
     local v = pcall_('GET', key)
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
-    local s0, p, c, x0 = NO_EXPIRY, 0, 0, nil
-    if v == false then
-    elseif #v == 40 then
-      local b, x
-      b, x, s0, p, c = unpack_bin('<ddddd', v)
-      if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then return one_rest(plan, key, now, v) end
-      x0 = x
-    else return one_rest(plan, key, now, v) end
+    if v ~= false and #v ~= 40 then return one_rest(plan, key, now, v) end
+    local b, x0, s0, p, c = unpack_bin('<ddddd', v or NONE_W)
+    if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then return one_rest(plan, key, now, v) end
     local t, prev, cur = now, 0, 0
     if s0 >= start then
       start = s0
@@ -743,7 +744,7 @@ LONE_MAKERS['w'] = function(plan, r, consume)
     elseif s0 == start - W then prev = c end
     local e = t - start
     local scaled = prev * (W - e) + cur * W
-    if not (scaled < room) then return one_refused(plan, key, now, x0 and { s0, p, c }, x0, r.alg.refused(start, prev, cur, now, r, 1, scaled)) end
+    if not (scaled < room) then return one_refused(plan, key, now, v and { s0, p, c }, x0, r.alg.refused(start, prev, cur, now, r, 1, scaled)) end
     local after = cur + 1
     local reset = 0
     if after >= 1 then
@@ -788,18 +789,14 @@ LONE_MAKERS['f'] = function(plan, r, consume)
     local v = pcall_('GET', key)
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
-    local count, s0, c, x0 = 0, nil, nil, nil
-    if v == false then
-    elseif #v == 32 then
-      local b, x
-      b, x, s0, c = unpack_bin('<dddd', v)
-      if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then return one_rest(plan, key, now, v) end
-      x0 = x
-      if s0 >= start then start = s0; count = c end
-    else return one_rest(plan, key, now, v) end
+    if v ~= false and #v ~= 32 then return one_rest(plan, key, now, v) end
+    local b, x0, s0, c = unpack_bin('<dddd', v or NONE_F)
+    if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then return one_rest(plan, key, now, v) end
+    local count = 0
+    if s0 >= start then start = s0; count = c end
     local e = start + W
     local used = count + 1
-    if not (used <= L) then return one_refused(plan, key, now, s0 and { s0, c }, x0, r.alg.refused(start, count, used, e, now, r)) end
+    if not (used <= L) then return one_refused(plan, key, now, v and { s0, c }, x0, r.alg.refused(start, count, used, e, now, r)) end
     local reset = 0
     if used > 0 then reset = e - now end
     local rem = L - used
@@ -890,14 +887,9 @@ OP_MAKERS['w'] = function(r, consume)
   return function(v, now)
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
-    local s0, p, c, x0 = NO_EXPIRY, 0, 0, nil
-    if v == false then
-    elseif #v == 40 then
-      local b, x
-      b, x, s0, p, c = unpack_bin('<ddddd', v)
-      if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then return false end
-      x0 = x
-    else return false end
+    if v ~= false and #v ~= 40 then return false end
+    local b, x0, s0, p, c = unpack_bin('<ddddd', v or NONE_W)
+    if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then return false end
     local t, prev, cur = now, 0, 0
     if s0 >= start then
       start = s0
@@ -932,15 +924,11 @@ OP_MAKERS['f'] = function(r, consume)
   return function(v, now)
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
-    local count, s0, c, x0 = 0, nil, nil, nil
-    if v == false then
-    elseif #v == 32 then
-      local b, x
-      b, x, s0, c = unpack_bin('<dddd', v)
-      if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then return false end
-      x0 = x
-      if s0 >= start then start = s0; count = c end
-    else return false end
+    if v ~= false and #v ~= 32 then return false end
+    local b, x0, s0, c = unpack_bin('<dddd', v or NONE_F)
+    if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then return false end
+    local count = 0
+    if s0 >= start then start = s0; count = c end
     local e = start + W
     local used = count + 1
     if not (used <= L) then return false end
