@@ -2,7 +2,8 @@
 // valgrind's callgrind inside redis-server as redis-script.callgrind.mjs counts decisions:
 // a two-rule stack (a token bucket per key, a day's fixed window per key), one at a time,
 // reserving 10 and settling at 30 (a charge) or at 4 (a give-back), beside the reserve
-// itself (a consume) and a bare EVALSHA of `return 1`.
+// itself (a consume), a settle with another key's reserve apart and in one batched call, and a
+// bare EVALSHA of `return 1`.
 //
 //   pnpm build && node test/bench/redis-settle.callgrind.mjs [--decisions 2000]
 import { execFileSync } from 'node:child_process';
@@ -68,6 +69,25 @@ try {
   counted();
   for (let i = 0; i < DECISIONS; i++) await limiter.reserve({ ip: keyOf(i % KEYS) }, { cost: 10 });
   rows.push({ name: 'the reserve itself (a consume of the stack)', per: counted() / DECISIONS });
+  // A settle and another key's reserve: one after the other (two calls), or asked in the
+  // same tick (one batched call).
+  for (const [name, together] of [
+    ['a settle (10 → 30) then a reserve, one after the other', false],
+    ['a settle (10 → 30) and a reserve in one tick (one batched call)', true],
+  ]) {
+    if (!name.includes(values.only)) continue;
+    const rs = await reserved(DECISIONS);
+    counted();
+    for (let i = 0; i < DECISIONS; i++) {
+      const next = { ip: keyOf((i + KEYS / 2) % KEYS) };
+      if (together) await Promise.all([rs[i].settle(30), limiter.reserve(next, { cost: 10 })]);
+      else {
+        await rs[i].settle(30);
+        await limiter.reserve(next, { cost: 10 });
+      }
+    }
+    rows.push({ name, per: counted() / DECISIONS });
+  }
   counted();
   for (let i = 0; i < DECISIONS; i++) await client.evalsha(sha, 1, keyOf(i % KEYS));
   rows.push({ name: 'bare EVALSHA of return 1', per: counted() / DECISIONS });
