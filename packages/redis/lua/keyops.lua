@@ -96,7 +96,19 @@ local function keyop(KEYS, ARGV)
   if b == nil then b = 0 end
   -- An id applied before (a retried call): nothing changes, the figures are read.
   local id = ARGV[5]
-  if op ~= 'g' and id ~= nil and id ~= '' and not call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[6]) then op = 'g' end
+  if op ~= 'g' and id ~= nil and id ~= '' then
+    if redisTime then
+      if not call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[6]) then op = 'g' end
+    else
+      -- On supplied time the mark holds its end on that clock (Redis' TTL runs on its own,
+      -- as MemoryStore's marks run on the supplied one); '1' is a mark made on Redis time.
+      local v = call('GET', KEYS[2])
+      local u = nil
+      if v then u = tonumber(v) end
+      if v == '1' or (u ~= nil and u > now) then op = 'g'
+      else call('SET', KEYS[2], string.format('%.17g', now + tonumber(ARGV[6])), 'PX', ARGV[6]) end
+    end
+  end
   if op == 'b' then
     b = max(b, now + amount)
     present = true

@@ -46,7 +46,10 @@ ALG['b'] = {
     local retryAt = entries_retry_at(state, first, sum, cost, r.L, W, at)
     local nx = nil
     if r.cr then nx = entries_append(state, first, k, cost) end
-    return false, max(0, r.L - sum), state[n - 1] + W - at, retryAt - at, 0, nx
+    -- No block: a charge beyond the limit (a settle's) on a key with nothing counted.
+    local newest = k - W
+    if n > 0 then newest = state[n - 1] end
+    return false, max(0, r.L - sum), newest + W - at, retryAt - at, 0, nx
   end,
   refund = function(state, now, r, cost, at)
     local b = r.W / r.Q

@@ -26,7 +26,10 @@ ALG['s'] = {
     local retryAt = entries_retry_at(state, first, sum, cost, r.L, W, now)
     local nx = nil
     if r.cr then nx = entries_append(state, first, now, cost) end
-    return false, max(0, r.L - sum), state[n - 1] + W - at, retryAt - at, 0, nx
+    -- No entry: a charge beyond the limit (a settle's) on a key with nothing logged.
+    local newest = now - W
+    if n > 0 then newest = state[n - 1] end
+    return false, max(0, r.L - sum), newest + W - at, retryAt - at, 0, nx
   end,
   refund = function(state, now, r, cost, at)
     -- A clock behind the newest entry (it stepped back): the request was merged into it.

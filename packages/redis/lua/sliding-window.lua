@@ -73,9 +73,13 @@ ALG['w'] = {
     -- A clock behind the stored window (it stepped back): the request was counted in it.
     local atStart = at - fmod(at, W)
     if now < start then atStart = start end
-    if atStart == start then return { start, state[2], max(0, state[3] - cost) } end
-    if atStart == start - W then return { start, max(0, state[2] - cost), state[3] } end
-    return state
+    local prev, cur = state[2], state[3]
+    if atStart == start then cur = max(0, cur - cost)
+    elseif atStart == start - W then prev = max(0, prev - cost)
+    else return state end
+    -- Both counts back to 0: no state, as before the request (an exact undo).
+    if prev == 0 and cur == 0 then return nil end
+    return { start, prev, cur }
   end,
   expires = function(state, r)
     if state[3] > 0 then return state[1] + 2 * r.W end

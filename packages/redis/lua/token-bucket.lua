@@ -36,5 +36,7 @@ ALG['t'] = {
     local weight = max(0, cost * r.W - r.L * elapsed)
     return { t, min(r.B * r.W, scaled + weight) }
   end,
-  expires = function(state, r) return state[1] + ceil((r.B * r.W - state[2]) / r.L) end,
+  -- Never before the bucket's own time: one fuller than a burst lowered since is full at
+  -- that time, and a clock behind it decides there (time going backwards), not afresh.
+  expires = function(state, r) return state[1] + max(0, ceil((r.B * r.W - state[2]) / r.L)) end,
 }

@@ -22,6 +22,7 @@ end
 -- A refusal's retry time: when enough of the oldest live entries (from first on, sum in
 -- all) have left the window for cost to fit under L; otherwise t.
 local function entries_retry_at(state, first, sum, cost, L, W, t)
+  if state == nil then return t end
   local freed = 0
   for i = first, #state, 2 do
     freed = freed + state[i + 1]

@@ -8,8 +8,9 @@ if v ~= false and #v ~= 32 then BAIL() end
 local b, x0, s0, c = unpack_bin('<dddd', v or NONE_F)
 if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then BAIL() end
 local count = 0
--- A stored window later than now means time went backwards: stay in it.
-if s0 >= start then start = s0; count = c end
+-- A stored window later than now means time went backwards: stay in it. A window with
+-- nothing counted is no state (its expiry is 0), as the general path and MemoryStore read it.
+if s0 >= start and c > 0 then start = s0; count = c end
 local e = start + W
 --#include inline/fixed-window-kernel.lua cost = 1
 local xn = e

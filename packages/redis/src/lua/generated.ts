@@ -317,13 +317,14 @@ ALG['f'] = {
     local start, e
     local count = 0
     if r.first then
-      if state ~= nil and now < state[1] + r.W then start = state[1]; count = state[2] else start = now end
+      if state ~= nil and state[2] > 0 and now < state[1] + r.W then start = state[1]; count = state[2] else start = now end
       e = start + r.W
     else
       -- The windows of the clock (or calendar months): inlined for the common fixed width.
       if r.month then start = fw_start(now, r) else start = now - fmod(now, r.W) end
-      -- A stored window later than now means time went backwards: stay in it.
-      if state ~= nil and state[1] >= start then start = state[1]; count = state[2] end
+      -- A stored window later than now means time went backwards: stay in it. One with
+      -- nothing counted is no state (its expiry is 0), on Redis time as on supplied time.
+      if state ~= nil and state[2] > 0 and state[1] >= start then start = state[1]; count = state[2] end
       if r.month then e = fw_end(start, r) else e = start + r.W end
     end
     local L = r.L
@@ -332,7 +333,9 @@ ALG['f'] = {
     local reset = 0
     if used > 0 then reset = e - now end
     local rem = L - used
-    -- The 7th value: the new state's expiry (its window's end), which write() needs.
+    -- The 7th value: the new state's expiry (its window's end), which write() needs;
+    -- nothing counted (cost 0 in an empty window): none, so no window is opened.
+    if used == 0 then e = 0 end
     return true, rem, reset, 0, 0, { start, used }, e
   end,
   refund = function(state, now, r, cost, at)
@@ -341,9 +344,14 @@ ALG['f'] = {
     -- A clock behind the stored window (it stepped back): the request was counted in it.
     if now < start then at = start end
     if at < start or at >= e or now >= e then return state end
-    return { start, max(0, state[2] - cost) }
+    -- Back to 0: no state, as before the request (an exact undo).
+    local left = max(0, state[2] - cost)
+    if left > 0 then return { start, left } end
+    return nil
   end,
   expires = function(state, r)
+    -- Nothing counted: no state (no window opened, on every write path).
+    if state[2] == 0 then return 0 end
     if r.month and not r.first then return fw_end(state[1], r) end
     return state[1] + r.W
   end,
@@ -449,7 +457,19 @@ local function keyop(KEYS, ARGV)
   if b == nil then b = 0 end
   -- An id applied before (a retried call): nothing changes, the figures are read.
   local id = ARGV[5]
-  if op ~= 'g' and id ~= nil and id ~= '' and not call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[6]) then op = 'g' end
+  if op ~= 'g' and id ~= nil and id ~= '' then
+    if redisTime then
+      if not call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[6]) then op = 'g' end
+    else
+      -- On supplied time the mark holds its end on that clock (Redis' TTL runs on its own,
+      -- as MemoryStore's marks run on the supplied one); '1' is a mark made on Redis time.
+      local v = call('GET', KEYS[2])
+      local u = nil
+      if v then u = tonumber(v) end
+      if v == '1' or (u ~= nil and u > now) then op = 'g'
+      else call('SET', KEYS[2], string.format('%.17g', now + tonumber(ARGV[6])), 'PX', ARGV[6]) end
+    end
+  end
   if op == 'b' then
     b = max(b, now + amount)
     present = true
@@ -793,7 +813,7 @@ LONE_MAKERS['f'] = function(plan, r, consume)
     local b, x0, s0, c = unpack_bin('<dddd', v or NONE_F)
     if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then return one_rest(plan, key, now, v) end
     local count = 0
-    if s0 >= start then start = s0; count = c end
+    if s0 >= start and c > 0 then start = s0; count = c end
     local e = start + W
     local used = count + 1
     if not (used <= L) then return one_refused(plan, key, now, v and { s0, c }, x0, r.alg.refused(start, count, used, e, now, r)) end
@@ -928,7 +948,7 @@ OP_MAKERS['f'] = function(r, consume)
     local b, x0, s0, c = unpack_bin('<dddd', v or NONE_F)
     if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then return false end
     local count = 0
-    if s0 >= start then start = s0; count = c end
+    if s0 >= start and c > 0 then start = s0; count = c end
     local e = start + W
     local used = count + 1
     if not (used <= L) then return false end
@@ -1431,6 +1451,7 @@ local function entries_append(state, first, t, cost)
 end
 
 local function entries_retry_at(state, first, sum, cost, L, W, t)
+  if state == nil then return t end
   local freed = 0
   for i = first, #state, 2 do
     freed = freed + state[i + 1]
@@ -1522,7 +1543,10 @@ ALG['b'] = {
     local retryAt = entries_retry_at(state, first, sum, cost, r.L, W, at)
     local nx = nil
     if r.cr then nx = entries_append(state, first, k, cost) end
-    return false, max(0, r.L - sum), state[n - 1] + W - at, retryAt - at, 0, nx
+    -- No block: a charge beyond the limit (a settle's) on a key with nothing counted.
+    local newest = k - W
+    if n > 0 then newest = state[n - 1] end
+    return false, max(0, r.L - sum), newest + W - at, retryAt - at, 0, nx
   end,
   refund = function(state, now, r, cost, at)
     local b = r.W / r.Q
@@ -1562,6 +1586,7 @@ local function entries_append(state, first, t, cost)
 end
 
 local function entries_retry_at(state, first, sum, cost, L, W, t)
+  if state == nil then return t end
   local freed = 0
   for i = first, #state, 2 do
     freed = freed + state[i + 1]
@@ -1635,7 +1660,10 @@ ALG['s'] = {
     local retryAt = entries_retry_at(state, first, sum, cost, r.L, W, now)
     local nx = nil
     if r.cr then nx = entries_append(state, first, now, cost) end
-    return false, max(0, r.L - sum), state[n - 1] + W - at, retryAt - at, 0, nx
+    -- No entry: a charge beyond the limit (a settle's) on a key with nothing logged.
+    local newest = now - W
+    if n > 0 then newest = state[n - 1] end
+    return false, max(0, r.L - sum), newest + W - at, retryAt - at, 0, nx
   end,
   refund = function(state, now, r, cost, at)
     -- A clock behind the newest entry (it stepped back): the request was merged into it.
@@ -1749,9 +1777,13 @@ ALG['w'] = {
     -- A clock behind the stored window (it stepped back): the request was counted in it.
     local atStart = at - fmod(at, W)
     if now < start then atStart = start end
-    if atStart == start then return { start, state[2], max(0, state[3] - cost) } end
-    if atStart == start - W then return { start, max(0, state[2] - cost), state[3] } end
-    return state
+    local prev, cur = state[2], state[3]
+    if atStart == start then cur = max(0, cur - cost)
+    elseif atStart == start - W then prev = max(0, prev - cost)
+    else return state end
+    -- Both counts back to 0: no state, as before the request (an exact undo).
+    if prev == 0 and cur == 0 then return nil end
+    return { start, prev, cur }
   end,
   expires = function(state, r)
     if state[3] > 0 then return state[1] + 2 * r.W end
@@ -2190,6 +2222,8 @@ ALG['t'] = {
     local weight = max(0, cost * r.W - r.L * elapsed)
     return { t, min(r.B * r.W, scaled + weight) }
   end,
-  expires = function(state, r) return state[1] + ceil((r.B * r.W - state[2]) / r.L) end,
+  -- Never before the bucket's own time: one fuller than a burst lowered since is full at
+  -- that time, and a clock behind it decides there (time going backwards), not afresh.
+  expires = function(state, r) return state[1] + max(0, ceil((r.B * r.W - state[2]) / r.L)) end,
 }
 `;
