@@ -16,6 +16,7 @@ import {
   type Limiter,
   ManualClock,
   MemoryStore,
+  OPERATION_ID_TTL_MS,
   type Rule,
   type Store,
 } from '@tollgate/core';
@@ -304,6 +305,17 @@ export function keyOpsContract(
         });
       }
       await expect(l.get('r', 'a', { id: 'x' } as never)).rejects.toMatchObject({ code: 'TG_INVALID_OPTION' });
+    });
+
+    it("an operation id is remembered for a day of the store's time (the limiter's clock): a repeat a day later is a new change", async () => {
+      const l = one({ limit: 100, window: '1m' });
+      const charge = { id: 'charge 1' };
+      expect((await l.penalize('r', 'a', 40, charge)).remaining).toBe(60);
+      clock.advance(OPERATION_ID_TTL_MS - 1);
+      expect((await l.penalize('r', 'a', 40, charge)).remaining).toBe(100);
+      clock.advance(1);
+      expect((await l.penalize('r', 'a', 40, charge)).remaining).toBe(60);
+      expect((await l.penalize('r', 'a', 40, charge)).remaining).toBe(60);
     });
 
     it('each operation is published on tollgate:key-op with the state after it', async () => {

@@ -100,11 +100,24 @@ function refusedStackSuite(name: string, makeStore: (clock: ManualClock, prefix:
         const d = await l.consume({ ip: 'b' });
         expect(d.allowed).toBe(false);
         expect(d.rules[0]).toMatchObject({ allowed: true, remaining: 10, resetMs: 0, delayMs: 0 });
-        // (On a Cluster the slot that admitted was refunded: its key may exist, at zero.)
-        expect(await l.get('ip', 'b')).toMatchObject({ remaining: 10, resetMs: 0 });
+        // Nothing stored (on a Cluster the slot that admitted was refunded to no state).
+        expect(await l.get('ip', 'b')).toMatchObject({ remaining: 10, resetMs: 0, exists: false });
         await store.close();
       });
     }
+
+    it('a first-request window is not opened by a request its stack refused: the next admitted request opens it', async () => {
+      const { clock, store, l } = await setup({ algorithm: 'fixed-window', align: 'first-request', limit: 10, window: '1m' }, () => 'all');
+      expect((await l.consume({ ip: 'a' })).allowed).toBe(true);
+      clock.advance(1000);
+      expect((await l.consume({ ip: 'b' })).allowed).toBe(false);
+      await l.reset('hour', 'all');
+      clock.advance(20_000);
+      const d = await l.consume({ ip: 'b' });
+      expect(d.allowed).toBe(true);
+      expect(d.rules[0]).toMatchObject({ remaining: 9, resetMs: 60_000 });
+      await store.close();
+    });
   });
 }
 

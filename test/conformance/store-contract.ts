@@ -223,6 +223,28 @@ export function storeContract(
         expect(next[0]?.rules[0]?.resetMs).toBe(1000);
       });
 
+      // Nothing counted is no state: on a Redis Cluster a slot refunded after another slot
+      // refused keeps none either, so both agree on where the window starts.
+      it('first-request: a request of cost 0 opens no window; the first one counted does', async () => {
+        const l = one({ algorithm: 'fixed-window', align: 'first-request', limit: 5, window: '1s' });
+        expect((await l.consume({}, { cost: 0 })).rules[0]).toMatchObject({ allowed: true, remaining: 5, resetMs: 0 });
+        expect((await l.get('r', 'a')).exists).toBe(false);
+        clock.set(START + 500);
+        expect((await l.consume({})).rules[0]).toMatchObject({ remaining: 4, resetMs: 1000 });
+      });
+
+      it('first-request: a request of cost 0 opens no window under two rules of one group either', async () => {
+        const rule = { key: byKey, group: 'g', algorithm: 'fixed-window', align: 'first-request', limit: 5, window: '1s' } as const;
+        const l = limiter([
+          { name: 'a', ...rule },
+          { name: 'b', ...rule },
+        ]);
+        await l.consume({}, { cost: 0 });
+        expect((await l.get('a', 'a')).exists).toBe(false);
+        clock.set(START + 500);
+        expect((await l.consume({})).rules.map((x) => x.resetMs)).toEqual([1000, 1000]);
+      });
+
       it('first-request: the window starts at the first request and the first one at or after s+W opens the next', async () => {
         const l = one({ algorithm: 'fixed-window', align: 'first-request', limit: 2, window: '1s' });
         clock.set(START + 300);
@@ -367,6 +389,35 @@ export function storeContract(
         clock.set(START + 3_600_000);
         const after = await burst(l, 6);
         expect(after.filter((x) => x.allowed)).toHaveLength(5);
+      });
+
+      // The state is kept across a change of burst: the bucket refills from where it was, at
+      // its rate, also past the time it would have been full at the old burst.
+      it('a burst raised by update: an emptied bucket refills at its rate, not to the new burst at once', async () => {
+        const l = one({ algorithm: 'token-bucket', limit: 2, window: '1m' });
+        await burst(l, 2);
+        l.update('r', { burst: 10 });
+        clock.set(START + 60_001);
+        expect((await l.get('r', 'a')).remaining).toBe(2);
+        expect((await burst(l, 3)).map((d) => d.allowed)).toEqual([true, true, false]);
+      });
+
+      it('a burst raised per request (a value of the request): the same', async () => {
+        const l = one({ algorithm: 'token-bucket', limit: 2, window: '1m', burst: (req) => (req.n === undefined ? 2 : 10) });
+        await burst(l, 2);
+        clock.set(START + 60_001);
+        expect((await burst(l, 3, { n: 1 })).map((d) => d.allowed)).toEqual([true, true, false]);
+      });
+
+      it("a burst lowered by update, then the clock behind the bucket: decided at the bucket's time", async () => {
+        const l = one({ algorithm: 'token-bucket', limit: 6, window: '1m' });
+        await l.consume({}, { cost: 2 });
+        l.update('r', { burst: 2 });
+        clock.set(START - 1000);
+        // 2 tokens at START (4 capped at the new burst), both taken: full again 20 s after
+        // START (a token per 10 s), not 20 s after now.
+        const d = await l.consume({}, { cost: 2 });
+        expect(d.rules[0]).toMatchObject({ allowed: true, remaining: 0, resetMs: 21_000 });
       });
     });
 

@@ -8,6 +8,11 @@
  */
 import http from 'node:http';
 import net from 'node:net';
+import { serve } from '@hono/node-server';
+import { All, Controller, type MiddlewareConsumer, Module, Req, Res } from '@nestjs/common';
+import { APP_GUARD, NestFactory } from '@nestjs/core';
+import { ExpressAdapter } from '@nestjs/platform-express';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
 import {
   constant,
   createConcurrency,
@@ -21,11 +26,16 @@ import {
 import { acquireWhileConnected, hold, onceDone } from '@tollgate/core/http';
 import * as tgExpress from '@tollgate/express';
 import tollgateFastify, * as tgFastify from '@tollgate/fastify';
+import * as tgHono from '@tollgate/hono';
+import * as tgKoa from '@tollgate/koa';
+import * as tgNest from '@tollgate/nestjs';
 import * as tgNode from '@tollgate/node';
 import { RedisSlotStore, RedisStore } from '@tollgate/redis';
 import express from 'express';
 import Fastify from 'fastify';
+import { Hono, type MiddlewareHandler } from 'hono';
 import { Redis } from 'ioredis';
+import Koa from 'koa';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { keysWithoutExpiry, type RedisServer, startRedis } from '../setup/redis.js';
 import { send, until } from './http.js';
@@ -71,7 +81,10 @@ interface App {
   port: number;
   /** Handlers that ran, by path. */
   starts: string[];
-  /** node: `await limit()` calls not yet settled; other ports have no awaitable form. */
+  /**
+   * Continuations of held requests not yet settled: node's `await limit()` calls, Koa's and
+   * Hono's `await next()` around the limiters; Express, Fastify and NestJS have no awaitable form.
+   */
   unsettled?: () => number;
   close(): Promise<void>;
 }
@@ -91,6 +104,9 @@ async function shut(server: http.Server): Promise<void> {
   server.closeAllConnections();
   await new Promise<void>((resolve) => server.close(() => resolve()));
 }
+
+/** The requests whose continuation has not settled, less those in their handler (the slow one). */
+const unsettledHeld = (pending: Set<string>, starts: string[]): number => [...pending].filter((p) => !starts.includes(p)).length;
 
 const ports: Record<string, (kind: Kind, c: Ctx) => Promise<App>> = {
   async node(kind, c) {
@@ -177,7 +193,136 @@ const ports: Record<string, (kind: Kind, c: Ctx) => Promise<App>> = {
       },
     };
   },
+  async koa(kind, c) {
+    const app = new Koa();
+    app.silent = true;
+    const starts: string[] = [];
+    const pending = new Set<string>();
+    // The app's outermost middleware: the chain below it must settle for every request.
+    app.use(async (ctx, next) => {
+      pending.add(ctx.path);
+      try {
+        await next();
+      } finally {
+        pending.delete(ctx.path);
+      }
+    });
+    const made = stagesOf(kind).map((s) =>
+      s === 'slowDown'
+        ? tgKoa.slowDown(options.slowDown(c))
+        : s === 'concurrency'
+          ? tgKoa.concurrency(options.concurrency(c))
+          : tgKoa.rateLimit(options.rateLimit(c)),
+    );
+    for (const m of made) app.use(m);
+    app.use(async (ctx) => {
+      starts.push(ctx.path);
+      await new Promise<void>((resolve) => respond(c, ctx.path, resolve));
+      ctx.body = 'ok';
+    });
+    const server = http.createServer(app.callback());
+    const port = await listen(server);
+    return {
+      port,
+      starts,
+      unsettled: () => unsettledHeld(pending, starts),
+      async close() {
+        await shut(server);
+        for (const m of made) await (m as { close?: () => unknown }).close?.();
+      },
+    };
+  },
+  async hono(kind, c) {
+    const app = new Hono();
+    const starts: string[] = [];
+    const pending = new Set<string>();
+    app.use(async (ctx, next) => {
+      pending.add(ctx.req.path);
+      try {
+        await next();
+      } finally {
+        pending.delete(ctx.req.path);
+      }
+    });
+    const made = stagesOf(kind).map((s) =>
+      s === 'slowDown'
+        ? tgHono.slowDown(options.slowDown(c))
+        : s === 'concurrency'
+          ? tgHono.concurrency(options.concurrency(c))
+          : tgHono.rateLimit(options.rateLimit(c)),
+    );
+    for (const m of made) app.use(m as MiddlewareHandler);
+    app.all('*', async (ctx) => {
+      starts.push(ctx.req.path);
+      await new Promise<void>((resolve) => respond(c, ctx.req.path, resolve));
+      return ctx.text('ok');
+    });
+    const server = await new Promise<http.Server>((resolve) => {
+      const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as http.Server));
+    });
+    return {
+      port: (server.address() as net.AddressInfo).port,
+      starts,
+      unsettled: () => unsettledHeld(pending, starts),
+      async close() {
+        await shut(server);
+        for (const m of made) await (m as { close?: () => unknown }).close?.();
+      },
+    };
+  },
+  'NestJS on Express': (kind, c) => nestApp('express', kind, c),
+  'NestJS on Fastify': (kind, c) => nestApp('fastify', kind, c),
 };
+
+// biome-ignore lint/suspicious/noExplicitAny: Express' or Fastify's request and reply
+type Any = any;
+
+/** NestJS: `slowDown` and `concurrency` as middleware, a `rateLimit` stage as the module's global guard (last). */
+async function nestApp(platform: 'express' | 'fastify', kind: Kind, c: Ctx): Promise<App> {
+  const stages = stagesOf(kind);
+  const middleware = stages
+    .filter((s) => s !== 'rateLimit')
+    .map((s) => (s === 'slowDown' ? tgNest.slowDown(options.slowDown(c)) : tgNest.concurrency(options.concurrency(c))));
+  const guarded = stages.includes('rateLimit');
+  const starts: string[] = [];
+
+  @Controller()
+  class HeldController {
+    @All(platform === 'fastify' ? ['/', '*'] : ['/', '{*path}'])
+    answer(@Req() req: Any, @Res() res: Any) {
+      const path = new URL(req.url, 'http://x').pathname;
+      starts.push(path);
+      respond(c, path, () => (platform === 'express' ? res.end('ok') : res.send('ok')));
+    }
+  }
+  class AppModule {
+    configure(consumer: MiddlewareConsumer) {
+      if (platform === 'express' && middleware.length > 0)
+        consumer.apply(...(middleware as Array<(...args: Any[]) => void>)).forRoutes(HeldController);
+    }
+  }
+  Module({
+    imports: guarded ? [tgNest.TollgateModule.forRoot(options.rateLimit(c) as never)] : [],
+    controllers: [HeldController],
+    providers: guarded ? [{ provide: APP_GUARD, useClass: tgNest.TollgateGuard }] : [],
+  })(AppModule);
+  const app = await NestFactory.create(AppModule, platform === 'express' ? new ExpressAdapter() : new FastifyAdapter(), {
+    logger: false,
+    abortOnError: false,
+  });
+  if (platform === 'fastify') for (const m of middleware) app.use(m);
+  await app.listen(0, '127.0.0.1');
+  const server = app.getHttpServer() as http.Server;
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    starts,
+    async close() {
+      server.closeAllConnections();
+      await app.close();
+      for (const m of middleware) await m.close();
+    },
+  };
+}
 
 /**
  * `paths` in one write on one connection, the connection destroyed once the first handler

@@ -76,8 +76,8 @@ describe.each(CLIENTS)('Redis Cluster on $name: a master killed mid-load, its re
         startLoad({ ports: [app.port], workers: 4, pauseMs: 8, durationMs: 50_000, maxRequests: 20_000, requestTimeoutMs: 3000 }),
       );
       await Promise.all(loads.map((l) => l.started));
-      const startedAt = Date.now();
-      await Promise.all(loads.map((l) => l.answered(BEFORE)));
+      // Where each load was at the kill and once settled, by its own count of answers.
+      const beforeKill = await Promise.all(loads.map((l) => l.answered(BEFORE)));
       await victim.stop();
       const killedAt = Date.now();
       // Promotion: the replica serves the slot once the others agree the master failed.
@@ -103,8 +103,7 @@ describe.each(CLIENTS)('Redis Cluster on $name: a master killed mid-load, its re
       // Settled once each app gave SETTLED answers in a row decided by Redis (counted, not slept:
       // a busy machine takes longer to follow, and a breaker that closes may open again while
       // the client still learns the new topology), then AFTER more answers from there on.
-      await Promise.all(loads.map((l) => l.answered(SETTLED, { clean: true })));
-      const settledAt = Date.now();
+      const settled = await Promise.all(loads.map((l) => l.answered(SETTLED, { clean: true })));
       await Promise.all(loads.map((l) => l.answered(AFTER)));
       const results = await Promise.all(loads.map((l) => l.stop()));
 
@@ -121,24 +120,35 @@ describe.each(CLIENTS)('Redis Cluster on $name: a master killed mid-load, its re
         expect(peek.degraded).toBeUndefined();
         const counted = LIMIT - (peek.rules[0]?.remaining ?? Number.NaN);
         expect(await admin.exists(keyOf(framework))).toBe(1);
-        // Requests sent once the failover was over (SETTLED answers in a row from Redis) went to Redis.
-        const after = r.t.flatMap((t, j) => (t >= settledAt - startedAt ? [j] : []));
+        // Answers once the failover was over (SETTLED in a row from Redis), and before the kill on
+        // a healthy Cluster, split by the load's own count (results are in answer order).
+        const settledAt = settled[i]!;
+        const after = r.status.flatMap((_x, j) => (j >= settledAt.index ? [j] : []));
         const afterDegraded = after.filter((j) => r.degraded[j] === 1).length;
-        // Before the kill, on a healthy Cluster: what missed the deadline there is the machine's load.
-        const before = r.t.flatMap((t, j) => (t < killedAt - startedAt ? [j] : []));
+        const before = r.status.flatMap((_x, j) => (j < beforeKill[i]!.index ? [j] : []));
         const beforeDegraded = before.filter((j) => r.degraded[j] === 1).length;
+        // What the store met once the failover settled (the load's clock; one machine): a missed
+        // deadline is the machine's load, anything else (CLUSTERDOWN, a refused connection) the topology.
+        const errorsAfter = (await apps[i]!.stats()).storeErrors.filter(([, at]) => at >= settledAt.at).map(([code]) => code);
+        const timeoutsAfter = errorsAfter.filter((c) => c === 'TG_STORE_TIMEOUT').length;
         console.log(
           `[failover] ${client}, ${framework}: ${JSON.stringify(s)}; promoted ${promotedAt - killedAt} ms after the kill; ` +
             `${followsFailover ? '' : `old master restarted ${backFrom - killedAt} ms after the kill; `}admitted ${admitted}, by the local fallback ${degraded}, counted by Redis ${counted}, uncounted ${admitted - counted} (lost writes ${admitted - counted - degraded}); ` +
-            `degraded before the kill ${beforeDegraded}/${before.length}, after failover ${afterDegraded}/${after.length}; breaker ${apps[i]!.breakerChanges().join(' ')}`,
+            `degraded before the kill ${beforeDegraded}/${before.length}, after failover ${afterDegraded}/${after.length} ` +
+            `(store errors after it ${JSON.stringify(Object.fromEntries([...new Set(errorsAfter)].map((c) => [c, errorsAfter.filter((x) => x === c).length])))}); ` +
+            `breaker ${apps[i]!.breakerChanges().join(' ')}`,
         );
         expect(s.byStatus).toEqual({ 200: s.total });
         expect(s.max).toBeLessThanOrEqual(3000);
         expect(degraded).toBeGreaterThan(0);
-        // Requests sent after the failover settled are decided by Redis again: at most 5 % go to
-        // the fallback beyond the share that missed the 100 ms deadline before the kill (a client
-        // that did not follow the failover sends them all there).
-        expect(afterDegraded).toBeLessThanOrEqual(after.length * (0.05 + beforeDegraded / before.length));
+        // Requests sent after the failover settled are decided by Redis again: the store meets no
+        // error of the topology any more (a client that did not follow the failover would), and an
+        // answer from the fallback there follows a missed deadline (with the breaker's cooldown
+        // after it), which a busy machine causes at any time: bounded by what the store met, not
+        // by a share of wall time.
+        expect(errorsAfter.filter((c) => c !== 'TG_STORE_TIMEOUT')).toEqual([]);
+        if (afterDegraded > 0) expect(timeoutsAfter).toBeGreaterThan(0);
+        expect(afterDegraded).toBeLessThan(after.length);
         // Uncounted admissions are the fallback's and lost writes, never negative.
         expect(counted).toBeLessThanOrEqual(admitted);
       }
@@ -166,5 +176,7 @@ describe.each(CLIENTS)('Redis Cluster on $name: a master killed mid-load, its re
       admin.disconnect();
       for (const app of apps) expect(await app.stop()).toBe(0);
     }
-  }, 60_000);
+    // A cap for a hang only: the phases are driven by counts, and on a busy machine starting the
+    // apps, the loads and the Cluster's promotion took 58 s for one client (load average 23 on 2 cores).
+  }, 180_000);
 });

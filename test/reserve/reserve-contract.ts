@@ -184,6 +184,37 @@ export function reserveContract(name: string, makeStore: MakeStore, o: { runs?: 
       await store.close();
     });
 
+    for (const c of RESERVE_CASES) {
+      it(`${c.label}: an extra beyond the limit, settled on a key whose state is gone, is charged as a debt`, async () => {
+        const { clock, store, l } = one(c);
+        const r = await l.reserve(req, { cost: 2 });
+        // Long enough for every algorithm's state to be gone (a settle finds the key fresh).
+        clock.advance(120_000);
+        await r.settle(25);
+        const s = await l.get('r', 'a');
+        expect(s).toMatchObject({ exists: true, remaining: 0 });
+        expect(s.retryAfterMs).toBeGreaterThan(0);
+        expect((await l.consume(req)).allowed).toBe(false);
+        await store.close();
+      });
+    }
+
+    it('two rules of one group on one key: a settle charges once and a refund gives back once, as the decision took once', async () => {
+      const rule = { key: (q: Req) => q.k, group: 'g', algorithm: 'token-bucket', limit: 10, window: '1m' } as const;
+      const { store, l } = setup([
+        { name: 'a', ...rule },
+        { name: 'b', ...rule },
+      ]);
+      const r = await l.reserve(req, { cost: 1 });
+      await r.settle(8);
+      expect((await l.get('a', 'a')).remaining).toBe(2);
+      const d = await l.consume(req);
+      expect(d.rules.map((x) => x.remaining)).toEqual([1, 1]);
+      await l.refund(req, d);
+      expect((await l.get('b', 'a')).remaining).toBe(2);
+      await store.close();
+    });
+
     for (const c of RESERVE_CASES) boundProperty(c);
     for (const c of RESERVE_CASES) openBoundProperty(c);
   });

@@ -155,6 +155,33 @@ function stateLines(s: KeyState): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** Options only some operations take: given to another, they would be dropped without a word. */
+const ONLY_FOR: Readonly<Record<string, readonly KeyOperationChoice[]>> = {
+  for: ['block'],
+  units: ['penalize', 'reward'],
+};
+
+/** Refuses an option that does not apply to `op` (`--units` to get) or to the other options (`--ipv6-subnet` with `--key`). */
+function applicable(v: Values, op: KeyOperationChoice): void {
+  for (const [flag, ops] of Object.entries(ONLY_FOR)) {
+    if (v[flag] === undefined || ops.includes(op)) continue;
+    throw cliError('TG_CLI_INVALID_ARGUMENT', {
+      path: `--${flag}`,
+      expected: `--${flag} only with ${ops.join(' or ')}`,
+      received: `--${flag} with ${op}`,
+      fix: `Leave --${flag} out of "tollgate keys ${op}", or run "tollgate keys ${ops[0]}".`,
+    });
+  }
+  if (v['ipv6-subnet'] !== undefined && v.ip === undefined) {
+    throw cliError('TG_CLI_INVALID_ARGUMENT', {
+      path: '--ipv6-subnet',
+      expected: '--ipv6-subnet only with --ip (it says how ip() keys an address)',
+      received: '--ipv6-subnet without --ip',
+      fix: 'Pass the address with --ip, or leave --ipv6-subnet out: --key is used as given.',
+    });
+  }
+}
+
 /** `--id`: the operation id of a change (block, unblock, penalize, reward). */
 function opId(v: Values, op: KeyOperationChoice): string | undefined {
   const id = v.id;
@@ -193,6 +220,7 @@ export async function keysCommand(operation: string | undefined, v: Values, io: 
     });
   }
   const op = operation as KeyOperationChoice;
+  applicable(v, op);
   const urls = (v.redis as string[] | undefined) ?? [];
   if (urls.length === 0) {
     throw cliError('TG_CLI_INVALID_ARGUMENT', {

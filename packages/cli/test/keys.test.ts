@@ -234,6 +234,12 @@ describe('standalone', () => {
       // bug: a repeated option kept its last value silently (--key k --key other acted on other)
       [['block', ...base, '--key', 'other', '--for', '1h'], 'TG_CLI_INVALID_ARGUMENT'],
       [['get', ...base, '--rate', '50/min'], 'TG_CLI_INVALID_ARGUMENT'],
+      // bug: an option the operation does not take was dropped silently (get --units 5 read the key, exit 0)
+      [['get', ...base, '--units', '5'], 'TG_CLI_INVALID_ARGUMENT'],
+      [['block', ...base, '--for', '1h', '--units', '5'], 'TG_CLI_INVALID_ARGUMENT'],
+      [['penalize', ...base, '--units', '5', '--for', '1h'], 'TG_CLI_INVALID_ARGUMENT'],
+      [['unblock', ...base, '--for', '1h'], 'TG_CLI_INVALID_ARGUMENT'],
+      [['get', ...base, '--ipv6-subnet', '64'], 'TG_CLI_INVALID_ARGUMENT'],
     ];
     const before = Number(/keys=(\d+)/.exec(await client.info('keyspace'))?.[1] ?? 0);
     for (const [args, code] of cases) {

@@ -257,11 +257,43 @@ export function compileHeaders(option?: HeadersOption, options: HeaderOptions = 
   };
 }
 
-/** Joins a new list value to what a header already holds (`a, b`), for appended fields. */
+/**
+ * Joins a new list value to what a header already holds (`a, b`), for appended fields. An
+ * earlier item named as one of the new ones (a second limiter on the request with a rule
+ * of the same name) is dropped: the draft's policy names tie `RateLimit` items to
+ * `RateLimit-Policy` ones, so a name appears once, with the latest limiter's figures.
+ */
 export function appendHeaderValue(existing: unknown, value: string): string {
   if (existing === undefined || existing === null || existing === '') return value;
   const prior = Array.isArray(existing) ? existing.join(', ') : String(existing);
-  return prior === '' ? value : `${prior}, ${value}`;
+  if (prior === '') return value;
+  if (prior.charCodeAt(0) !== 34 /* " */) return `${prior}, ${value}`;
+  const names = new Set(listItems(value).map(itemName));
+  const kept = listItems(prior).filter((item) => !names.has(itemName(item)));
+  return kept.length === 0 ? value : `${kept.join(', ')}, ${value}`;
+}
+
+/** A structured-field list's members, split at the commas outside quoted strings (names hold no `"` or `\`). */
+function listItems(list: string): string[] {
+  const items: string[] = [];
+  let quoted = false;
+  let from = 0;
+  for (let i = 0; i < list.length; i++) {
+    const c = list.charCodeAt(i);
+    if (c === 34) quoted = !quoted;
+    else if (c === 44 && !quoted) {
+      items.push(list.slice(from, i).trim());
+      from = i + 1;
+    }
+  }
+  items.push(list.slice(from).trim());
+  return items;
+}
+
+/** A list member's name: its quoted string, before the parameters. */
+function itemName(item: string): string {
+  const end = item.indexOf('"', 1);
+  return end === -1 ? item : item.slice(0, end + 1);
 }
 
 /**

@@ -228,7 +228,7 @@ export class MemoryStore implements Store {
 
   #get(r: RuleSpec, key: string, now: number): Entry | undefined {
     const t = this.#table(r);
-    const s = t.read(key, now);
+    const s = t.read(key, now, r);
     return s === undefined && t.block === 0 ? undefined : { s, b: t.block };
   }
 
@@ -369,7 +369,7 @@ export class MemoryStore implements Store {
         const table = atRules[i] === r ? (this.#atTables[i] as Table) : this.#tableAt(r, i);
         const kernel = table.kernel;
         if (kernel === undefined) {
-          const s = table.read(op.key, t);
+          const s = table.read(op.key, t, r);
           if (table.block > t) return this.#decideStack(ops, t);
           verdictOf(algorithms[r.algorithm].check(s, t, r, op.cost), v);
           v.row = -1;
@@ -377,7 +377,7 @@ export class MemoryStore implements Store {
           v.block = table.block;
         } else {
           const slab = table as SlabTable;
-          const row = slab.find(op.key, t);
+          const row = slab.find(op.key, t, r);
           if (slab.block > t) return this.#decideStack(ops, t);
           v.row = row;
           v.held = slab.held;
@@ -458,7 +458,7 @@ export class MemoryStore implements Store {
       const r = op.rule;
       const table = tables[i] as Table;
       const remaining = v.remaining + op.cost;
-      if (table.kernel === undefined) v.resetMs = algorithms[r.algorithm].check(table.read(op.key, t), t, r, 0).resetMs;
+      if (table.kernel === undefined) v.resetMs = algorithms[r.algorithm].check(table.read(op.key, t, r), t, r, 0).resetMs;
       else {
         const o = v.off + 1;
         // A cost-0 check admits wherever the cost itself was admitted: v stays an admission.
@@ -506,14 +506,21 @@ export class MemoryStore implements Store {
   refund(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
     try {
       const t = this.#now(now);
-      for (const op of ops) {
+      // Every entry worked out from the state found before any is written, as a decision
+      // does: two rules of one group on one key gave back twice what they took once.
+      const after = ops.map((op) => {
         const entry = this.#get(op.rule, op.key, t);
-        if (entry === undefined) continue;
+        return entry === undefined ? entry : { e: refundEntry(entry, t, op.rule, op.cost, at) };
+      });
+      for (let i = 0; i < ops.length; i++) {
+        const a = after[i];
+        if (a === undefined) continue;
+        const op = ops[i] as StoreOp;
         const table = this.#table(op.rule);
-        const e = refundEntry(entry, t, op.rule, op.cost, at);
         // A refund changes the count, not whether the key's last decision refused.
-        if (e === undefined) table.delete(op.key);
-        else this.#setIn(table, op.rule, op.key, e.s, e.b, t, table.held);
+        table.read(op.key, t, op.rule);
+        if (a.e === undefined) table.delete(op.key);
+        else this.#setIn(table, op.rule, op.key, a.e.s, a.e.b, t, table.held);
       }
       return Promise.resolve();
     } catch (err) {
@@ -525,10 +532,14 @@ export class MemoryStore implements Store {
   settle(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
     try {
       const t = this.#now(now);
-      for (const op of ops) {
+      // From the states found before any is written (see refund).
+      const after = ops.map((op) => (op.cost === 0 ? undefined : settleEntry(this.#get(op.rule, op.key, t), t, op.rule, op.cost, at)));
+      for (let i = 0; i < ops.length; i++) {
+        const op = ops[i] as StoreOp;
         if (op.cost === 0) continue;
         const table = this.#table(op.rule);
-        const e = settleEntry(this.#get(op.rule, op.key, t), t, op.rule, op.cost, at);
+        const e = after[i];
+        table.read(op.key, t, op.rule);
         if (e === undefined) table.delete(op.key);
         // A key left in debt is held like a refused one: a flood of new keys must not evict
         // it into a fresh budget. A give-back leaves the mark as it was, as a refund does.

@@ -16,8 +16,9 @@
  * live state is left), finding the oldest of each through an `OldestCursor` in amortised O(1).
  */
 import { type Kernel, kernels, type State, type Verdict } from './algorithms/index.js';
+import { tokenBucket } from './algorithms/token-bucket.js';
 import type { Entry } from './stack.js';
-import type { AlgorithmName } from './types.js';
+import type { AlgorithmName, RuleSpec } from './types.js';
 
 /** Numbers per state, for the algorithms whose state has a fixed width. */
 export const STATE_WIDTH: Record<AlgorithmName, number> = {
@@ -35,8 +36,11 @@ export interface Table {
   readonly size: number;
   /** States that eviction may take: those whose last decision did not refuse. */
   readonly liveSize: number;
-  /** The state for `key`, or undefined; an expired one is dropped. */
-  read(key: string, now: number): State | undefined;
+  /**
+   * The state for `key`, or undefined; an expired one is dropped. `r`: the rule deciding now,
+   * when its numbers may differ from those the state was written under (see `find`).
+   */
+  read(key: string, now: number, r?: RuleSpec): State | undefined;
   /** The block deadline of the last `read` (0 when none). */
   readonly block: number;
   /** Whether the key of the last `read` is held: its last decision refused (or blocked). */
@@ -244,7 +248,7 @@ export class SlabTable implements Table {
    * The row of `key` for a decision, or -1 (none, or expired and dropped), without making
    * an array of its state: sets `block`, `held`, and `page` and `off` (see there).
    */
-  find(key: string, now: number): number {
+  find(key: string, now: number, r?: RuleSpec): number {
     const keys = this.#keys;
     const row = keys.get(key);
     this.block = 0;
@@ -252,7 +256,7 @@ export class SlabTable implements Table {
     if (row === undefined) return -1;
     const page = this.#pages[row >>> PAGE_BITS] as Float64Array;
     const o = (row & MASK) * this.#stride;
-    if ((page[o] as number) <= now) {
+    if ((page[o] as number) <= now && !this.#fullLater(page, o, now, r)) {
       this.#drop(key, row);
       this.held = false;
       return -1;
@@ -263,8 +267,21 @@ export class SlabTable implements Table {
     return row;
   }
 
-  read(key: string, now: number): State | undefined {
-    if (this.find(key, now) < 0) return undefined;
+  /**
+   * Whether a token bucket past the expiry it was written with still matters under `r`: a
+   * burst (or rate) raised since (`update`, a value of the request) makes it full later, and
+   * its state is kept until then. Re-stamps the row's expiry when so.
+   */
+  #fullLater(page: Float64Array, o: number, now: number, r: RuleSpec | undefined): boolean {
+    if (r === undefined || this.algorithm !== 'token-bucket' || Number.isNaN(page[o + 1])) return false;
+    const x = tokenBucket.expiresAt([page[o + 1] as number, page[o + 2] as number], r);
+    if (x <= now) return false;
+    page[o] = x;
+    return true;
+  }
+
+  read(key: string, now: number, r?: RuleSpec): State | undefined {
+    if (this.find(key, now, r) < 0) return undefined;
     const page = this.page;
     const o = this.off;
     const s0 = page[o + 1] as number;

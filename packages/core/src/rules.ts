@@ -249,12 +249,12 @@ function bool(value: unknown, path: string): boolean {
   return value;
 }
 
-function only(cond: boolean, path: string, option: string, needs: string): void {
+function only(cond: boolean, path: string, option: string, needs: string, found = `a rule that is not ${needs}`): void {
   if (!cond) {
     throw configError('TG_INVALID_OPTION', {
       path,
       expected: `${option} only on ${needs}`,
-      received: `${option} on a rule that is not ${needs}`,
+      received: `${option} on ${found}`,
       fix: `Remove ${option}, or change the rule's algorithm.`,
     });
   }
@@ -399,7 +399,14 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
   const burst = rule.burst === undefined || burstFn !== undefined ? limit : positiveInt(rule.burst, `${path}.burst`, 'burst');
   const queue = rule.queue === undefined ? limit : positiveInt(rule.queue, `${path}.queue`, 'queue');
   const countRejected = bool(rule.countRejected, `${path}.countRejected`);
-  if (countRejected) only(!(isLeaky && mode === 'queue'), `${path}.countRejected`, 'countRejected', 'a rule that is not a leaky queue');
+  if (countRejected)
+    only(
+      !(isLeaky && mode === 'queue'),
+      `${path}.countRejected`,
+      'countRejected',
+      'a rule that is not a leaky queue',
+      'a leaky-bucket queue',
+    );
   const dryRun = bool(rule.dryRun, `${path}.dryRun`);
   bool(rule.skipSuccessful, `${path}.skipSuccessful`);
   bool(rule.skipFailed, `${path}.skipFailed`);

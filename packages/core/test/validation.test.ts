@@ -118,6 +118,16 @@ describe('bad configuration fails at construction', () => {
     expectConfigError(build({ limit: 1, window: '1s', dryRun: 'yes' }), 'TG_INVALID_OPTION', 'dryRun string');
   });
 
+  it('countRejected on a leaky queue: the message names what was received, once', () => {
+    const err = expectConfigError(
+      build({ algorithm: 'leaky-bucket', mode: 'queue', limit: 1, window: '1s', countRejected: true }),
+      'TG_INVALID_OPTION',
+      'countRejected on a leaky queue',
+    );
+    expect(err.received).toBe('countRejected on a leaky-bucket queue');
+    expect(err.message).not.toContain('not a rule that is not');
+  });
+
   it('duplicate rule names → TG_DUPLICATE_RULE, also between app-level and route rules', () => {
     const rules = [
       { name: 'user', rate: '10/s' as const },

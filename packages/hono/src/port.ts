@@ -18,6 +18,8 @@ export interface HonoNext {
   pass(): void;
   answer(res: Response): void;
   fail(err: unknown): void;
+  /** The client left while held: the middleware settles without an answer anyone receives. */
+  drop(): void;
 }
 
 type NodeBindings = { incoming: Parameters<typeof isGone>[0]; outgoing: Parameters<typeof isGone>[1] };
@@ -86,6 +88,7 @@ export function honoPort(connInfo: GetConnInfo | undefined): HttpPort<Context, C
     send: (c, status, contentType, body) => lifetime.answer(c, c.newResponse(body, status as 200, { 'Content-Type': contentType })),
     pass: (next) => next.pass(),
     fail: (next, err) => next.fail(err),
+    drop: (next) => next.drop(),
     // The body is not set yet: the middleware wraps it after `await next()` (`takePacing`).
     paceBody: (c, _res, grant, after) => {
       (c as Paced)[PACE] = pacing(c, grant, after);

@@ -112,6 +112,11 @@ export function middleware(stage: Stage<Context, Context, HonoNext>): Middleware
           if (opened) lifetime.end(c, res.status);
           resolve(res);
         },
+        drop() {
+          if (opened) lifetime.end(c, undefined);
+          // Outer middleware (an access log) see nginx's "client closed request"; the bytes go nowhere.
+          resolve(new Response(null, { status: 499 }));
+        },
         fail(err) {
           if (opened) lifetime.end(c, undefined);
           // Hono's error handler takes Errors only.

@@ -68,6 +68,8 @@ export const koaPort: HttpPort<Context, Turn, Turn> = {
   },
   pass: (t) => t.resolve(t.next()),
   fail: (t, err) => t.reject(err),
+  // The client left while held: the middleware's promise settles and Koa, finding the response unwritable, sends nothing.
+  drop: (t) => t.resolve(undefined),
   locals: (ctx) => ctx.state,
 };
 

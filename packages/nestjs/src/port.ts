@@ -25,6 +25,8 @@ export const nestPort: HttpPort<NestRequest, NestResponse, NestNext> = {
   onceOver: (req, res, fn) => on(res).onceOver(req, res, fn),
   whenGone: (req, res, fn) => on(res).whenGone(req, res, fn),
   isGone: (req, res) => on(res).isGone(req, res),
+  headersSent: (res) => on(res).headersSent?.(res) === true,
+  cutOff: (res) => on(res).cutOff?.(res),
   getHeader: (res, name) => on(res).getHeader(res, name),
   setHeader: (res, name, value) => on(res).setHeader(res, name, value),
   status: (res, code) => on(res).status(res, code),

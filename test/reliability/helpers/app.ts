@@ -49,7 +49,15 @@ export type AppMessage =
   | { type: 'ready'; port: number; pid: number }
   | { type: 'breaker'; from: string; to: string; at: number }
   | { type: 'store-error'; operation: string; message: string; at: number }
-  | { type: 'stats'; handles: Record<string, number>; resources: Record<string, number>; rss: number; heapUsed: number };
+  | {
+      type: 'stats';
+      handles: Record<string, number>;
+      resources: Record<string, number>;
+      rss: number;
+      heapUsed: number;
+      /** The store errors so far (the first 10 000): code (`TG_STORE_TIMEOUT`, else the Redis error's first word) and when. */
+      storeErrors: Array<[code: string, at: number]>;
+    };
 
 /** Set on an admitted response when the failure policy, not Redis, decided it. */
 export const DEGRADED_HEADER = 'x-tollgate-degraded';
@@ -131,7 +139,16 @@ const store = new RedisStore({
 });
 store.on('breaker', (e: BreakerEvent) => send({ type: 'breaker', from: e.from, to: e.to, at: Date.now() }));
 let errorsSent = 0;
+const storeErrors: Array<[string, number]> = [];
+/** A store error's kind: tollgate's code (the deadline), else what Redis or the client said first (CLUSTERDOWN, connect ECONNREFUSED). */
+function errorCode(error: unknown): string {
+  const code = (error as { code?: unknown })?.code;
+  if (typeof code === 'string' && code.startsWith('TG_')) return code;
+  return String((error as Error)?.message ?? error).split(/[\s:]/)[0] || 'unknown';
+}
 store.on('error', (e: StoreErrorEvent) => {
+  // Bounded: a long outage (or the soak's hours) must not grow the heap the soak measures.
+  if (storeErrors.length < 10_000) storeErrors.push([errorCode(e.error), Date.now()]);
   // The first few in full, then only a count would flood IPC during an outage.
   if (errorsSent++ < 20)
     send({ type: 'store-error', operation: e.operation, message: String((e.error as Error)?.message), at: Date.now() });
@@ -252,6 +269,7 @@ process.on('message', async (m) => {
       resources: count(process.getActiveResourcesInfo()),
       rss: mem.rss,
       heapUsed: mem.heapUsed,
+      storeErrors,
     });
   } else if (m === 'stop') {
     stopping = true;

@@ -45,7 +45,8 @@ export interface RunningApp {
   kill(): void;
 }
 
-export function startApp(config: AppConfig, startTimeoutMs = 30_000): Promise<RunningApp> {
+// A cap for a hang only: starting a child with the TypeScript loader took over 30 s beside a CPU hog.
+export function startApp(config: AppConfig, startTimeoutMs = 120_000): Promise<RunningApp> {
   const child = spawnChild(appPath, config);
   const messages: AppMessage[] = [];
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
@@ -92,6 +93,12 @@ export function startApp(config: AppConfig, startTimeoutMs = 30_000): Promise<Ru
   });
 }
 
+/** Where the load was when a mark was fulfilled: answers recorded by then (results are in answer order), and the child's `Date.now()`. */
+export interface MarkReached {
+  index: number;
+  at: number;
+}
+
 export interface RunningLoad {
   /** Resolves when the generator sends its first request. */
   started: Promise<void>;
@@ -102,7 +109,7 @@ export interface RunningLoad {
    * requestTimeoutMs is up), or with `clean` once `count` answers in a row were 200 and decided
    * by Redis; rejects if the load ends first (its durationMs or maxRequests cap).
    */
-  answered(count: number, options?: { clean?: boolean }): Promise<void>;
+  answered(count: number, options?: { clean?: boolean }): Promise<MarkReached>;
   /** Ends the load after the requests in flight; resolves with every response, as `done`. */
   stop(): Promise<LoadResult>;
 }
@@ -116,11 +123,11 @@ export function startLoad(config: LoadConfig): RunningLoad {
     onStart = r;
   });
   let nextMark = 0;
-  const marks = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
-  child.on('message', (m: LoadResult | { type: 'started' } | { type: 'mark'; id: number }) => {
+  const marks = new Map<number, { resolve: (at: MarkReached) => void; reject: (e: Error) => void }>();
+  child.on('message', (m: LoadResult | { type: 'started' } | ({ type: 'mark'; id: number } & MarkReached)) => {
     if (m.type === 'started') onStart();
     else if (m.type === 'mark') {
-      marks.get(m.id)?.resolve();
+      marks.get(m.id)?.resolve({ index: m.index, at: m.at });
       marks.delete(m.id);
     } else result = m;
   });
@@ -139,7 +146,7 @@ export function startLoad(config: LoadConfig): RunningLoad {
     started,
     done,
     answered: (count, options) =>
-      new Promise<void>((resolve, reject) => {
+      new Promise<MarkReached>((resolve, reject) => {
         if (!child.connected) {
           reject(new Error('the load has ended'));
           return;

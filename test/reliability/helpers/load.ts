@@ -10,11 +10,14 @@
  * over IPC as one message at the end, then the child exits.
  *
  * Driven by counts (children.ts `answered`, `stop`): the parent sends `{ type: 'mark', id,
- * count }` and gets `{ type: 'mark', id }` back once `count` more requests have been
+ * count }` and gets `{ type: 'mark', id, index, at }` back once `count` more requests have been
  * answered, whatever their status (with `clean: true`, once `count` answers in a row were
  * 200 and decided by Redis); `{ type: 'stop' }` ends the load after the requests in
  * flight. A test then says "100 answers after the fault" rather than "400 ms after the
- * fault", which a busy machine fills with fewer requests.
+ * fault", which a busy machine fills with fewer requests. `index` is how many answers were
+ * recorded then (the results are in answer order) and `at` the child's `Date.now()`, so that a
+ * test splits the results at the mark by count, not by the parent's clock, which hears of
+ * the mark an IPC hop later.
  */
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
@@ -79,7 +82,7 @@ function answered(clean?: boolean): void {
       if (mark.run < mark.count) continue;
     } else if (result.status.length < mark.at) continue;
     marks.splice(i, 1);
-    process.send?.({ type: 'mark', id: mark.id });
+    process.send?.({ type: 'mark', id: mark.id, index: result.status.length, at: Date.now() });
   }
 }
 

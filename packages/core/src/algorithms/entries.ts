@@ -53,6 +53,7 @@ export function refusal(s: State, first: number, sum: number, t: number, at: num
       break;
     }
   }
-  const newest = s[s.length - 2] as number;
+  // No entry: a charge beyond the limit (a settle's) on a key with nothing logged.
+  const newest = s.length > 0 ? (s[s.length - 2] as number) : t - W;
   return refused(r.limit - sum, newest + W - at, retryAt - at, r.countRejected ? append(s, first, t, cost) : undefined);
 }

@@ -78,7 +78,8 @@ export const fixedWindowKernel: Kernel = (s, o, has, now, r, cost, v) => {
   if (count + cost <= r.limit) {
     const used = count + cost;
     v.n1 = used;
-    admit(v, r.limit - used, used > 0 ? end - now : 0, 0, end);
+    // Nothing counted (cost 0 in an empty window): no state, so no window is opened.
+    admit(v, r.limit - used, used > 0 ? end - now : 0, 0, used > 0 ? end : 0);
     return;
   }
   v.n1 = count + cost;
@@ -95,10 +96,15 @@ export const fixedWindow: Algorithm = {
     // the request was counted in that window.
     const t = now < start ? start : at;
     if (t < start || t >= end || now >= end) return state;
-    return [start, Math.max(0, (state[1] as number) - cost)];
+    const left = Math.max(0, (state[1] as number) - cost);
+    // Back to 0: no state, as before the request (an exact undo: a first-request window the
+    // request opened is closed again, also when a Cluster slot refunds a reservation).
+    return left > 0 ? [start, left] : undefined;
   },
 
   expiresAt(state, r) {
+    // Nothing counted: no state (see the kernel's admission).
+    if (state[1] === 0) return 0;
     const start = state[0] as number;
     return r.align === 'first-request' ? start + r.windowMs : windowEnd(start, r);
   },

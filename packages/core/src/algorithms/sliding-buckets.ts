@@ -55,7 +55,7 @@ export const slidingBuckets: Algorithm = {
       return admitted(r.limit - sum - cost, x > 0 ? x - at : 0, 0, next, x);
     }
     // Refused: block s_i leaves the window when the block s_i + W begins.
-    return refusal(state as State, first, sum, k, at, r, cost);
+    return refusal(state ?? [], first, sum, k, at, r, cost);
   },
 
   refund(state, now, r, cost, at) {

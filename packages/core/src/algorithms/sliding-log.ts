@@ -26,7 +26,8 @@ export const slidingLog: Algorithm = {
       const next = append(state, first, now, cost);
       return admitted(r.limit - sum - cost, newest + W - at, 0, next, next.length > 0 ? (next[next.length - 2] as number) + W : 0);
     }
-    return refusal(state as State, first, sum, now, at, r, cost);
+    // No state here is a charge beyond the limit (a settle's) on a key with nothing logged.
+    return refusal(state ?? [], first, sum, now, at, r, cost);
   },
 
   refund(state, now, _r, cost, at) {

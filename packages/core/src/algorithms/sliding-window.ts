@@ -8,7 +8,7 @@
  * floor(estimate) + cost <= L  ⟺  prev·(W - e) + cur·W < (L - cost + 1)·W.
  */
 import { alignedStart } from './fixed-window.js';
-import { type Algorithm, admit, checkOf, type Kernel, refuse } from './types.js';
+import { type Algorithm, admit, checkOf, type Kernel, refuse, type State } from './types.js';
 
 /** `check` of the sliding-window counter on the state `[s[o], s[o + 1], s[o + 2]]` (see `Kernel`). */
 export const slidingWindowKernel: Kernel = (s, o, has, at, r, cost, v) => {
@@ -63,9 +63,13 @@ export const slidingWindow: Algorithm = {
     // A clock behind the stored window (it stepped back) was behind it at the decision too,
     // and no decision since has moved the window: the request was counted in it.
     const atStart = now < start ? start : at - (at % W);
-    if (atStart === start) return [start, state[1] as number, Math.max(0, (state[2] as number) - cost)];
-    if (atStart === start - W) return [start, Math.max(0, (state[1] as number) - cost), state[2] as number];
-    return state;
+    let next: State;
+    if (atStart === start) next = [start, state[1] as number, Math.max(0, (state[2] as number) - cost)];
+    else if (atStart === start - W) next = [start, Math.max(0, (state[1] as number) - cost), state[2] as number];
+    else return state;
+    // Both counts back to 0: no state, as before the request (an exact undo, which a
+    // stack's reserve-then-refund across Cluster slots relies on).
+    return next[1] === 0 && next[2] === 0 ? undefined : next;
   },
 
   expiresAt(state, r) {

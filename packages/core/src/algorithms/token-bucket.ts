@@ -80,6 +80,7 @@ export const tokenBucket: Algorithm = {
   },
 
   expiresAt(state, r) {
-    return (state[0] as number) + Math.ceil((r.burst * r.windowMs - (state[1] as number)) / r.limit);
+    // Never before the bucket's own time (a bucket fuller than a burst lowered since).
+    return (state[0] as number) + Math.max(0, Math.ceil((r.burst * r.windowMs - (state[1] as number)) / r.limit));
   },
 };

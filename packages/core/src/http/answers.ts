@@ -5,13 +5,13 @@
  */
 import { isAppError } from '../app-errors.js';
 import { publishStoreError } from '../diagnostics.js';
-import type { HeaderContext } from '../headers.js';
+import { appendHeaderValue, type HeaderContext } from '../headers.js';
 import type { Limiter } from '../limiter.js';
 import { isCapacityRefusal, refusal, storeFailureRefusal } from '../response.js';
 import type { Decision } from '../types.js';
 import { asAny, asMessageBody, call, isThenable, settle } from './callbacks.js';
 import type { Callbacks } from './pipeline.js';
-import { type HttpPort, sendRefusal, writeRefusalHead } from './port.js';
+import { type HttpPort, refusedAfterHead, sendRefusal, writeRefusalHead } from './port.js';
 import type { RateLimitSource } from './rate-limit.js';
 
 /** The next admission time of each rule, where the store told it (see next-admission.ts). */
@@ -48,10 +48,7 @@ export function headerWriter<Req, Res, Next>(
     for (let i = 0; i < fields.length; i++) {
       const field = fields[i] as (typeof fields)[number];
       let value = field.value;
-      if (field.append && !fresh) {
-        const prev = port.getHeader(res, field.name);
-        if (prev !== undefined && prev !== null && prev !== '') value = `${Array.isArray(prev) ? prev.join(', ') : String(prev)}, ${value}`;
-      }
+      if (field.append && !fresh) value = appendHeaderValue(port.getHeader(res, field.name), value);
       port.setHeader(res, field.name, value);
     }
   };
@@ -72,6 +69,8 @@ export function refuser<Req, Res, Next>(
       const r = call(onRejected, req, res, d);
       if (isThenable(r)) Promise.resolve(r).catch(noop);
     }
+    // Refused after a handler started the response: counted and reported, the response cut off.
+    if (refusedAfterHead(port, res, next)) return;
     const r = refusal(d, { statusCode });
     writeRefusalHead(port, res, r);
     if (handler !== undefined) {

@@ -32,7 +32,7 @@ import type { TrustProxy } from '../keys.js';
 import { type AccessList, compileAccess } from './access.js';
 import { holdRequest } from './lifetime.js';
 import { type LimitRateFlowOptions, limitRateFlow } from './limit-rate.js';
-import { type HttpPort, localsOf, readerMark, sendRefusal, writeFields } from './port.js';
+import { dropHeld, type HttpPort, localsOf, readerMark, refusedAfterHead, sendRefusal, writeFields } from './port.js';
 
 /** A control as a request handler in the framework's continuation style. */
 export type Stage<Req, Res, Next> = (req: Req, res: Res, next: Next) => void;
@@ -131,6 +131,7 @@ export function slowDownFlow<Req, Res, Next>(
     holdRequest(port, req, res, t.delayMs, timers)
       .then((stillThere) => {
         if (stillThere) port.pass(next);
+        else dropHeld(port, next);
       })
       .catch((err: unknown) => port.fail(next, err));
   }
@@ -175,15 +176,20 @@ export function concurrencyFlow<Req, Res, Next>(
       port.pass(next);
       return;
     }
-    if (!o.admitted && o.reason === 'aborted') return; // the client is gone: nothing to answer
+    if (!o.admitted && o.reason === 'aborted') {
+      dropHeld(port, next); // the client is gone: nothing to answer
+      return;
+    }
     publishControl(req, limit.name, () => concurrencyDecision(o));
     if (!o.admitted) {
+      if (refusedAfterHead(port, res, next)) return;
       if (headers) writeFields(port, res, concurrencyHeaderFields(o.figures));
       sendRefusal(port, res, concurrencyRefusal(o));
       return;
     }
     if (port.isGone(req, res)) {
       o.release();
+      dropHeld(port, next);
       return;
     }
     port.onceOver(req, res, o.release);
@@ -242,6 +248,7 @@ export function shedFlow<Req, Res, Next>(
     }
     if (o.shed) {
       publishControl(req, 'shed', () => shedDecision(o));
+      if (refusedAfterHead(port, res, next)) return;
       sendRefusal(port, res, shedRefusal(o));
       return;
     }
@@ -253,7 +260,8 @@ export function shedFlow<Req, Res, Next>(
       port.fail(next, err);
       return;
     }
-    if (!port.isGone(req, res)) port.pass(next);
+    if (port.isGone(req, res)) dropHeld(port, next);
+    else port.pass(next);
   };
   return { stage: reading(port, stage), shedder, close: () => shedder.close() };
 }

@@ -15,7 +15,7 @@ import type { Decision, RuleResult, Store } from '../types.js';
 import { headerWriter, type NextMs, refuser, storeFailure } from './answers.js';
 import { isThenable } from './callbacks.js';
 import { holdRequest } from './lifetime.js';
-import { type HttpPort, localsOf as localsOn } from './port.js';
+import { dropHeld, type HttpPort, localsOf as localsOn } from './port.js';
 import type { RateLimitSetup, RateLimitSource } from './rate-limit.js';
 import { actualCosts, requestDecision } from './settle.js';
 import type { proxyWarnings } from './warnings.js';
@@ -94,7 +94,7 @@ export function pipeline<Req, Res, Next>(
 
   /** `shown`: the decision whose rules the headers list (the request's whole state after a refund). */
   function answer(req: Req, res: Res, next: Next, d: Decision, all: Decision, nextMs: NextMs, fresh: boolean, shown = d): void {
-    if (format !== undefined) headers(req, res, shown, all, nextMs, fresh);
+    if (format !== undefined && port.headersSent?.(res) !== true) headers(req, res, shown, all, nextMs, fresh);
     publishDecision(d, req, name, dryRun);
     if (d.allowed || dryRun) {
       if (d.allowed && settleOnFinish !== undefined) settleOnFinish(req, res, d);
@@ -104,6 +104,7 @@ export function pipeline<Req, Res, Next>(
         holdRequest(port, req, res, d.delayMs, timers)
           .then((stillThere) => {
             if (stillThere) port.pass(next);
+            else dropHeld(port, next);
           })
           .catch((err: unknown) => port.fail(next, err));
         return;

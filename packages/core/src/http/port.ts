@@ -18,7 +18,7 @@
  */
 import type { ByteGrant } from '../controls/byte-pools.js';
 import type { ThrottleResult } from '../controls/throttle.js';
-import type { HeaderField } from '../headers.js';
+import { appendHeaderValue, type HeaderField } from '../headers.js';
 import { nodeReader, REQUEST_READER, type RequestReader } from '../keys.js';
 import type { Refusal } from '../response.js';
 import type { Decision } from '../types.js';
@@ -69,6 +69,24 @@ export interface HttpPort<Req, Res, Next> extends RequestReader<Req> {
   /** Hands an error to the framework's error handler. */
   fail(next: Next, err: unknown): void;
   /**
+   * Ends the continuation of a request whose client went away while tollgate held it
+   * (delayed, queued): nothing is sent and the handlers never run, but a framework that
+   * awaits its middleware (Koa, Hono) must see it settle. Left out where a middleware
+   * that neither passes nor answers simply stops (Express, Fastify, node's own watch).
+   */
+  drop?(next: Next): void;
+  /**
+   * True when the response's status line and headers have already gone out (a handler
+   * before this middleware started streaming): no header or refusal can be written any
+   * more. Left out (Hono: a Web `Response` is sent only after the middleware returns): never.
+   */
+  headersSent?(res: Res): boolean;
+  /**
+   * Cuts off a response whose head has gone out (destroys it), so that its client sees an
+   * incomplete answer rather than a partial body that looks whole. With `headersSent`.
+   */
+  cutOff?(res: Res): void;
+  /**
    * Where the app reads what tollgate keeps for a request (`rateLimit`, the combined
    * decision; `slowDown`, the throttle's figures), when the framework keeps per-request
    * values elsewhere than on its request object (Koa: `ctx.state`). Left out: the request's
@@ -82,6 +100,23 @@ export interface HttpPort<Req, Res, Next> extends RequestReader<Req> {
    * Left out, the port cannot run `limitRate`.
    */
   paceBody?(req: Req, res: Res, grant: ByteGrant, after: number): void;
+}
+
+/** Ends a held request's continuation when its client left (see {@link HttpPort.drop}). */
+export function dropHeld<Req, Res, Next>(port: HttpPort<Req, Res, Next>, next: Next): void {
+  port.drop?.(next);
+}
+
+/**
+ * A refusal for a response whose head has already gone out: the 429 (or 503) cannot be
+ * written, so the response is cut off and the continuation ended (the later handlers never
+ * run). Returns false when the refusal can be answered as usual.
+ */
+export function refusedAfterHead<Req, Res, Next>(port: HttpPort<Req, Res, Next>, res: Res, next: Next): boolean {
+  if (port.headersSent?.(res) !== true) return false;
+  port.cutOff?.(res);
+  dropHeld(port, next);
+  return true;
 }
 
 /** What tollgate keeps for the app on a request (see {@link HttpPort.locals}). */
@@ -131,16 +166,12 @@ export function lowerHeaderName(name: string): string {
 
 /** Writes header fields: draft-10 items are appended to what earlier limiters wrote. */
 export function writeFields<Req, Res, Next>(port: HttpPort<Req, Res, Next>, res: Res, fields: readonly HeaderField[]): void {
+  // The head went out before this middleware ran: nothing can be added to it.
+  if (port.headersSent?.(res) === true) return;
   for (let i = 0; i < fields.length; i++) {
     const f = fields[i] as HeaderField;
-    port.setHeader(res, f.name, f.append ? appendValue(port.getHeader(res, f.name), f.value) : f.value);
+    port.setHeader(res, f.name, f.append ? appendHeaderValue(port.getHeader(res, f.name), f.value) : f.value);
   }
-}
-
-function appendValue(existing: unknown, value: string): string {
-  if (existing === undefined || existing === null || existing === '') return value;
-  const prior = Array.isArray(existing) ? existing.join(', ') : String(existing);
-  return prior === '' ? value : `${prior}, ${value}`;
 }
 
 /** Sets a refusal's status and headers (`Retry-After`, `Cache-Control`), without the body. */

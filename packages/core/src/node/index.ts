@@ -27,7 +27,7 @@ export type NodeOperations<Req, Res> = Pick<
   HttpPort<Req, Res, never>,
   'peerAddress' | 'header' | 'connection' | 'onFinish' | 'onceOver' | 'whenGone' | 'isGone'
 > &
-  Required<Pick<HttpPort<Req, Res, never>, 'paceBody'>>;
+  Required<Pick<HttpPort<Req, Res, never>, 'paceBody' | 'headersSent' | 'cutOff'>>;
 
 /**
  * The reading and lifetime operations of a port over Node's `http`, given how to reach
@@ -56,6 +56,10 @@ export function nodeOperations<Req, Res>(
     isGone: (req, res) => isGone(rawRequest(req), rawResponse(res)),
     paceBody(req, res, grant, after) {
       paceResponse(rawRequest(req), rawResponse(res), grant, after);
+    },
+    headersSent: (res) => rawResponse(res).headersSent === true,
+    cutOff: (res) => {
+      rawResponse(res).destroy();
     },
   };
 }

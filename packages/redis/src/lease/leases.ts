@@ -4,7 +4,7 @@
  *
  * A lease call is the request's own decision with larger costs: per rule the server grants
  * `min(max, left / share)` units when a request of that cost would be admitted now, else the
- * request's cost (lua/lease.ts); so a refused call is exactly the request's refusal, and
+ * request's cost (lua/lease.lua); so a refused call is exactly the request's refusal, and
  * near a limit leases shrink to one request's cost (an exact call). A stack is admitted
  * from leases only when every rule holds a live lease covering its cost (all or nothing);
  * otherwise the rules without one go to Redis in one call, and the others' units are put

@@ -1,15 +1,13 @@
-/**
- * Lua of a lease call (mode `l`, see `../lease/`): one stack, consumed at sizes the
- * server picks. The plan is a decide plan of one run of one stack whose costs are the
- * request's (`l 1000 2`, rules, `1 c1:1,2:1`; `C` when its time is ARGV[2]); ARGV[3] is
- * the most units one lease may take and ARGV[4] the share of what is left that one lease
- * may take (left / share). Per op the grant is that size when a request of that cost would
- * be admitted now, else the request's own cost; the stack is then decided by the decide
- * path at those costs, so a refusal is exactly the refusal of the request (countRejected,
- * blockFor and all). The reply is the decide reply followed by one double per op, its
- * grant. Runs after STACK_LUA and ONE_LUA, before ENTRY_LUA (which calls it).
- */
-export const LEASE_LUA = `
+-- A lease call (mode `l`, see src/lease/): one stack, consumed at sizes the server picks.
+-- The plan is a decide plan of one run of one stack whose costs are the request's
+-- (`l 1000 2`, rules, `1 c1:1,2:1`; `C` when its time is ARGV[2]); ARGV[3] is the most units
+-- one lease may take and ARGV[4] the share of what is left that one lease may take (left /
+-- share). Per op the grant is that size when a request of that cost would be admitted now,
+-- else the request's own cost; the stack is then decided by the general path at those
+-- costs, so a refusal is exactly the refusal of the request (countRejected, blockFor and
+-- all). The reply is the decide reply followed by one double per op, its grant. Runs after
+-- stack.lua and one.lua, before entry.lua (whose store() calls it).
+
 local LEASE_GRANTS = {}
 local function lease(plan, keys, argv)
   KEYS, ARGV = keys, argv
@@ -50,4 +48,3 @@ local function lease(plan, keys, argv)
   local out = store_rest(p, keys, argv, redis_now, VALS)
   return out .. pack_list(LEASE_GRANTS, n)
 end
-`;
