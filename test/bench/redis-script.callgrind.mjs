@@ -57,12 +57,37 @@ const three = core.createLimiter({
   store,
   prefix: 'c3',
 });
+// The stack of redis.bench.mjs with a per-client fixed window: four rules, one of each common kind.
+const four = core.createLimiter({
+  rules: [
+    { name: 'ip', key: (r) => r.ip, limit: HIGH, window: '1h' },
+    { name: 'tenant', key: () => 'tenant', limit: HIGH, window: '1h' },
+    { name: 'global', key: () => 'all', algorithm: 'token-bucket', limit: HIGH, window: '1s' },
+    { name: 'hour', key: (r) => r.ip, algorithm: 'fixed-window', limit: HIGH, window: '1h' },
+  ],
+  store,
+  prefix: 'c4',
+});
+// A refusal: a client's own sliding window admits, its hourly quota of one (used by the warm-up) refuses.
+const refused = core.createLimiter({
+  rules: [
+    { name: 'ip', key: (r) => r.ip, limit: HIGH, window: '1h' },
+    { name: 'quota', key: (r) => r.ip, limit: 1, window: '1h' },
+  ],
+  store,
+  prefix: 'cr',
+});
+// A refusal by one rule alone: its hourly quota of one, used by the warm-up.
+const refusedOne = core.createLimiter({ rules: [{ name: 'quota', key: (r) => r.ip, limit: 1, window: '1h' }], store, prefix: 'cq' });
 const rlf = new RateLimiterRedis({ storeClient: client, points: HIGH, duration: 3600, keyPrefix: 'rlf' });
 const sha = await client.script('LOAD', 'return 1');
 
 let wrong = 0;
 const check = (d) => {
   if (d.degraded !== undefined || !d.allowed) wrong++;
+};
+const checkRefused = (d) => {
+  if (d.degraded !== undefined || d.allowed) wrong++;
 };
 /** `n` decisions, `inflight` at a time (all of a round requested in one tick). */
 async function drive(op, n, inflight) {
@@ -77,20 +102,33 @@ const workloads = [
   ['tollgate RedisStore, 3-rule stack, 64 in flight', (i) => three.consume({ ip: keyOf(i) }).then(check), 64],
   ['tollgate RedisStore, 1 rule, 1 in flight', (i) => one.consume({ ip: keyOf(i) }).then(check), 1],
   ['tollgate RedisStore, 3-rule stack, 1 in flight', (i) => three.consume({ ip: keyOf(i) }).then(check), 1],
+  ['tollgate RedisStore, 4-rule stack, 1 in flight', (i) => four.consume({ ip: keyOf(i) }).then(check), 1],
+  ['tollgate RedisStore, 2-rule stack refused, 1 in flight', (i) => refused.consume({ ip: keyOf(i) }).then(checkRefused), 1],
+  ['tollgate RedisStore, 1 rule refused, 1 in flight', (i) => refusedOne.consume({ ip: keyOf(i) }).then(checkRefused), 1],
   ['rate-limiter-flexible RateLimiterRedis.consume', (i) => rlf.consume(keyOf(i)), 1],
   ['bare EVALSHA of return 1', (i) => client.evalsha(sha, 1, keyOf(i)), 1],
 ];
 const rows = [];
 try {
   // Every key written once, so that the measured decisions update existing entries.
-  for (const [name, op, inflight] of workloads)
-    if (name.includes(values.only) || name.startsWith('bare')) await drive(op, KEYS, Math.max(inflight, 64));
+  // (The refusal workload's warm-up uses each client's quota of one.)
+  for (const [name, op, inflight] of workloads) {
+    if (!name.includes(values.only) && !name.startsWith('bare')) continue;
+    const warm = name.includes('2-rule stack refused')
+      ? (i) => refused.consume({ ip: keyOf(i) })
+      : name.includes('1 rule refused')
+        ? (i) => refusedOne.consume({ ip: keyOf(i) })
+        : op;
+    await drive(warm, KEYS, Math.max(inflight, 64));
+  }
   execFileSync('callgrind_control', ['-i', 'on', String(proc.pid)], { stdio: 'ignore' });
   for (const [name, op, inflight] of workloads) {
     if (!name.includes(values.only) && !name.startsWith('bare')) continue;
     counted();
+    const before = wrong;
     await drive(op, DECISIONS, inflight);
     const n = counted();
+    if (wrong > before) console.error(`${name}: ${wrong - before} decisions not as expected`);
     if (n === 0) throw new Error(`${name}: no processCommand counted`);
     rows.push({ name, perDecision: n / DECISIONS });
   }
@@ -107,4 +145,4 @@ console.log('| workload | redis-server instructions per decision | × bare EVALS
 console.log('| --- | ---: | ---: |');
 for (const r of rows)
   console.log(`| ${r.name} | ${Math.round(r.perDecision).toLocaleString('en-US')} | ${(r.perDecision / bare).toFixed(1)} |`);
-console.error(`(${dumps} dumps, ${DECISIONS} decisions per workload)`);
+console.error(`(${DECISIONS} decisions per workload)`);

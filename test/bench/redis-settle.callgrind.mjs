@@ -8,6 +8,7 @@
 //   pnpm build && node test/bench/redis-settle.callgrind.mjs [--decisions 2000]
 import { execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { callgrindRedis } from './util.mjs';
 
@@ -28,8 +29,10 @@ const KEYS = 1000;
 const HIGH = 1_000_000_000;
 const keyOf = (i) => `10.${(i >> 8) & 255}.${i & 255}.1`;
 
-const core = await import(new URL('../../packages/core/dist/index.mjs', import.meta.url).href);
-const { RedisStore } = await import(new URL('../../packages/redis/dist/index.mjs', import.meta.url).href);
+// TOLLGATE_CORE / TOLLGATE_REDIS=/path/to/dist/index.mjs measure another build with this harness.
+const build = (env, rel) => (process.env[env] ? pathToFileURL(process.env[env]).href : new URL(rel, import.meta.url).href);
+const core = await import(build('TOLLGATE_CORE', '../../packages/core/dist/index.mjs'));
+const { RedisStore } = await import(build('TOLLGATE_REDIS', '../../packages/redis/dist/index.mjs'));
 
 const { client, proc, dir, counted } = await callgrindRedis({ top: TOP });
 

@@ -270,6 +270,27 @@ function decider(
   return sync === undefined ? undefined : (ops, now) => sync.call(store, ops, now);
 }
 
+/**
+ * A stack's decision as the limiter makes it: synchronously through the plan or
+ * `consumeSync` (in-process stores: no promise per decision); a store that can sometimes (a
+ * RedisStore from its leases) is asked first and answers or passes; else `consume`.
+ */
+function deciding(
+  store: Store,
+  consumeSync: ((ops: StoreOp[], now: number | undefined) => StoreDecision) | undefined,
+  now: () => number | undefined,
+): (ops: StoreOp[], t0: number) => Decision | Promise<Decision> {
+  if (consumeSync !== undefined) return (ops, t0) => finish(ops, consumeSync(ops, now()), t0);
+  const consumeLocal = store.consumeLocal;
+  if (consumeLocal === undefined) return (ops, t0) => store.consume(ops, now()).then((d) => finish(ops, d, t0));
+  return (ops, t0) => {
+    const t = now();
+    const d = consumeLocal.call(store, ops, t);
+    if (d !== undefined) return finish(ops, d, t0);
+    return store.consume(ops, t).then((x) => finish(ops, x, t0));
+  };
+}
+
 function build<R>(
   cells: Cell<R>[],
   tiering: Tiering<R> | undefined,
@@ -284,11 +305,7 @@ function build<R>(
   // Every rule a request may bring, in the order its ops come: the base rules, then each tier's.
   const specs = (): RuleSpec[] => everyCell(cells, tiering).map((c) => c.c.spec);
   const consumeSync = decider(store, specs, family as RuleFamily<unknown>);
-  // In-process stores decide synchronously: no promise per decision.
-  const decideOps =
-    consumeSync !== undefined
-      ? (ops: StoreOp[], t0: number) => finish(ops, consumeSync(ops, now()), t0)
-      : (ops: StoreOp[], t0: number) => store.consume(ops, now()).then((d) => finish(ops, d, t0));
+  const decideOps = deciding(store, consumeSync, now);
 
   function decide(req: R, o: { cost?: number } | undefined): Decision | Promise<Decision> {
     const t0 = started();

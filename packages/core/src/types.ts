@@ -187,6 +187,12 @@ export interface Store {
    */
   prepare?(rules: readonly RuleSpec[]): StackPlan;
   /**
+   * Optional ability: the decision `consume` would make, returned synchronously when the
+   * store can make it in-process (a RedisStore deciding from a lease), else `undefined`, and
+   * the engine calls `consume`. Its answer is read at once: the store may reuse the object.
+   */
+  consumeLocal?(ops: readonly StoreOp[], now?: number): StoreDecision | undefined;
+  /**
    * Optional ability: one operation on a (rule, key) state without a request (read it,
    * block, unblock, penalize, reward), atomic, answering the state after it. `key` is
    * sanitised and `raw` is what the operator gave, as in `StoreOp`. A store without it makes

@@ -1,5 +1,5 @@
 /**
- * The script's wire format (see `lua/stack.ts`), all text: ioredis writes a command whose
+ * The script's wire format (see `lua/parse.lua`), all text: ioredis writes a command whose
  * arguments are all strings as one string, while a single Buffer argument makes it copy
  * every argument separately. Each distinct rule of a call travels once, as one field (its
  * 7 values, built once per `RuleSpec` and cached; Redis pays per argument, and the server
@@ -84,7 +84,7 @@ function wireOf(r: RuleSpec): RuleWire {
   return w;
 }
 
-/** A rule's 7 fields as a plan lists them (for the operations by key, lua/keyops.ts). */
+/** A rule's 7 fields as a plan lists them (for the operations by key, lua/keyops.lua). */
 export function ruleText(r: RuleSpec): string {
   return wireOf(r).text;
 }
@@ -177,7 +177,7 @@ export interface StackCall {
 }
 
 /**
- * The call deciding `stacks` in one script run (mode `d`, see lua/stack.ts); `keys` are
+ * The call deciding `stacks` in one script run (mode `d`, see lua/parse.lua); `keys` are
  * the ops' Redis keys in order, stack after stack. Each distinct key is sent once.
  */
 export function decideArgs(stacks: readonly StackCall[], keys: readonly string[], minTtl: string): ScriptCall {
@@ -298,7 +298,7 @@ export function refundArgs(
   return b.finish([shape], [now === undefined ? '' : num(now), num(at)]);
 }
 
-/** A settle's call (see `s` in lua/stack.ts): each op's cost is the actual cost less the estimate. */
+/** A settle's call (see `s` in lua/parse.lua): each op's cost is the actual cost less the estimate. */
 export function settleArgs(
   ops: readonly StoreOp[],
   keys: readonly string[],
@@ -312,7 +312,34 @@ export function settleArgs(
 }
 
 /**
- * The arguments of an operation by key (see lua/keyops.ts): rule, operation, time, least
+ * A lease call (mode `l`, see lua/lease.lua): one stack at the request's costs, on Redis time
+ * (`now` undefined) or at `now`, with the most units one lease may take and the share of what
+ * is left it may take.
+ */
+export function leaseArgs(
+  ops: readonly StoreOp[],
+  keys: readonly string[],
+  now: number | undefined,
+  most: number,
+  share: number,
+  minTtl: string,
+): ScriptCall {
+  const b = new CallBuilder('l', minTtl);
+  const shape = b.shape(now === undefined ? 'c' : 'C', ops, keys, 0, false);
+  return b.finish([`1 ${shape}`], [now === undefined ? '' : num(now), num(most), num(share)]);
+}
+
+/** A lease call's reply: the stack's decision, then each op's grant (the units it consumed if admitted). */
+export function parseLease(reply: unknown, n: number): { d: StoreDecision; grants: number[] } {
+  if (!Buffer.isBuffer(reply) || reply.length < 8 * n) throw new TypeError('The store script replied no lease grants');
+  const at = reply.length - 8 * n;
+  const grants: number[] = new Array(n);
+  for (let i = 0; i < n; i++) grants[i] = reply.readDoubleLE(at + 8 * i);
+  return { d: parseDecisions(reply.subarray(0, at), [n])[0] as StoreDecision, grants };
+}
+
+/**
+ * The arguments of an operation by key (see lua/keyops.lua): rule, operation, time, least
  * TTL, the operation id ('' for none) and how long the id is remembered.
  */
 export function keyOpArgs(r: RuleSpec, op: KeyOp, now: number | undefined, minTtl: string): string[] {
@@ -328,7 +355,7 @@ export function keyOpArgs(r: RuleSpec, op: KeyOp, now: number | undefined, minTt
   return [ruleText(r), code, now === undefined ? '' : num(now), minTtl, id, num(OPERATION_ID_TTL_MS)];
 }
 
-/** Parses an operation's reply: 6 little-endian doubles (see lua/keyops.ts). */
+/** Parses an operation's reply: 6 little-endian doubles (see lua/keyops.lua). */
 export function parseKeyState(reply: unknown): StoreKeyState {
   if (!Buffer.isBuffer(reply) || reply.length !== 48) {
     throw new TypeError(
@@ -350,7 +377,7 @@ const REASON_OF: readonly (RejectReason | undefined)[] = [undefined, undefined, 
 /**
  * Parses a decide reply: little-endian doubles, per stack allowed (1/0) and now, then
  * OUT_FIELDS per op (see lua/index.ts); or, when every stack was admitted straight through
- * (lua/one.ts), now and then per op remaining and resetMs (a length the general reply
+ * (lua/one.lua), now and then per op remaining and resetMs (a length the general reply
  * never has: 8 more than a multiple of 16). `sizes[j]` is stack j's op count.
  */
 export function parseDecisions(reply: unknown, sizes: readonly number[]): StoreDecision[] {

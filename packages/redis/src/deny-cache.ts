@@ -16,10 +16,35 @@
  * an operator's unblock or reset reaches every instance within that bound rather than at
  * the end of the block (or the day, for a daily quota).
  */
-import type { Outcome, StoreDecision, StoreOp } from '@tollgate/core';
+import type { Outcome, RuleSpec, StoreDecision, StoreOp } from '@tollgate/core';
 
 /** The longest an entry answers for Redis (ms): how soon a change made elsewhere is seen. */
 export const DENY_CACHE_MAX_AGE_MS = 1000;
+
+/**
+ * A number per compiled rule, for the deny cache's signature: rules of different limiters
+ * may share a name, and so a Redis key, while their limits differ.
+ */
+const ruleIds = new WeakMap<RuleSpec, number>();
+let nextRuleId = 0;
+function ruleIdOf(r: RuleSpec): number {
+  let id = ruleIds.get(r);
+  if (id === undefined) {
+    id = nextRuleId++;
+    ruleIds.set(r, id);
+  }
+  return id;
+}
+
+/**
+ * The deny cache's signature of a stack: its keys, rules and costs. A cached rejection
+ * answers only the same rules (not just the same keys) at the same costs.
+ */
+export function signature(ops: readonly StoreOp[], keys: readonly string[]): string {
+  let sig = keys.join('\n');
+  for (const op of ops) sig += ` ${ruleIdOf(op.rule)}:${op.cost}`;
+  return sig;
+}
 
 interface CacheEntry {
   /** The decision's time (store timebase) and the local time it was received at. */

@@ -59,12 +59,12 @@ export interface ServerCode {
   readonly sha: string;
 }
 
-/** Decide, peek and refund (see lua/stack.ts). */
+/** Decide, peek and refund (see lua/parse.lua). */
 export const STORE_CODE: ServerCode = { fn: STORE_FUNCTION, script: STORE_SCRIPT, sha: STORE_SCRIPT_SHA };
-/** The concurrency slots' acquire, renew and count (see lua/slots.ts). */
+/** The concurrency slots' acquire, renew and count (see lua/slots.lua). */
 export const SLOTS_CODE: ServerCode = { fn: SLOTS_FUNCTION, script: SLOT_SCRIPT, sha: SLOT_SCRIPT_SHA };
 
-/** The operations by key (see lua/keyops.ts). */
+/** The operations by key (see lua/keyops.lua). */
 export const KEYS_CODE: ServerCode = { fn: KEYS_FUNCTION, script: KEYS_SCRIPT, sha: KEYS_SCRIPT_SHA };
 
 /** How calls are sent: not chosen yet, `FCALL`, or `EVALSHA`. */
@@ -276,7 +276,7 @@ export function runScript(port: RedisPort, call: { readonly keys: readonly strin
   return runnerOf(port).call(STORE_CODE, call.keys, call.args);
 }
 
-/** Runs one operation by key (lua/keyops.ts) on the node of `keys` (the entry, and an id's mark). */
+/** Runs one operation by key (lua/keyops.lua) on the node of `keys` (the entry, and an id's mark). */
 export function runKeyOp(port: RedisPort, keys: readonly string[], args: readonly string[]): Promise<unknown> {
   return runnerOf(port).call(KEYS_CODE, keys, args);
 }

@@ -105,7 +105,7 @@ describe('function library', () => {
     expect(await admitted(l, 1)).toBe(1);
     expect(await admin.call('FUNCTION', 'LIST', 'LIBRARYNAME', 'tollgate_*')).toHaveLength(2);
     // One consume of a fixed window of 3 under key fn:v, through either version's function
-    // (the wire format of lua/stack.ts), its reply read as the store reads it.
+    // (the wire format of lua/parse.lua), its reply read as the store reads it.
     const consume = async (lib: string) => {
       const args = ['d 1000 1\nfcm-00 3 60000 3 0 0 3\n1 c1:1'];
       const fcall = (admin as unknown as { fcallBuffer(...a: (string | number)[]): Promise<Buffer> }).fcallBuffer.bind(admin);

@@ -1,5 +1,6 @@
 /**
- * The server-side code every store call runs, assembled two ways from the same sections
+ * The server-side code every store call runs (its Lua in packages/redis/lua, compiled into
+ * generated.ts by scripts/generate-lua.mjs), assembled two ways from the same sections
  * (the prelude, the call's state and parsing, one section per algorithm, the stack logic):
  *
  * - `STORE_LIBRARY`, a Redis function library (`FUNCTION LOAD`, then `FCALL`): Redis
@@ -18,17 +19,24 @@
  * built by the first call rather than at load.
  */
 import { createHash } from 'node:crypto';
-import { COMMON_LUA } from './common.js';
-import { FIXED_WINDOW_LUA } from './fixed-window.js';
-import { KEYOPS_LUA } from './keyops.js';
-import { LEAKY_BUCKET_LUA } from './leaky-bucket.js';
-import { ONE_LUA } from './one.js';
-import { SLIDING_BUCKETS_LUA } from './sliding-buckets.js';
-import { SLIDING_LOG_LUA } from './sliding-log.js';
-import { SLIDING_WINDOW_LUA } from './sliding-window.js';
-import { SLOT_SCRIPT } from './slots.js';
-import { ENTRY_LUA, PARSE_LUA, STACK_LUA } from './stack.js';
-import { TOKEN_BUCKET_LUA } from './token-bucket.js';
+import {
+  ENTRY_LUA,
+  FIXED_WINDOW_LUA,
+  KEYOPS_LUA,
+  KEYS_SCRIPT_ENTRY_LUA,
+  LEAKY_BUCKET_LUA,
+  LEASE_LUA,
+  LIBRARY_LUA,
+  ONE_LUA,
+  PARSE_LUA,
+  PRELUDE_LUA,
+  SCRIPT_ENTRY_LUA,
+  SLIDING_BUCKETS_LUA,
+  SLIDING_LOG_LUA,
+  SLIDING_WINDOW_LUA,
+  STACK_LUA,
+  TOKEN_BUCKET_LUA,
+} from './generated.js';
 
 /**
  * Reply fields (doubles) per op: 1 when admitted, else the refusal's reason code (2 limit,
@@ -44,7 +52,7 @@ function section(code: string, lua: string): string {
 /**
  * `init(NEED, NEED_MONTH)`: builds every definition (the algorithms in NEED, calendar
  * months when NEED_MONTH) and returns the entry `store(KEYS, ARGV)` and the table of the
- * common calls' closures by plan (one.ts); `tail` ends it. The library's also builds the
+ * common calls' closures by plan (one.lua); `tail` ends it. The library's also builds the
  * operations by key over the same definitions (one copy of the algorithms in its heap,
  * which each of Redis' garbage collection steps traverses) and returns their entry too.
  */
@@ -52,7 +60,7 @@ function initOf(name: string, tail: readonly string[]): string {
   return [
     `local function ${name}(NEED, NEED_MONTH)`,
     'local ALG = {}',
-    COMMON_LUA,
+    PRELUDE_LUA,
     PARSE_LUA,
     section('f', FIXED_WINDOW_LUA),
     section('s', SLIDING_LOG_LUA),
@@ -62,6 +70,7 @@ function initOf(name: string, tail: readonly string[]): string {
     section('b', SLIDING_BUCKETS_LUA),
     STACK_LUA,
     ONE_LUA,
+    LEASE_LUA,
     ENTRY_LUA,
     ...tail,
     'end',
@@ -71,32 +80,17 @@ function initOf(name: string, tail: readonly string[]): string {
 const INIT = initOf('init', ['return store, FAST']);
 const LIBRARY_INIT = initOf('init', [KEYOPS_LUA, 'return store, FAST, keyop']);
 
-/**
- * Which algorithms a script call's rules use (the first flag of each rule line of its
- * plan), and whether one counts months.
- */
-const NEED_OF_ARGV = `
-local NEED, NEED_MONTH = {}, false
-local nr, j = nil, 0
-for line in string.gmatch(ARGV[1], '[^\\n]+') do
-  if nr == nil then nr = tonumber(string.match(line, '(%d+)$'))
-  elseif j < nr then
-    j = j + 1
-    NEED[string.sub(line, 1, 1)] = true
-    if string.byte(line, 4) == 109 then NEED_MONTH = true end
-  else break end
-end`;
-
-export const STORE_SCRIPT = [INIT, NEED_OF_ARGV, 'return (init(NEED, NEED_MONTH))(KEYS, ARGV)'].join('\n');
+export const STORE_SCRIPT = [INIT, SCRIPT_ENTRY_LUA].join('\n');
 
 /**
- * `init_keys(NEED, NEED_MONTH)`: the operations by key (keyops.ts) over the prelude and the
+ * `init_keys(NEED, NEED_MONTH)`: the operations by key (keyops.lua) over the prelude, the rule parser and the
  * algorithms in NEED; returns the entry `keyop(KEYS, ARGV)`.
  */
 const KEYS_INIT = [
   'local function init_keys(NEED, NEED_MONTH)',
   'local ALG = {}',
-  COMMON_LUA,
+  PRELUDE_LUA,
+  PARSE_LUA,
   section('f', FIXED_WINDOW_LUA),
   section('s', SLIDING_LOG_LUA),
   section('w', SLIDING_WINDOW_LUA),
@@ -109,11 +103,7 @@ const KEYS_INIT = [
 ].join('\n');
 
 /** The operations by key as one Lua script (`EVALSHA`): only the rule's algorithm is built. */
-export const KEYS_SCRIPT = [
-  KEYS_INIT,
-  'local NEED = { [string.sub(ARGV[1], 1, 1)] = true }',
-  'return init_keys(NEED, string.byte(ARGV[1], 4) == 109)(KEYS, ARGV)',
-].join('\n');
+export const KEYS_SCRIPT = [KEYS_INIT, KEYS_SCRIPT_ENTRY_LUA].join('\n');
 
 export const KEYS_SCRIPT_SHA = createHash('sha1').update(KEYS_SCRIPT).digest('hex');
 
@@ -121,25 +111,8 @@ export const STORE_SCRIPT_SHA = createHash('sha1').update(STORE_SCRIPT).digest('
 
 /** The library's body, before its name is known (the name is a hash of it). */
 function libraryBody(storeFn: string, slotsFn: string, keysFn: string): string {
-  return [
-    LIBRARY_INIT,
-    'local ALL = { f = true, s = true, w = true, t = true, k = true, b = true }',
-    // The common calls' closures (one.ts) are looked up here, one Lua call fewer.
-    'local store, FAST, keyop = nil, nil, nil',
-    `redis.register_function('${storeFn}', function(keys, args)`,
-    '  if store == nil then store, FAST, keyop = init(ALL, true) end',
-    '  local f = FAST[args[1]]',
-    '  if f then return f(keys, args) end',
-    '  return store(keys, args)',
-    'end)',
-    `redis.register_function('${slotsFn}', function(KEYS, ARGV)`,
-    SLOT_SCRIPT,
-    'end)',
-    `redis.register_function('${keysFn}', function(keys, args)`,
-    '  if keyop == nil then store, FAST, keyop = init(ALL, true) end',
-    '  return keyop(keys, args)',
-    'end)',
-  ].join('\n');
+  const fns = LIBRARY_LUA.replace("'STORE_FN'", `'${storeFn}'`).replace("'SLOTS_FN'", `'${slotsFn}'`).replace("'KEYS_FN'", `'${keysFn}'`);
+  return [LIBRARY_INIT, fns].join('\n');
 }
 
 /** The library's version: a hash of its source, whatever the function names will be. */

@@ -1,14 +1,12 @@
-/**
- * Lua prelude shared by every script section: number formatting and entry encoding. Each
- * algorithm's check returns the outcome of `core/src/algorithms/types.ts` as values.
- *
- * Redis runs Lua 5.1, whose numbers are IEEE doubles like JavaScript's, so the same
- * operations in the same order give the same results. Decisions leave the script as
- * packed doubles and states are stored as packed doubles, so both round-trip exactly.
- * The refund's reply (its time) is an integer reply when whole, else `%.17g` text (17
- * significant digits round-trip every double).
- */
-export const COMMON_LUA = `
+-- Lua prelude shared by every script section: number formatting and entry encoding. Each
+-- algorithm's check returns the outcome of core/src/algorithms/types.ts as values.
+--
+-- Redis runs Lua 5.1, whose numbers are IEEE doubles like JavaScript's, so the same
+-- operations in the same order give the same results. Decisions leave the script as
+-- packed doubles and states are stored as packed doubles, so both round-trip exactly.
+-- The refund's reply (its time) is an integer reply when whole, else %.17g text (17
+-- significant digits round-trip every double).
+
 local floor, ceil, max, min, fmod = math.floor, math.ceil, math.max, math.min, math.fmod
 local format, tonumber = string.format, tonumber
 
@@ -91,4 +89,3 @@ local function out(x)
   if x == floor(x) and x < 9007199254740992 and x > -9007199254740992 then return x end
   return fmt(x)
 end
-`;

@@ -1,9 +1,7 @@
-/**
- * Lua mirror of `core/src/algorithms/fixed-window.ts`.
- * State `{ windowStart, count }`. UTC months use the days-from-civil arithmetic of
- * H. Hinnant's date algorithms, which Redis' Lua (without `os.date`) needs.
- */
-export const FIXED_WINDOW_LUA = `
+-- Lua mirror of core/src/algorithms/fixed-window.ts.
+-- State { windowStart, count }. UTC months use the days-from-civil arithmetic of
+-- H. Hinnant's date algorithms, which Redis' Lua (without os.date) needs.
+
 local DAY = 86400000
 
 -- Calendar months: defined only for a call with a monthly rule.
@@ -51,33 +49,36 @@ local function fw_window_end(start, r)
   return fw_end(start, r)
 end
 
+-- A refusal (the kernel's REFUSED): the figures of the window read, and what countRejected
+-- writes; max: a count above a limit lowered since (limit per request, or an update).
+local function fw_refused(start, count, used, e, now, r)
+  local nx = nil
+  if r.cr then nx = { start, used } end
+  return false, max(0, r.L - count), e - now, e - now, 0, nx
+end
+
 ALG['f'] = {
+  refused = fw_refused,
   check = function(state, now, r, cost)
     local start, e
     local count = 0
     if r.first then
-      if state ~= nil and now < state[1] + r.W then start = state[1]; count = state[2] else start = now end
+      if state ~= nil and state[2] > 0 and now < state[1] + r.W then start = state[1]; count = state[2] else start = now end
       e = start + r.W
     else
       -- The windows of the clock (or calendar months): inlined for the common fixed width.
       if r.month then start = fw_start(now, r) else start = now - fmod(now, r.W) end
-      -- A stored window later than now means time went backwards: stay in it.
-      if state ~= nil and state[1] >= start then start = state[1]; count = state[2] end
+      -- A stored window later than now means time went backwards: stay in it. One with
+      -- nothing counted is no state (its expiry is 0), on Redis time as on supplied time.
+      if state ~= nil and state[2] > 0 and state[1] >= start then start = state[1]; count = state[2] end
       if r.month then e = fw_end(start, r) else e = start + r.W end
     end
-    local used = count + cost
-    if used <= r.L then
-      local reset = 0
-      if used > 0 then reset = e - now end
-      -- The 7th value: the new state's expiry (its window's end), which write() needs;
-      -- nothing counted (cost 0 in an empty window): none, so no window is opened.
-      if used == 0 then e = 0 end
-      return true, r.L - used, reset, 0, 0, { start, used }, e
-    end
-    local nx = nil
-    if r.cr then nx = { start, used } end
-    -- max: a count above a limit lowered since (limit per request, or an update).
-    return false, max(0, r.L - count), e - now, e - now, 0, nx
+    local L = r.L
+    --#include inline/fixed-window-kernel.lua REFUSED() = return fw_refused(start, count, used, e, now, r)
+    -- The 7th value: the new state's expiry (its window's end), which write() needs;
+    -- nothing counted (cost 0 in an empty window): none, so no window is opened.
+    if used == 0 then e = 0 end
+    return true, rem, reset, 0, 0, { start, used }, e
   end,
   refund = function(state, now, r, cost, at)
     local start = state[1]
@@ -97,4 +98,3 @@ ALG['f'] = {
     return state[1] + r.W
   end,
 }
-`;

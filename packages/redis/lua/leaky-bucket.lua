@@ -1,11 +1,9 @@
-/**
- * Lua mirror of `core/src/algorithms/leaky-bucket.ts`: `meter` (GCRA, state
- * `{ tat }`) and `queue` (state `{ lastDeparture }`), T = W / L in floating point. Like
- * the core it works on the backlog (stored time - now, a small exact number) and
- * corrects the closed-form retry time with `settle`; a level within half of 1/L ms above
- * the line is rounding, as in the core.
- */
-export const LEAKY_BUCKET_LUA = `
+-- Lua mirror of core/src/algorithms/leaky-bucket.ts: meter (GCRA, state
+-- { tat }) and queue (state { lastDeparture }), T = W / L in floating point. Like
+-- the core it works on the backlog (stored time - now, a small exact number) and
+-- corrects the closed-form retry time with settle; a level within half of 1/L ms above
+-- the line is rounding, as in the core.
+
 -- Moves a whole-ms candidate t to the first instant at which fits(t) holds.
 local function settle(t, fits)
   while not fits(t) do t = t + 1 end
@@ -57,7 +55,7 @@ ALG['k'] = {
   expires = function(state, r) return ceil(state[1]) end,
 }
 
--- The queue mode: rules with mode 'q' use this entry (see PARSE_LUA).
+-- The queue mode: rules with mode 'q' use this entry (see parse.lua).
 ALG['kq'] = {
   check = function(state, now, r, cost)
     local T = r.W / r.L
@@ -76,4 +74,3 @@ ALG['kq'] = {
   refund = lb_refund,
   expires = function(state, r) return ceil(state[1]) end,
 }
-`;

@@ -1,0 +1,460 @@
+/**
+ * Leases (`RedisStore({ lease })`) against a real Redis: the option's validation, leased
+ * decisions and their figures, stacks all-or-nothing, give-backs (expiry, close, operations
+ * by key), refusals answered locally, features under leases (costs, blockFor, countRejected,
+ * update, reserve/settle), the failure policy when a lease runs out, and the calls a
+ * decision costs. Several stores on one Redis stand for instances; the separate-process
+ * check is test/reliability/lease-instances.test.ts.
+ */
+import { type AlgorithmName, createLimiter, ManualClock, type Rule, type RuleSpec, TollgateError } from '@tollgate/core';
+import { RedisStore } from '@tollgate/redis';
+import { Cluster, Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DelayProxy } from '../../../test/reliability/helpers/delay-proxy.js';
+import { keysWithoutExpiry, type RedisServer, startCluster, startRedis } from '../../../test/setup/redis.js';
+
+let server: RedisServer;
+let client: Redis;
+let admin: Redis;
+let n = 0;
+const SLOW = 10_000;
+
+beforeAll(async () => {
+  server = await startRedis();
+  client = new Redis({ port: server.port, host: '127.0.0.1' });
+  admin = new Redis({ port: server.port, host: '127.0.0.1' });
+});
+
+afterAll(async () => {
+  expect(await keysWithoutExpiry(admin, 'lease*')).toEqual([]);
+  client.disconnect();
+  admin.disconnect();
+  await server.destroy();
+});
+
+/** The store calls Redis has run (FCALL or EVALSHA). */
+async function storeCalls(): Promise<number> {
+  const info = await admin.info('commandstats');
+  let c = 0;
+  for (const m of info.matchAll(/cmdstat_(?:evalsha|fcall):calls=(\d+)/g)) c += Number(m[1]);
+  return c;
+}
+
+function prefix(): string {
+  return `lease${++n}:`;
+}
+
+function codeOf(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(TollgateError);
+    return (err as TollgateError).code;
+  }
+  return undefined;
+}
+
+describe('options', () => {
+  it('validates lease at construction and ttl against each rule window at its first decision', async () => {
+    expect(codeOf(() => new RedisStore({ client, lease: 5 as never }))).toBe('TG_INVALID_OPTION');
+    expect(codeOf(() => new RedisStore({ client, lease: { max: 0 } }))).toBe('TG_INVALID_OPTION');
+    expect(codeOf(() => new RedisStore({ client, lease: { max: 1.5 } }))).toBe('TG_INVALID_OPTION');
+    expect(codeOf(() => new RedisStore({ client, lease: { ttl: 'soon' as never } }))).toBe('TG_INVALID_DURATION');
+    expect(codeOf(() => new RedisStore({ client, lease: { size: 3 } as never }))).toBe('TG_UNKNOWN_OPTION');
+    const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { ttl: '1s' } });
+    const limiter = createLimiter({ rules: [{ name: 'fast', limit: 10, window: '5s' }], store });
+    const err = await limiter.consume({}).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TollgateError);
+    expect((err as TollgateError).code).toBe('TG_INVALID_OPTION');
+    expect((err as TollgateError).path).toBe('RedisStore.lease.ttl');
+    // A window of ten ttls is enough.
+    const ok = createLimiter({ rules: [{ name: 'ok', limit: 10, window: '10s' }], store });
+    expect((await ok.consume({})).allowed).toBe(true);
+    await store.close();
+  });
+});
+
+const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket', 'sliding-buckets'];
+
+describe('leased decisions (one instance, supplied clock)', () => {
+  for (const algorithm of ALGORITHMS) {
+    it(`${algorithm}: admits exactly the limit, mostly without Redis, and gives unused units back on close`, async () => {
+      const clock = new ManualClock(1_000_000);
+      const p = prefix();
+      const store = new RedisStore({ client, prefix: p, timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+      const limiter = createLimiter({ rules: [{ name: 'r', algorithm, limit: 100, window: '1m', key: () => 'k' }], store, clock });
+      const before = await storeCalls();
+      let admitted = 0;
+      let last = 101;
+      for (let i = 0; i < 150; i++) {
+        const d = await limiter.consume({});
+        if (d.allowed) {
+          admitted++;
+          // remaining never grows while nothing is given back, and never over-promises.
+          const r = d.rules[0]?.remaining as number;
+          expect(r).toBeLessThanOrEqual(100 - admitted);
+          expect(r).toBeLessThanOrEqual(last);
+          last = r;
+        }
+      }
+      expect(admitted).toBe(100);
+      const calls = (await storeCalls()) - before;
+      // 100 admissions in leases of at most 10 (and halving near the limit), 50 refusals
+      // answered by the deny cache after the first.
+      expect(calls).toBeLessThan(40);
+      await store.close();
+      expect(store.leased(limiter.rules[0]?.spec as RuleSpec, 'k')).toBe(0);
+    });
+  }
+
+  it('gives unused units back when the lease expires, at the lease time (a sliding log frees them)', async () => {
+    const clock = new ManualClock(2_000_000);
+    const p = prefix();
+    const store = new RedisStore({ client, prefix: p, timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+    const exact = new RedisStore({ client, prefix: p, timeoutMs: SLOW });
+    const rules: Rule<unknown>[] = [{ name: 'r', algorithm: 'sliding-log', limit: 100, window: '1m', key: () => 'k' }];
+    const leased = createLimiter({ rules, store, clock });
+    const plain = createLimiter({ rules, store: exact, clock });
+    // Exact (first sight of the key), then a lease of 2, then one of 4 (twice what the last used).
+    for (let i = 0; i < 4; i++) await leased.consume({});
+    expect(store.leased(leased.rules[0]?.spec as RuleSpec, 'k')).toBe(3);
+    expect((await plain.get('r', 'k')).remaining).toBe(100 - 4 - 3);
+    clock.advance(1000);
+    // The next decision finds the lease expired: its 3 units go back, and it leases anew.
+    await leased.consume({});
+    await new Promise((r) => setTimeout(r, 50));
+    const rem = (await plain.get('r', 'k')).remaining;
+    expect(rem + store.leased(leased.rules[0]?.spec as RuleSpec, 'k')).toBe(100 - 5);
+    await store.close();
+    expect((await plain.get('r', 'k')).remaining).toBe(95);
+    await exact.close();
+  });
+});
+
+describe('instances sharing a key', () => {
+  it('four stores never admit more than the limit, and together admit exactly it', async () => {
+    const clock = new ManualClock(3_000_000);
+    const p = prefix();
+    const stores = [0, 1, 2, 3].map(
+      () => new RedisStore({ client, prefix: p, timeoutMs: SLOW, instances: 4, lease: { max: 20, ttl: '1s' } }),
+    );
+    const limiters = stores.map((store) =>
+      createLimiter({ rules: [{ name: 'r', limit: 200, window: '1m', key: () => 'k' }], store, clock }),
+    );
+    let admitted = 0;
+    for (let i = 0; i < 400; i++) {
+      const d = await (limiters[i % 4] as (typeof limiters)[number]).consume({});
+      if (d.allowed) admitted++;
+    }
+    // Units held by one instance are refused to the others until they go back.
+    expect(admitted).toBeLessThanOrEqual(200);
+    clock.advance(1000);
+    for (let i = 0; i < 400; i++) {
+      const d = await (limiters[i % 4] as (typeof limiters)[number]).consume({});
+      if (d.allowed) admitted++;
+    }
+    expect(admitted).toBe(200);
+    for (const s of stores) await s.close();
+  });
+});
+
+describe('stacks', () => {
+  it('a stack leases for every rule; a refusal by one rule takes nothing from the others', async () => {
+    const clock = new ManualClock(4_000_000);
+    const p = prefix();
+    const store = new RedisStore({ client, prefix: p, timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+    const exact = new RedisStore({ client, prefix: p, timeoutMs: SLOW });
+    const rules: Rule<{ u: string }>[] = [
+      { name: 'wide', limit: 1000, window: '1m', key: () => 'g' },
+      { name: 'narrow', limit: 5, window: '1m', key: (r: { u: string }) => r.u },
+    ];
+    const leased = createLimiter({ rules, store, clock });
+    const plain = createLimiter({ rules, store: exact, clock });
+    let a = 0;
+    for (let i = 0; i < 8; i++) if ((await leased.consume({ u: 'x' })).allowed) a++;
+    expect(a).toBe(5);
+    // 'wide' counted 5 admissions plus what this instance holds, nothing for the refusals.
+    const wide = (await plain.get('wide', 'g')).remaining;
+    expect(wide + store.leased(leased.rules[0]?.spec as RuleSpec, 'g')).toBe(1000 - 5);
+    await store.close();
+    expect((await plain.get('wide', 'g')).remaining).toBe(995);
+    await exact.close();
+  });
+});
+
+describe('refusals and features under leases', () => {
+  it('a refused key is answered locally until its retry time (no Redis call)', async () => {
+    const clock = new ManualClock(5_000_000);
+    const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+    const limiter = createLimiter({ rules: [{ name: 'r', limit: 3, window: '1m' }], store, clock });
+    for (let i = 0; i < 4; i++) await limiter.consume({});
+    const before = await storeCalls();
+    for (let i = 0; i < 20; i++) expect((await limiter.consume({})).allowed).toBe(false);
+    expect((await storeCalls()) - before).toBe(0);
+    await store.close();
+  });
+
+  it('blockFor and countRejected decide as without leases', async () => {
+    const clock = new ManualClock(6_000_000);
+    const p = prefix();
+    const store = new RedisStore({ client, prefix: p, timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+    const plainStore = new RedisStore({ client, prefix: `${p}x`, timeoutMs: SLOW });
+    const rules: Rule<unknown>[] = [
+      { name: 'b', limit: 20, window: '1m', blockFor: '1h' },
+      { name: 'c', limit: 20, window: '1m', countRejected: true },
+    ];
+    for (const rule of rules) {
+      const leased = createLimiter({ rules: [rule], store, clock });
+      const plain = createLimiter({ rules: [rule], store: plainStore, clock });
+      const a: boolean[] = [];
+      const b: boolean[] = [];
+      for (let i = 0; i < 30; i++) {
+        a.push((await leased.consume({}, { cost: 1 + (i % 3) })).allowed);
+        b.push((await plain.consume({}, { cost: 1 + (i % 3) })).allowed);
+        clock.advance(100);
+      }
+      expect(a).toEqual(b);
+    }
+    await store.close();
+    await plainStore.close();
+  });
+
+  it('update drops the lease; a reset on this instance drops it; a block gives it back first', async () => {
+    const clock = new ManualClock(7_000_000);
+    const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+    const limiter = createLimiter({ rules: [{ name: 'r', limit: 100, window: '1m', key: () => 'k' }], store, clock });
+    const spec = () => limiter.rules[0]?.spec as RuleSpec;
+    for (let i = 0; i < 4; i++) await limiter.consume({});
+    expect(store.leased(spec(), 'k')).toBe(3);
+    limiter.update('r', { limit: 50 });
+    const d = await limiter.consume({});
+    expect(d.allowed).toBe(true);
+    // The new rule's lease: 100 - 3 - 9 (the old lease, given back) ... at most 10.
+    await limiter.reset('r', 'k');
+    expect(store.leased(spec(), 'k')).toBe(0);
+    expect((await limiter.get('r', 'k')).remaining).toBe(50);
+    await limiter.consume({});
+    await limiter.consume({});
+    expect(store.leased(spec(), 'k')).toBeGreaterThan(0);
+    await limiter.block('r', 'k', '1m');
+    expect(store.leased(spec(), 'k')).toBe(0);
+    expect((await limiter.consume({})).allowed).toBe(false);
+    await store.close();
+  });
+
+  it('reserve and settle: settle goes to Redis, at the lease time', async () => {
+    const clock = new ManualClock(8_000_000);
+    const p = prefix();
+    const store = new RedisStore({ client, prefix: p, timeoutMs: SLOW, lease: { max: 50, ttl: '1s' } });
+    const exact = new RedisStore({ client, prefix: p, timeoutMs: SLOW });
+    const rules: Rule<unknown>[] = [{ name: 'r', algorithm: 'sliding-log', limit: 1000, window: '1m', key: () => 'k' }];
+    const limiter = createLimiter({ rules, store, clock });
+    const plain = createLimiter({ rules, store: exact, clock });
+    await limiter.consume({});
+    // The lease call itself reserves (counted at the lease time)...
+    const res = await limiter.reserve({}, { cost: 10 });
+    expect(res.allowed).toBe(true);
+    await res.settle(4);
+    clock.advance(5);
+    // ... and a reservation from the lease it took: its give-back returns to the lease.
+    const res2 = await limiter.reserve({}, { cost: 10 });
+    expect(res2.allowed).toBe(true);
+    await res2.settle(3);
+    // Above the estimate: the extra is charged in Redis.
+    const res3 = await limiter.reserve({}, { cost: 2 });
+    await res3.settle(5);
+    const held = store.leased(limiter.rules[0]?.spec as RuleSpec, 'k');
+    expect((await plain.get('r', 'k')).remaining + held).toBe(1000 - 1 - 4 - 3 - 5);
+    await store.close();
+    expect((await plain.get('r', 'k')).remaining).toBe(1000 - 1 - 4 - 3 - 5);
+    await exact.close();
+  });
+});
+
+describe('failure policy', () => {
+  it('decides from a held lease while Redis is gone; the policy answers when it runs out', async () => {
+    const own = await startRedis();
+    const c = new Redis({ port: own.port, host: '127.0.0.1', maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: false });
+    await new Promise((r) => c.once('ready', r));
+    const store = new RedisStore({ client: c, prefix: prefix(), timeoutMs: 200, onStoreError: 'deny', lease: { max: 20, ttl: '5s' } });
+    const limiter = createLimiter({ rules: [{ name: 'r', limit: 1000, window: '1m', key: () => 'k' }], store });
+    for (let i = 0; i < 30 && store.leased(limiter.rules[0]?.spec as RuleSpec, 'k') < 5; i++) await limiter.consume({});
+    const held = store.leased(limiter.rules[0]?.spec as RuleSpec, 'k');
+    expect(held).toBeGreaterThanOrEqual(5);
+    await own.destroy();
+    for (let i = 0; i < held; i++) {
+      const d = await limiter.consume({});
+      expect(d.allowed).toBe(true);
+      expect(d.degraded).toBeUndefined();
+    }
+    const after = await limiter.consume({});
+    expect(after.degraded).toBe('deny');
+    expect(after.allowed).toBe(false);
+    c.disconnect();
+    await store.close().catch(() => {});
+  });
+});
+
+describe('peek and rules never leased', () => {
+  it('a peek covered by the lease is answered locally; otherwise Redis answers with the held units added', async () => {
+    const clock = new ManualClock(11_000_000);
+    const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+    const limiter = createLimiter({ rules: [{ name: 'r', limit: 100, window: '1m', key: () => 'k' }], store, clock });
+    for (let i = 0; i < 4; i++) await limiter.consume({});
+    expect(store.leased(limiter.rules[0]?.spec as RuleSpec, 'k')).toBe(3);
+    const before = await storeCalls();
+    const p = await limiter.peek({});
+    expect((await storeCalls()) - before).toBe(0);
+    // As an exact peek would say: 100 - 4 consumed, less the peeked request.
+    expect(p.allowed).toBe(true);
+    expect(p.rules[0]?.remaining).toBe(95);
+    const big = await limiter.peek({}, { cost: 5 });
+    expect((await storeCalls()) - before).toBe(1);
+    expect(big.allowed).toBe(true);
+    expect(big.rules[0]?.remaining).toBe(91);
+    await store.close();
+  });
+
+  it('a leaky-bucket queue and a dry-run rule decide exactly, every time', async () => {
+    const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+    const queue = createLimiter({
+      rules: [{ name: 'q', algorithm: 'leaky-bucket', mode: 'queue', limit: 100, window: '1m', key: () => 'k' }],
+      store,
+    });
+    const dry = createLimiter({ rules: [{ name: 'd', limit: 100, window: '1m', dryRun: true, key: () => 'k' }], store });
+    const before = await storeCalls();
+    for (let i = 0; i < 5; i++) {
+      await queue.consume({});
+      await dry.consume({});
+    }
+    expect((await storeCalls()) - before).toBe(10);
+    expect(store.leased(queue.rules[0]?.spec as RuleSpec, 'k') + store.leased(dry.rules[0]?.spec as RuleSpec, 'k')).toBe(0);
+    await store.close();
+  });
+});
+
+describe('slow Redis and clock steps', () => {
+  it('decides from a held lease while Redis is slower than timeoutMs; the policy answers when it runs out', async () => {
+    const proxy = new DelayProxy(server.port);
+    const port = await proxy.listen();
+    const c = new Redis({ port, host: '127.0.0.1' });
+    await new Promise((r) => c.once('ready', r));
+    const store = new RedisStore({ client: c, prefix: prefix(), timeoutMs: 100, onStoreError: 'deny', lease: { max: 20, ttl: '5s' } });
+    const limiter = createLimiter({ rules: [{ name: 'r', limit: 1000, window: '1m', key: () => 'k' }], store });
+    for (let i = 0; i < 30 && store.leased(limiter.rules[0]?.spec as RuleSpec, 'k') < 5; i++) await limiter.consume({});
+    const held = store.leased(limiter.rules[0]?.spec as RuleSpec, 'k');
+    expect(held).toBeGreaterThanOrEqual(5);
+    proxy.delayMs = 400;
+    for (let i = 0; i < held; i++) {
+      const d = await limiter.consume({});
+      expect(d.allowed).toBe(true);
+      expect(d.degraded).toBeUndefined();
+    }
+    const after = await limiter.consume({});
+    expect(after.degraded).toBe('deny');
+    proxy.delayMs = 0;
+    await store.close();
+    c.disconnect();
+    await proxy.close();
+  });
+
+  it('a clock stepping back ends the lease (its units go back); one stepping past ttl too; nothing is admitted twice', async () => {
+    const clock = new ManualClock(9_000_000);
+    const p = prefix();
+    const store = new RedisStore({ client, prefix: p, timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+    const exact = new RedisStore({ client, prefix: p, timeoutMs: SLOW });
+    const rules: Rule<unknown>[] = [{ name: 'r', algorithm: 'sliding-log', limit: 50, window: '1h', key: () => 'k' }];
+    const limiter = createLimiter({ rules, store, clock });
+    const plain = createLimiter({ rules, store: exact, clock });
+    const spec = () => limiter.rules[0]?.spec as RuleSpec;
+    let admitted = 0;
+    const take = async () => {
+      if ((await limiter.consume({})).allowed) admitted++;
+    };
+    for (let i = 0; i < 4; i++) await take();
+    expect(store.leased(spec(), 'k')).toBe(3);
+    const before = await storeCalls();
+    clock.advance(-10_000);
+    await take();
+    // The lease was not used: a call to Redis, and the old lease's units went back.
+    expect((await storeCalls()) - before).toBeGreaterThanOrEqual(1);
+    await new Promise((r) => setTimeout(r, 20));
+    expect((await plain.get('r', 'k')).remaining + store.leased(spec(), 'k')).toBe(50 - admitted);
+    clock.advance(60_000);
+    await take();
+    await new Promise((r) => setTimeout(r, 20));
+    // The lease taken while the clock was behind was counted in Redis' newest entry (time
+    // going back is no time passing); given back at its own time it is not found there: its
+    // units stay counted (lost, at most max), never admitted twice.
+    const counted = 50 - (await plain.get('r', 'k')).remaining - store.leased(spec(), 'k');
+    expect(counted).toBeGreaterThanOrEqual(admitted);
+    expect(counted).toBeLessThanOrEqual(admitted + 10);
+    for (let i = 0; i < 100; i++) await take();
+    expect(admitted).toBeLessThanOrEqual(50);
+    expect(admitted).toBeGreaterThanOrEqual(50 - 10);
+    await store.close();
+    await exact.close();
+  });
+});
+
+describe('calls per decision', () => {
+  it('far from the limit, at most 0.05 Redis calls per decision', async () => {
+    const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 100, ttl: '1s' } });
+    const limiter = createLimiter({ rules: [{ name: 'r', limit: 1_000_000, window: '1m' }], store });
+    await limiter.consume({});
+    const before = await storeCalls();
+    const N = 5000;
+    for (let i = 0; i < N; i++) await limiter.consume({});
+    const calls = (await storeCalls()) - before;
+    expect(calls / N).toBeLessThanOrEqual(0.05);
+    await store.close();
+  });
+
+  it('a burst in one tick takes one lease, not one per request', async () => {
+    const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 100, ttl: '1s' } });
+    const limiter = createLimiter({ rules: [{ name: 'r', limit: 1_000_000, window: '1m' }], store });
+    await limiter.consume({});
+    const before = await storeCalls();
+    const ds = await Promise.all(Array.from({ length: 50 }, () => limiter.consume({})));
+    expect(ds.every((d) => d.allowed)).toBe(true);
+    // Lease sizes double from what the key used (2, 4, 8, ...): a handful of calls.
+    expect((await storeCalls()) - before).toBeLessThanOrEqual(8);
+    await store.close();
+  });
+});
+
+describe('Redis Cluster', () => {
+  it('leases a stack in one slot; a stack across slots decides exactly; together the limit, exactly', async () => {
+    const cluster = await startCluster();
+    const c = new Cluster(cluster.startupNodes);
+    try {
+      const clock = new ManualClock(10_000_000);
+      const stores = [0, 1].map(
+        () => new RedisStore({ client: c, prefix: 'cl:', timeoutMs: SLOW, instances: 2, lease: { max: 10, ttl: '1s' } }),
+      );
+      // Same key: one slot (the default hash tag is the key). Different keys: likely two slots.
+      const rules: Rule<{ a: string; b: string }>[] = [
+        { name: 'x', limit: 60, window: '1m', key: (r) => r.a },
+        { name: 'y', limit: 1000, window: '1m', key: (r) => r.b },
+      ];
+      const limiters = stores.map((store) => createLimiter({ rules, store, clock }));
+      let same = 0;
+      let across = 0;
+      for (let i = 0; i < 100; i++) {
+        const l = limiters[i % 2] as (typeof limiters)[number];
+        if ((await l.consume({ a: 'k1', b: 'k1' })).allowed) same++;
+        if ((await l.consume({ a: 'k2', b: 'other' })).allowed) across++;
+      }
+      expect(same).toBeLessThanOrEqual(60);
+      expect(across).toBe(60);
+      clock.advance(1000);
+      for (let i = 0; i < 100; i++)
+        if ((await (limiters[i % 2] as (typeof limiters)[number]).consume({ a: 'k1', b: 'k1' })).allowed) same++;
+      expect(same).toBe(60);
+      for (const s of stores) await s.close();
+    } finally {
+      c.disconnect();
+      await cluster.destroy();
+    }
+  }, 60_000);
+});
