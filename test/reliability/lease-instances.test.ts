@@ -19,6 +19,7 @@ import { createLimiter, ManualClock, MemoryStore, type Rule } from '@tollgate/co
 import { RedisStore } from '@tollgate/redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { prng } from '../conformance/store-contract.js';
 import { type RedisServer, startRedis } from '../setup/redis.js';
 import type { InstanceConfig, InstanceReport } from './helpers/lease-instance.js';
 
@@ -57,18 +58,6 @@ afterAll(async () => {
   admin.disconnect();
   await redis?.destroy();
 });
-
-/** A small deterministic PRNG (mulberry32). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Poisson arrivals at `perSecond` for each rule over `ms`; costs 1 (80 %), 2 (15 %) or 3. */
 function trace(seed: number, rules: number, perSecond: number, ms: number): [number, number, number][] {
