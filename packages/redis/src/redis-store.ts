@@ -140,7 +140,8 @@ export class RedisStore extends EventEmitter implements Store {
             oneCall: (keys) => this.#slots.oneRun(keys),
             lease: (ops, keys, t, max, share) => this.#leaseCall(ops, keys, t, max, share),
             exact: (cmd, ops, now) => this.#decide(cmd, ops, now),
-            giveBack: (ops, at, t) => this.#giveBack('refund', ops, at, t, true),
+            // Never rejects (nothing awaits a give-back): a failure is reported, its units stay counted.
+            giveBack: (ops, at, t) => this.#giveBack('refund', ops, at, t, true).catch((err) => this.#failed(err, 'refund', 'none', false)),
           });
     const leases = this.#leases;
     if (leases !== undefined) {

@@ -131,6 +131,27 @@ describe('leased decisions (one instance, supplied clock)', () => {
   });
 });
 
+describe('close', () => {
+  it('close while a lease call is in flight gives that lease back too (it was left held, and swept into a closed store)', async () => {
+    const clock = new ManualClock(2_500_000);
+    const p = prefix();
+    const store = new RedisStore({ client, prefix: p, timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+    const exact = new RedisStore({ client, prefix: p, timeoutMs: SLOW });
+    const rules: Rule<unknown>[] = [{ name: 'r', algorithm: 'sliding-log', limit: 100, window: '1m', key: () => 'k' }];
+    const leased = createLimiter({ rules, store, clock });
+    const plain = createLimiter({ rules, store: exact, clock });
+    // Exact, then a lease of 2 used up: the fourth decision leases 4 in a call of its own.
+    for (let i = 0; i < 3; i++) await leased.consume({});
+    const inFlight = leased.consume({});
+    // In the same tick: the lease call has been sent, Redis has not answered.
+    await store.close();
+    expect((await inFlight).allowed).toBe(true);
+    expect(store.leased(leased.rules[0]?.spec as RuleSpec, 'k')).toBe(0);
+    expect((await plain.get('r', 'k')).remaining).toBe(100 - 4);
+    await exact.close();
+  });
+});
+
 describe('instances sharing a key', () => {
   it('four stores never admit more than the limit, and together admit exactly it', async () => {
     const clock = new ManualClock(3_000_000);

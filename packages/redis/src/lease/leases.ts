@@ -80,6 +80,8 @@ export class Leases {
   /** The last supplied time seen: a sweep gives back supplied-time leases at it. */
   #lastGiven = Number.NEGATIVE_INFINITY;
   #timer: ReturnType<typeof setInterval> | undefined;
+  /** The store is closing: no lease is taken, and those whose call was in flight go back with the rest. */
+  #closing = false;
   /** The answer `local` reuses for the engine (see consumeLocal). */
   readonly #oneOutcome: Outcome = { allowed: true, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: undefined };
   readonly #one: StoreDecision = { allowed: true, now: 0, outcomes: [this.#oneOutcome] };
@@ -170,7 +172,7 @@ export class Leases {
       const d = this.local(ops, t);
       if (d !== undefined) return Promise.resolve(d);
       const n = ops.length;
-      if (n === 0) return this.#host.exact('c', ops, now);
+      if (n === 0 || this.#closing) return this.#host.exact('c', ops, now);
       const keys: string[] = new Array(n);
       let all = true;
       for (let i = 0; i < n; i++) {
@@ -203,6 +205,7 @@ export class Leases {
       const d = this.local(ops, t);
       if (d !== undefined) return d;
     }
+    if (this.#closing) return this.#host.exact('c', ops, t);
     const taken: (Lease | undefined)[] = new Array(n);
     const need: number[] = [];
     // A lease's size follows the demand this instance saw: twice what the key's last lease
@@ -296,7 +299,8 @@ export class Leases {
     }
     if (old !== undefined) this.#end(k, old);
     this.#table.set(k, l);
-    if (this.#timer === undefined) {
+    // Closing: close() gives it back with the rest once the calls in flight are answered.
+    if (this.#timer === undefined && !this.#closing) {
       // One sweep for every lease, not a timer per key.
       this.#timer = setInterval(this.#sweep, this.settings.ttlMs);
       this.#timer.unref();
@@ -412,10 +416,15 @@ export class Leases {
     else l.dead = true;
   }
 
-  /** Gives every lease back (the store is closing). */
+  /**
+   * Gives every lease back (the store is closing), those of lease calls still in flight too:
+   * installed after the store closed, they would be given back by a sweep to a closed store.
+   */
   async close(): Promise<void> {
+    this.#closing = true;
     clearInterval(this.#timer);
     this.#timer = undefined;
+    while (this.#pending.size > 0) await Promise.all(this.#pending.values());
     const all = [...this.#table.values()];
     this.#table.clear();
     await Promise.all(all.map((l) => this.#giveBack(l)));
