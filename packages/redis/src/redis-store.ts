@@ -265,8 +265,9 @@ export class RedisStore extends EventEmitter implements Store {
     const t = this.#time(now);
     checkTime(at, `RedisStore.${operation}: at`);
     if (!this.#breaker.tryCall()) {
-      // Decisions are being made locally: give back (or charge) there.
-      if (this.onStoreError === 'local') await this.#local.store[operation](this.#local.ops(ops), at, t);
+      // Decisions are being made locally: give back (or charge) there. A lease's units were
+      // counted in Redis, never locally: they stay counted (lost, as when a give-back fails).
+      if (this.onStoreError === 'local' && !lease) await this.#local.store[operation](this.#local.ops(ops), at, t);
       return;
     }
     const batches = this.#batches;

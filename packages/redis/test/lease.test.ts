@@ -316,6 +316,47 @@ describe('failure policy', () => {
   });
 });
 
+describe('failure policy: give-backs', () => {
+  it("a lease given back while the breaker is open stays counted in Redis (it credited the 'local' fallback, which never counted it)", async () => {
+    const proxy = new DelayProxy(server.port);
+    const port = await proxy.listen();
+    const c = new Redis({ port, host: '127.0.0.1' });
+    await new Promise((r) => c.once('ready', r));
+    // Inside one clock-aligned hour, so both stores' fixed windows stay the same.
+    const clock = new ManualClock(3_600_000 * 500 + 1000);
+    const breaker = { failures: 1, cooldownMs: 3_600_000 };
+    const store = new RedisStore({ client: c, prefix: prefix(), timeoutMs: 100, breaker, lease: { max: 10, ttl: '1m' } });
+    const a: Rule<unknown> = { name: 'a', algorithm: 'fixed-window', limit: 20, window: '1h', key: () => 'k' };
+    const leased = createLimiter({ rules: [a], store, clock });
+    // A stack with a dry-run rule is never leased: it decides rule a exactly (here: locally).
+    const exact = createLimiter({ rules: [a, { name: 'shadow', limit: 1000, window: '1h', key: () => 'k', dryRun: true }], store, clock });
+    try {
+      for (let i = 0; i < 10 && store.leased(leased.rules[0]?.spec as RuleSpec, 'k') < 3; i++) await leased.consume({});
+      const held = store.leased(leased.rules[0]?.spec as RuleSpec, 'k');
+      expect(held).toBeGreaterThanOrEqual(3);
+      // Redis too slow: the breaker opens and the local fallback decides rule a, up to its 20.
+      proxy.delayMs = 1000;
+      let local = 0;
+      for (let i = 0; i < 25; i++) {
+        const d = await exact.consume({});
+        expect(d.degraded).toBe('local');
+        if (d.allowed) local++;
+      }
+      expect(local).toBe(20);
+      // The lease ends (its time is over): its units were counted in Redis, not in the fallback.
+      clock.advance(60_000);
+      const after = await leased.consume({});
+      expect(after.degraded).toBe('local');
+      expect(after.allowed).toBe(false);
+    } finally {
+      proxy.delayMs = 0;
+      await store.close();
+      c.disconnect();
+      await proxy.close();
+    }
+  });
+});
+
 describe('peek and rules never leased', () => {
   it('a peek covered by the lease is answered locally; otherwise Redis answers with the held units added', async () => {
     const clock = new ManualClock(11_000_000);
