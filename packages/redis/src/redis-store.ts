@@ -317,8 +317,9 @@ export class RedisStore extends EventEmitter implements Store {
   async keyOp(rule: RuleSpec, key: string, op: KeyOp, now?: number, raw?: string): Promise<StoreKeyState> {
     if (this.#closed) throw closedError();
     const t = this.#time(now);
-    // A change ends this instance's lease of the key first: its units go back before it.
-    if (op.kind !== 'get') await this.#leases?.forget(rule, key, raw, true);
+    // This instance's lease of the key ends first, its units back before the operation: a
+    // change applies to the whole state, and a read counts no held unit as used.
+    await this.#leases?.forget(rule, key, raw, true);
     const k = this.keyOf(rule, key, raw);
     const keys = op.kind !== 'get' && op.id !== undefined ? [k, `${k} op ${op.id}`] : [k];
     const args = keyOpArgs(rule, op, t, this.#minTtl);

@@ -263,6 +263,18 @@ describe('refusals and features under leases', () => {
     await store.close();
   });
 
+  it("get on this instance counts no unit it holds as used (it reported Redis' remaining, the held units missing)", async () => {
+    const clock = new ManualClock(7_500_000);
+    const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+    const limiter = createLimiter({ rules: [{ name: 'r', algorithm: 'sliding-log', limit: 100, window: '1m', key: () => 'k' }], store, clock });
+    for (let i = 0; i < 4; i++) await limiter.consume({});
+    expect(store.leased(limiter.rules[0]?.spec as RuleSpec, 'k')).toBe(3);
+    const state = await limiter.get('r', 'k');
+    expect(state.remaining).toBe(100 - 4);
+    expect((await limiter.peek({})).rules[0]?.remaining).toBe(100 - 4 - 1);
+    await store.close();
+  });
+
   it('reserve and settle: settle goes to Redis, at the lease time', async () => {
     const clock = new ManualClock(8_000_000);
     const p = prefix();
