@@ -190,7 +190,13 @@ describe('give-backs of decisions the failure policy made', () => {
     const port = await proxy.listen();
     const c = await client(port, true);
     const clock = new ManualClock(5_000_000);
-    const store = new RedisStore({ client: c, prefix: 'gb:', timeoutMs: TIMEOUT, breaker: { failures: 1, cooldownMs: 0 }, onStoreError: 'allow' });
+    const store = new RedisStore({
+      client: c,
+      prefix: 'gb:',
+      timeoutMs: TIMEOUT,
+      breaker: { failures: 1, cooldownMs: 0 },
+      onStoreError: 'allow',
+    });
     const exact = new RedisStore({ client: c, prefix: 'gb:', timeoutMs: 10_000 });
     const fixed = [{ name: 'f', key: () => 'k', algorithm: 'fixed-window' as const, limit: 5, window: '1h' as const }];
     const l = createLimiter({ rules: fixed, store, clock });

@@ -266,7 +266,11 @@ describe('refusals and features under leases', () => {
   it("get on this instance counts no unit it holds as used (it reported Redis' remaining, the held units missing)", async () => {
     const clock = new ManualClock(7_500_000);
     const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
-    const limiter = createLimiter({ rules: [{ name: 'r', algorithm: 'sliding-log', limit: 100, window: '1m', key: () => 'k' }], store, clock });
+    const limiter = createLimiter({
+      rules: [{ name: 'r', algorithm: 'sliding-log', limit: 100, window: '1m', key: () => 'k' }],
+      store,
+      clock,
+    });
     for (let i = 0; i < 4; i++) await limiter.consume({});
     expect(store.leased(limiter.rules[0]?.spec as RuleSpec, 'k')).toBe(3);
     const state = await limiter.get('r', 'k');
