@@ -235,7 +235,8 @@ export class RedisStore extends EventEmitter implements Store {
     return this.#decide('p', ops, now);
   }
 
-  refund(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+  refund(ops: readonly StoreOp[], at: number, now?: number, degraded?: 'local'): Promise<void> {
+    if (degraded === 'local') return this.#giveBackLocally('refund', ops, at, now);
     // Units of a lease still live go back to it; the rest to Redis.
     if (this.#leases !== undefined && !this.#closed) {
       return this.#giveBack('refund', this.#leases.refund(ops, at, this.#time(now)), at, now);
@@ -247,12 +248,24 @@ export class RedisStore extends EventEmitter implements Store {
    * Settles a reservation (see `Store.settle`): one atomic call (per slot on a Cluster
    * whose keys span slots, as a refund), each op's cost the actual cost less the estimate.
    */
-  settle(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+  settle(ops: readonly StoreOp[], at: number, now?: number, degraded?: 'local'): Promise<void> {
+    if (degraded === 'local') return this.#giveBackLocally('settle', ops, at, now);
     // What a settle gives back of a decision from a live lease goes back to it.
     if (this.#leases !== undefined && !this.#closed) {
       return this.#giveBack('settle', this.#leases.settle(ops, at, this.#time(now)), at, now);
     }
     return this.#giveBack('settle', ops, at, now);
+  }
+
+  /**
+   * A refund or settle of a decision the local fallback made: its units were counted there,
+   * whatever the breaker says now (in Redis they would credit units Redis never counted).
+   */
+  async #giveBackLocally(operation: 'refund' | 'settle', ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+    if (this.#closed) throw closedError();
+    const t = this.#time(now);
+    checkTime(at, `RedisStore.${operation}: at`);
+    await this.#local.store[operation](this.#local.ops(ops), at, t);
   }
 
   async #giveBack(operation: 'refund' | 'settle', ops: readonly StoreOp[], at: number, now?: number, lease = false): Promise<void> {
