@@ -189,7 +189,7 @@ describe('give-backs of decisions the failure policy made', () => {
     ['local', 'they were counted in the local fallback'],
   ] as const)(
     "a refund or settle of a '%s' decision gives nothing to Redis: %s (it credited Redis once the breaker closed)",
-    async (policy) => {
+    async (policy, _why) => {
       const server = await startRedis();
       const proxy = new DelayProxy(server.port);
       const port = await proxy.listen();
