@@ -307,14 +307,16 @@ export class RedisStore extends EventEmitter implements Store {
     if (this.#closed) throw closedError();
     this.#deny?.clear();
     // This instance's lease of the key ends with its state (other instances' within ttl).
-    await this.#leases?.forget(rule, key, raw, false);
-    await this.#local.store.reset(rule, key);
-    const k = this.keyOf(rule, key, raw);
+    const lift = await this.#leases?.forget(rule, key, raw, false);
     try {
+      await this.#local.store.reset(rule, key);
+      const k = this.keyOf(rule, key, raw);
       await operatorCall(() => this.#port.command(['DEL', k], k), 'reset', this.timeoutMs);
     } catch (err) {
       this.#failed(err, 'reset', 'none', false);
       throw err;
+    } finally {
+      lift?.();
     }
   }
 
@@ -332,11 +334,16 @@ export class RedisStore extends EventEmitter implements Store {
     const t = this.#time(now);
     // This instance's lease of the key ends first, its units back before the operation: a
     // change applies to the whole state, and a read counts no held unit as used.
-    await this.#leases?.forget(rule, key, raw, true);
+    const lift = await this.#leases?.forget(rule, key, raw, true);
     const k = this.keyOf(rule, key, raw);
     const keys = op.kind !== 'get' && op.id !== undefined ? [k, `${k} op ${op.id}`] : [k];
     const args = keyOpArgs(rule, op, t, this.#minTtl);
-    const reply = await operatorCall(() => runKeyOp(this.#port, keys, args), op.kind, this.timeoutMs, op.kind === 'get');
+    let reply: unknown;
+    try {
+      reply = await operatorCall(() => runKeyOp(this.#port, keys, args), op.kind, this.timeoutMs, op.kind === 'get');
+    } finally {
+      lift?.();
+    }
     const state = parseKeyState(reply);
     if (op.kind !== 'get') {
       this.#deny?.written([k]);

@@ -279,6 +279,29 @@ describe('refusals and features under leases', () => {
     await store.close();
   });
 
+  for (const op of ['block', 'penalize', 'reset'] as const) {
+    it(`${op} while a lease call for the key is in flight ends that lease too (it was kept, and admitted past the ${op})`, async () => {
+      const clock = new ManualClock(7_700_000);
+      const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+      const limiter = createLimiter({
+        rules: [{ name: 'r', algorithm: 'sliding-log', limit: 20, window: '1m', key: () => 'k' }],
+        store,
+        clock,
+      });
+      for (let i = 0; i < 3; i++) await limiter.consume({});
+      // In the same tick: the fourth decision's lease call has been sent, Redis has not answered.
+      const inFlight = limiter.consume({});
+      const done =
+        op === 'block' ? limiter.block('r', 'k', '1h') : op === 'penalize' ? limiter.penalize('r', 'k', 20) : limiter.reset('r', 'k');
+      expect((await inFlight).allowed).toBe(true);
+      await done;
+      let admitted = 0;
+      for (let i = 0; i < 30; i++) if ((await limiter.consume({})).allowed) admitted++;
+      expect(admitted).toBe(op === 'reset' ? 20 : 0);
+      await store.close();
+    });
+  }
+
   it('reserve and settle: settle goes to Redis, at the lease time', async () => {
     const clock = new ManualClock(8_000_000);
     const p = prefix();
