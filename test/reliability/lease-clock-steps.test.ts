@@ -86,7 +86,9 @@ describe('leases when an instance wall clock steps (two instances in separate pr
     const callsSince = async (from: { calls: number; reads: number }) => (await storeCalls()) - from.calls - (reads - from.reads);
     const mark = async () => ({ calls: await storeCalls(), reads });
     try {
-      const held = await Promise.all(workers.map(async (w) => keep(await w.run(0, 60, { kind: 'held', units: 5 })).held[0] as number));
+      const held = await Promise.all(
+        workers.map(async (w) => keep(await w.run(0, 200, { kind: 'held', units: 5, pauseMs: 50 })).held[0] as number),
+      );
       for (const h of held) expect(h).toBeGreaterThanOrEqual(5);
       const heldB = held[1] as number;
 
@@ -101,7 +103,7 @@ describe('leases when an instance wall clock steps (two instances in separate pr
 
       // A steps forward 10 s, then back 5 s: its lease (grown again to 5 units or more) is
       // still younger than its ttl, and older than the step back, on this clock: it lasts, no call.
-      let heldA = keep(await a.run(0, 60, { kind: 'held', units: 5 })).held[0] as number;
+      let heldA = keep(await a.run(0, 200, { kind: 'held', units: 5, pauseMs: 50 })).held[0] as number;
       expect(heldA).toBeGreaterThanOrEqual(5);
       calls = await mark();
       for (const step of [10_000, -5000]) {

@@ -84,7 +84,7 @@ describe('leases through a Redis Cluster failover (three instances in separate p
       );
     try {
       // 1. Every instance holds a lease of each rule.
-      const held = await each(async (w, ri) => keep(await w.run(ri, 60, { kind: 'held', units: 5 })).held[ri] as number);
+      const held = await each(async (w, ri) => keep(await w.run(ri, 200, { kind: 'held', units: 5, pauseMs: 50 })).held[ri] as number);
       for (const h of held.flat()) expect(h).toBeGreaterThanOrEqual(5);
       const direct = new Redis({ port: victim.port, host: '127.0.0.1' });
       try {
@@ -113,7 +113,7 @@ describe('leases through a Redis Cluster failover (three instances in separate p
       // Redis decides again (the first decision not degraded), and leases resume.
       const back = await each(async (w, ri) => {
         const r = keep(await w.run(ri, 1200, { kind: 'redis', pauseMs: 50 }));
-        const resumed = keep(await w.run(ri, 20, { kind: 'held', units: 1 }));
+        const resumed = keep(await w.run(ri, 200, { kind: 'held', units: 1, pauseMs: 50 }));
         return { recovered: r.decisions.at(-1)?.[4] === 0, held: resumed.held[ri] as number };
       });
       for (const b of back.flat()) {

@@ -74,7 +74,9 @@ class Fleet {
 
   /** Each worker holds a lease of at least 5 units; resolves with what each holds. */
   async lease(workers: LeaseWorker[]): Promise<number[]> {
-    const held = await Promise.all(workers.map(async (w) => this.keep(await w.run(0, 60, { kind: 'held', units: 5 })).held[0] as number));
+    const held = await Promise.all(
+      workers.map(async (w) => this.keep(await w.run(0, 200, { kind: 'held', units: 5, pauseMs: 50 })).held[0] as number),
+    );
     for (const h of held) expect(h).toBeGreaterThanOrEqual(5);
     return held;
   }
@@ -97,7 +99,7 @@ class Fleet {
       workers.map(async (w) => {
         const back = this.keep(await w.run(0, 1200, { kind: 'redis', pauseMs: 50 })).decisions;
         expect(back.at(-1)?.[4]).toBe(0);
-        expect(this.keep(await w.run(0, 20, { kind: 'held', units: 1 })).held[0]).toBeGreaterThanOrEqual(1);
+        expect(this.keep(await w.run(0, 200, { kind: 'held', units: 1, pauseMs: 50 })).held[0]).toBeGreaterThanOrEqual(1);
         this.keep(await w.run(0, 3 * L, { kind: 'refused', times: 3 }));
       }),
     );
