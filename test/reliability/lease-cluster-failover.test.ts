@@ -23,9 +23,9 @@ import { bucketExcess, mostInAny } from './helpers/lease-guarantee.js';
 import type { LeaseWorkerReply, WorkerDecision } from './helpers/lease-worker.js';
 
 const L = 200;
-const W = 600_000;
-/** Long against the phases: a lease outlives a slow machine's pauses (a safety net, not a bound). */
-const TTL = 60_000;
+const W = 3_600_000;
+/** Long against the phases (and the sweep that ends expired leases runs once per ttl): a safety net for a slow machine, not a bound. */
+const TTL = 300_000;
 const MAX = 20;
 const INSTANCES = 3;
 const RULES: Rule<unknown>[] = [

@@ -25,8 +25,9 @@ import { mostInAny } from './helpers/lease-guarantee.js';
 import type { LeaseWorkerConfig, LeaseWorkerReply, WorkerDecision } from './helpers/lease-worker.js';
 
 const L = 200;
-const W = 600_000;
-const TTL = 60_000;
+const W = 3_600_000;
+/** Long against the phases (and the sweep that ends expired leases runs once per ttl): a safety net for a slow machine, not a bound. */
+const TTL = 300_000;
 const MAX = 20;
 const TIMEOUT_MS = 300;
 const RULE: Rule<unknown> = { name: 'sl', algorithm: 'sliding-log', limit: L, window: W };
@@ -93,16 +94,19 @@ class Fleet {
     );
   }
 
-  /** Redis answers again: it decides (the first answer not degraded), leases resume, then every worker asks until refused. */
+  /**
+   * Redis answers again: it decides (the first answer not degraded) and leases resume on
+   * every worker; then (not before: one would take what is left) every worker asks until refused.
+   */
   async recover(workers: LeaseWorker[]): Promise<void> {
     await Promise.all(
       workers.map(async (w) => {
         const back = this.keep(await w.run(0, 1200, { kind: 'redis', pauseMs: 50 })).decisions;
         expect(back.at(-1)?.[4]).toBe(0);
         expect(this.keep(await w.run(0, 200, { kind: 'held', units: 1, pauseMs: 50 })).held[0]).toBeGreaterThanOrEqual(1);
-        this.keep(await w.run(0, 3 * L, { kind: 'refused', times: 3 }));
       }),
     );
+    await Promise.all(workers.map(async (w) => this.keep(await w.run(0, 3 * L, { kind: 'refused', times: 3 }))));
   }
 
   async close(workers: LeaseWorker[] = this.workers): Promise<void> {
