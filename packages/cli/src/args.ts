@@ -115,7 +115,7 @@ Usage:
   tollgate help <command>       help for a command
 
 simulate and compare run the real @tollgate/core limiter (memory store, same code
-as production) on simulated time. Run "tollgate <command> --help" for the options.
+as production) on simulated time; compare --lease runs RedisStore's leases on a real Redis. Run "tollgate <command> --help" for the options.
 `,
   'rate-timeline': `Usage: tollgate rate-timeline --rate <R> [options]
 

@@ -4,7 +4,7 @@
  * and `bin/tollgate.js` calls it with the real process.
  *
  * Exit codes: 0 done, 1 unexpected failure, 2 bad usage or configuration, 3 Redis
- * unreachable or failed (`tollgate keys`).
+ * unreachable or failed (`tollgate keys`, `compare --lease`).
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { compileRules, TollgateError, unknownOptionFix } from '@tollgate/core';
@@ -306,10 +306,11 @@ async function leaseCompare(s: Setup, lease: { plan: LeasePlan; url: string }, v
   }
   io.stdout(`${arrivalsLine(s)}\n${how}\n\n${leaseTable(runs)}\n\n`);
   for (const p of s.policies) io.stdout(`  ${describePolicy(p)}\n`);
+  const shortened = humanDuration(runs[0]?.shortenedMs ?? s.intervalMs);
   io.stdout(
-    `\nexact: one RedisStore decides every request; leased: each instance its own RedisStore with the lease.
-A leased admission is counted in Redis up to ttl before it happens, so a sliding log keeps its limit
-in any interval of ${humanDuration(runs[0]?.shortenedMs ?? s.intervalMs)} (the interval less ttl) and a token bucket admits at most B + r·(T + ttl) in T.\n`,
+    `\nexact: one RedisStore decides every request; leased: each instance decides on its own store with the lease.
+A leased unit is counted in Redis up to ttl before it is used: a sliding log keeps its limit in any
+${shortened} (the interval less ttl), a token bucket admits at most B + r·(T + ttl) in any T.\n`,
   );
   if (v.svg !== undefined) io.stdout(`timeline written to ${v.svg}\n`);
   return 0;

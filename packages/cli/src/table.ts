@@ -67,12 +67,12 @@ export function compareTable(results: readonly SimulationResult[]): string {
   return table(headers, rows, ['l', 'r', 'r', 'r', 'r', 'r']);
 }
 
-/** Units admitted with leases less units admitted exactly, signed, with the share of exact: `+3 (+0.6 %)`. */
+/** Units admitted with leases less units admitted exactly, signed, with the share of exact: `+3 (+0.6 %)`, `0`. */
 export function againstExact(c: LeaseComparison): string {
   const d = c.leased.summary.admitted - c.exact.summary.admitted;
   const exact = c.exact.summary.admitted;
-  const share = exact === 0 ? '' : ` (${d >= 0 ? '+' : ''}${((100 * d) / exact).toFixed(1)} %)`;
-  return `${d > 0 ? '+' : ''}${d}${share}`;
+  if (d === 0 || exact === 0) return `${d > 0 ? '+' : ''}${d}`;
+  return `${d > 0 ? '+' : ''}${d} (${d > 0 ? '+' : ''}${((100 * d) / exact).toFixed(1)} %)`;
 }
 
 /**

@@ -183,7 +183,7 @@ describe('tollgate compare --lease', () => {
     expect(out).toContain('3 instances (each request at one drawn at random), lease max 5, ttl 1 s');
     expect(out).toMatch(/policy\s+run\s+admitted\s+rejected\s+vs exact\s+max in 10 s\s+max in 9 s/);
     expect(out).toMatch(/sliding-log\s+exact\s+\d+/);
-    expect(out).toMatch(/\n\s+leased\s+\d+\s+\d+\s+[+-]?\d+ \([+-]?\d+\.\d %\)/);
+    expect(out).toMatch(/\n\s+leased\s+\d+\s+\d+\s+(0|[+-]\d+ \([+-]\d+\.\d %\))\s+\d+\s+\d+\n/);
     const svg = r.written.get('l.svg') as string;
     expect(svg.match(/class="pt"/g)).toHaveLength(4);
     expect(svg).toContain('sliding-log 10 per 10 s: exact');
