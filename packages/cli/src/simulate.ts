@@ -4,7 +4,8 @@
  * It is production code on a `ManualClock`: `createLimiter` with a `MemoryStore`, the
  * same stack engine and algorithms the middleware uses, and core's `createThrottle`
  * for a policy with a throttle. Nothing is re-implemented, so the prediction is what
- * a single instance with the memory store decides.
+ * a single instance with the memory store decides. Given stores (`compare --lease`: one
+ * RedisStore per instance), each instance is its own limiter on its own store.
  *
  * Without a throttle, each arrival is decided at its arrival time. With one, the
  * throttle counts the arrival when it arrives and the rules decide the request when
@@ -149,7 +150,7 @@ export async function simulate(policy: Policy, arrivals: readonly Arrival[], opt
   /** The rules decide arrival `i` now, after `held` ms in the throttle. */
   async function decide(i: number, held: number): Promise<void> {
     const a = arrivals[i] as Arrival;
-    const at = instanceOf === undefined ? 0 : (instanceOf[i] as number);
+    const instance = instanceOf === undefined ? 0 : (instanceOf[i] as number);
     const heldBy = held > 0 && throttle ? [throttle.name] : [];
     if (!limiter) {
       records[i] = {
@@ -165,8 +166,8 @@ export async function simulate(policy: Policy, arrivals: readonly Arrival[], opt
       };
     } else {
       // A trace's actual cost: the arrival's cost is reserved, then settled at once.
-      const instance = limiters[at] as Limiter<Arrival>;
-      const d = a.actual === undefined ? await instance.consume(a) : await reserved(instance, a, a.actual);
+      const deciding = limiters[instance] as Limiter<Arrival>;
+      const d = a.actual === undefined ? await deciding.consume(a) : await reserved(deciding, a, a.actual);
       const delayMs = d.allowed ? held + d.delayMs : held;
       records[i] = {
         i,
@@ -180,7 +181,7 @@ export async function simulate(policy: Policy, arrivals: readonly Arrival[], opt
         retryAfterMs: d.retryAfterMs,
       };
     }
-    if (instanceOf !== undefined) (records[i] as RequestRecord).instance = at;
+    if (instanceOf !== undefined) (records[i] as RequestRecord).instance = instance;
     done++;
     if (options.onProgress && done % every === 0) options.onProgress(done, arrivals.length);
   }
@@ -199,8 +200,8 @@ export async function simulate(policy: Policy, arrivals: readonly Arrival[], opt
       }
       const i = next++;
       clock.set((a as Arrival).t);
-      const at = throttles[instanceOf === undefined ? 0 : (instanceOf[i] as number)];
-      const delay = at ? ((await at.hit(a as Arrival))?.delayMs ?? 0) : 0;
+      const counting = throttles[instanceOf === undefined ? 0 : (instanceOf[i] as number)];
+      const delay = counting ? ((await counting.hit(a as Arrival))?.delayMs ?? 0) : 0;
       if (delay > 0 && limiter) waiting.push({ at: (a as Arrival).t + delay, i, delay });
       else await decide(i, delay);
     }
