@@ -366,10 +366,10 @@ export class RedisStore extends EventEmitter implements Store {
     // change applies to the whole state, and a read counts no held unit as used.
     const lift = await this.#leases?.forget(rule, key, raw, true);
     const k = this.keyOf(rule, key, raw);
-    const keys = op.kind !== 'get' && op.id !== undefined ? [k, `${k} op ${op.id}`] : [k];
-    const args = keyOpArgs(rule, op, t, this.#minTtl);
     let reply: unknown;
     try {
+      const keys = op.kind !== 'get' && op.id !== undefined ? [k, `${k} op ${op.id}`] : [k];
+      const args = keyOpArgs(rule, op, t, this.#minTtl);
       reply = await operatorCall(() => runKeyOp(this.#port, keys, args), op.kind, this.timeoutMs, op.kind === 'get');
     } finally {
       lift?.();
