@@ -206,10 +206,11 @@ export class Leases {
     const taken: (Lease | undefined)[] = new Array(n);
     const need: number[] = [];
     // A lease's size follows the demand this instance saw: twice what the key's last lease
-    // decided (at least 2, at most max), and none (an exact call) for a key without one in
-    // the table (its entry stays, even used up or expired, until the sweep after it ends).
-    // So a key seen once (a flood of one-off keys) costs one exact call, not a lease and a
-    // give-back, and a quiet key holds few units unused.
+    // decided (at least 2, at most max), and none (an exact decision) for a key without one
+    // in the table, or whose entry ended having decided one request (its entry stays, even
+    // used up or expired, until the sweep after it ends). So a key seen once per ttl or less
+    // (a flood of one-off keys) costs an exact decision, not a lease and a give-back, and a
+    // quiet key holds few units unused.
     let most = this.settings.max;
     for (let i = 0; i < n; i++) {
       const op = ops[i] as StoreOp;
@@ -220,7 +221,8 @@ export class Leases {
         l.used += op.cost;
         taken[i] = l;
       } else {
-        most = l === undefined || l.rule !== op.rule ? 0 : Math.min(most, Math.max(2, 2 * l.used));
+        const once = l === undefined || l.rule !== op.rule || (l.used <= op.cost && !this.#live(l, t));
+        most = once ? 0 : Math.min(most, Math.max(2, 2 * l.used));
         if (l !== undefined) this.#end(k, l);
         need.push(i);
       }
@@ -236,10 +238,11 @@ export class Leases {
     const pending = new Promise<void>((resolve) => {
       done = resolve;
     });
-    for (const k of subKeys) this.#pending.set(k, pending);
+    // Exact decisions are not waited for: a tick's decisions on a new key share its batch.
+    if (most > 0) for (const k of subKeys) this.#pending.set(k, pending);
     let reply: LeaseReply;
     try {
-      reply = await this.#host.lease(subOps, subKeys, t, most, this.settings.share);
+      reply = most > 0 ? await this.#host.lease(subOps, subKeys, t, most, this.settings.share) : await this.#exact(subOps, t);
     } catch (err) {
       this.#putBack(ops, taken);
       throw err;
@@ -287,12 +290,29 @@ export class Leases {
     return out;
   }
 
+  /**
+   * A decision that leases nothing, in the tick's batch with the exact ones (the store's
+   * exact path), answered as a lease call granting each op its cost when Redis decided it:
+   * its entry records the key's demand, so a key seen again within ttl leases.
+   */
+  async #exact(ops: readonly StoreOp[], t: number | undefined): Promise<LeaseReply> {
+    const d = await this.#host.exact('c', ops, t);
+    return { d, grants: d.degraded === undefined ? ops.map((op) => op.cost) : undefined };
+  }
+
   #install(k: string, l: Lease): void {
     const old = this.#table.get(k);
-    if (old !== undefined && !old.dead && old.rule === l.rule && old.given === l.given && old.left > 0 && fresh(old, Date.now())) {
+    if (old !== undefined && !old.dead && old.rule === l.rule && old.given === l.given && fresh(old, Date.now())) {
+      // Decided meanwhile in the same span (a tick's exact decisions of one key): one entry, their demand summed.
+      if (l.left === 0) {
+        old.used += l.used;
+        return;
+      }
       // Another call leased this key meanwhile: one lease per key, the newer goes back.
-      this.#giveBack(l);
-      return;
+      if (old.left > 0) {
+        this.#giveBack(l);
+        return;
+      }
     }
     if (old !== undefined) this.#end(k, old);
     this.#table.set(k, l);
