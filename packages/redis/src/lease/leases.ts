@@ -5,10 +5,11 @@
  * A lease call is the request's own decision with larger costs: per rule the server grants
  * `min(max, left / share)` units when a request of that cost would be admitted now, else the
  * request's cost (lua/lease.lua); so a refused call is exactly the request's refusal, and
- * near a limit leases shrink to one request's cost (an exact call). A stack is admitted
- * from leases only when every rule holds a live lease covering its cost (all or nothing);
- * otherwise the rules without one go to Redis in one call, and the others' units are put
- * back if it refuses.
+ * near a limit leases shrink to one request's cost (an exact call). A key without recent
+ * demand here leases nothing: it is decided exactly, in its tick's batch. A stack is
+ * admitted from leases only when every rule holds a live lease covering its cost (all or
+ * nothing); otherwise the rules without one go to Redis in one call, and the others' units
+ * are put back if it refuses.
  *
  * Units not used go back (the store's refund, at the lease's time) when a lease is found
  * expired, by one unref'd sweep timer, on `close()`, and before an operation by key on this
@@ -290,11 +291,7 @@ export class Leases {
     return out;
   }
 
-  /**
-   * A decision that leases nothing, in the tick's batch with the exact ones (the store's
-   * exact path), answered as a lease call granting each op its cost when Redis decided it:
-   * its entry records the key's demand, so a key seen again within ttl leases.
-   */
+  /** A decision leasing nothing, batched as exact ones are; as granting each op its cost when Redis decided (its entry records demand). */
   async #exact(ops: readonly StoreOp[], t: number | undefined): Promise<LeaseReply> {
     const d = await this.#host.exact('c', ops, t);
     return { d, grants: d.degraded === undefined ? ops.map((op) => op.cost) : undefined };
