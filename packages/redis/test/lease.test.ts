@@ -6,7 +6,7 @@
  * decision costs. Several stores on one Redis stand for instances; the separate-process
  * check is test/reliability/lease-instances.test.ts.
  */
-import { type AlgorithmName, createLimiter, ManualClock, type Rule, type RuleSpec, TollgateError } from '@tollgate/core';
+import { type AlgorithmName, createLimiter, type Limiter, ManualClock, type Rule, type RuleSpec, TollgateError } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -609,6 +609,55 @@ describe('calls per decision', () => {
     expect(ds.every((d) => d.allowed)).toBe(true);
     // Lease sizes double from what the key used (2, 4, 8, ...): a handful of calls.
     expect((await storeCalls()) - before).toBeLessThanOrEqual(8);
+    await store.close();
+  });
+});
+
+describe('keys without a recent lease', () => {
+  /** Store calls for one tick of `n` decisions on `n` keys named `<tag><i>`. */
+  async function oneTick(limiter: Limiter<{ id: string }>, tag: string, n: number): Promise<number> {
+    const before = await storeCalls();
+    const ds = await Promise.all(Array.from({ length: n }, (_, i) => limiter.consume({ id: `${tag}${i}` })));
+    expect(ds.every((d) => d.allowed && d.degraded === undefined)).toBe(true);
+    return (await storeCalls()) - before;
+  }
+
+  it('one-off keys in one tick cost the script calls they cost without leases, and again once their entries expire', async () => {
+    const clock = new ManualClock(50_000_000);
+    const rules: Rule<{ id: string }>[] = [{ name: 'r', limit: 1000, window: '1m', key: (r) => r.id }];
+    const exactStore = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, clock });
+    const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, clock, lease: { max: 100, ttl: '1s' } });
+    const exact = createLimiter({ rules, store: exactStore });
+    const leased = createLimiter({ rules, store });
+    const N = 100;
+    const exactCalls = await oneTick(exact, 'k', N);
+    expect(exactCalls).toBe(1);
+    expect(await oneTick(leased, 'k', N)).toBe(exactCalls);
+    // Past ttl: each key's entry decided one request, so the keys decide exactly again.
+    clock.advance(1001);
+    expect(await oneTick(exact, 'k', N)).toBe(exactCalls);
+    expect(await oneTick(leased, 'k', N)).toBe(exactCalls);
+    expect(store.leased(leased.rules[0]?.spec as RuleSpec, 'k0')).toBe(0);
+    // Counted in Redis as without leases: the same figures for the same key.
+    const a = await exact.peek({ id: 'k7' });
+    const b = await leased.peek({ id: 'k7' });
+    // Two decisions counted, less the peeked request.
+    expect(a.rules[0]?.remaining).toBe(997);
+    expect(b.rules[0]?.remaining).toBe(997);
+    await store.close();
+    await exactStore.close();
+  });
+
+  it('a key first seen in a burst in one tick is decided in one call, then leases: at most 0.05 calls per decision', async () => {
+    const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 100, ttl: '1s' } });
+    const limiter = createLimiter({ rules: [{ name: 'r', limit: 1_000_000, window: '1m' }], store });
+    const before = await storeCalls();
+    const ds = await Promise.all(Array.from({ length: 20 }, () => limiter.consume({})));
+    expect(ds.every((d) => d.allowed)).toBe(true);
+    expect((await storeCalls()) - before).toBe(1);
+    const N = 2000;
+    for (let i = 0; i < N; i++) expect((await limiter.consume({})).allowed).toBe(true);
+    expect(((await storeCalls()) - before) / N).toBeLessThanOrEqual(0.05);
     await store.close();
   });
 });

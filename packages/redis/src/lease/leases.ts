@@ -5,10 +5,11 @@
  * A lease call is the request's own decision with larger costs: per rule the server grants
  * `min(max, left / share)` units when a request of that cost would be admitted now, else the
  * request's cost (lua/lease.lua); so a refused call is exactly the request's refusal, and
- * near a limit leases shrink to one request's cost (an exact call). A stack is admitted
- * from leases only when every rule holds a live lease covering its cost (all or nothing);
- * otherwise the rules without one go to Redis in one call, and the others' units are put
- * back if it refuses.
+ * near a limit leases shrink to one request's cost (an exact call). A key without recent
+ * demand here leases nothing: it is decided exactly, in its tick's batch. A stack is
+ * admitted from leases only when every rule holds a live lease covering its cost (all or
+ * nothing); otherwise the rules without one go to Redis in one call, and the others' units
+ * are put back if it refuses.
  *
  * Units not used go back (the store's refund, at the lease's time) when a lease is found
  * expired, by one unref'd sweep timer, on `close()`, and before an operation by key on this
@@ -211,10 +212,11 @@ export class Leases {
     const taken: (Lease | undefined)[] = new Array(n);
     const need: number[] = [];
     // A lease's size follows the demand this instance saw: twice what the key's last lease
-    // decided (at least 2, at most max), and none (an exact call) for a key without one in
-    // the table (its entry stays, even used up or expired, until the sweep after it ends).
-    // So a key seen once (a flood of one-off keys) costs one exact call, not a lease and a
-    // give-back, and a quiet key holds few units unused.
+    // decided (at least 2, at most max), and none (an exact decision) for a key without one
+    // in the table, or whose entry ended having decided one request (its entry stays, even
+    // used up or expired, until the sweep after it ends). So a key seen once per ttl or less
+    // (a flood of one-off keys) costs an exact decision, not a lease and a give-back, and a
+    // quiet key holds few units unused.
     let most = this.settings.max;
     for (let i = 0; i < n; i++) {
       const op = ops[i] as StoreOp;
@@ -225,7 +227,8 @@ export class Leases {
         l.used += op.cost;
         taken[i] = l;
       } else {
-        most = l === undefined || l.rule !== op.rule ? 0 : Math.min(most, Math.max(2, 2 * l.used));
+        const once = l === undefined || l.rule !== op.rule || (l.used <= op.cost && !this.#live(l, t));
+        most = once ? 0 : Math.min(most, Math.max(2, 2 * l.used));
         if (l !== undefined) this.#end(k, l);
         need.push(i);
       }
@@ -241,10 +244,11 @@ export class Leases {
     const pending = new Promise<void>((resolve) => {
       done = resolve;
     });
-    for (const k of subKeys) this.#pending.set(k, pending);
+    // Exact decisions are not waited for: a tick's decisions on a new key share its batch.
+    if (most > 0) for (const k of subKeys) this.#pending.set(k, pending);
     let reply: LeaseReply;
     try {
-      reply = await this.#host.lease(subOps, subKeys, t, most, this.settings.share);
+      reply = most > 0 ? await this.#host.lease(subOps, subKeys, t, most, this.settings.share) : await this.#exact(subOps, t);
     } catch (err) {
       this.#putBack(ops, taken);
       throw err;
@@ -292,12 +296,25 @@ export class Leases {
     return out;
   }
 
+  /** A decision leasing nothing, batched as exact ones are; as granting each op its cost when Redis decided (its entry records demand). */
+  async #exact(ops: readonly StoreOp[], t: number | undefined): Promise<LeaseReply> {
+    const d = await this.#host.exact('c', ops, t);
+    return { d, grants: d.degraded === undefined ? ops.map((op) => op.cost) : undefined };
+  }
+
   #install(k: string, l: Lease): void {
     const old = this.#table.get(k);
-    if (old !== undefined && !old.dead && old.rule === l.rule && old.given === l.given && old.left > 0 && fresh(old, Date.now())) {
+    if (old !== undefined && !old.dead && old.rule === l.rule && old.given === l.given && fresh(old, Date.now())) {
+      // Decided meanwhile in the same span (a tick's exact decisions of one key): one entry, their demand summed.
+      if (l.left === 0) {
+        old.used += l.used;
+        return;
+      }
       // Another call leased this key meanwhile: one lease per key, the newer goes back.
-      this.#giveBack(l);
-      return;
+      if (old.left > 0) {
+        this.#giveBack(l);
+        return;
+      }
     }
     if (old !== undefined) this.#end(k, old);
     this.#table.set(k, l);
