@@ -131,6 +131,27 @@ describe('leased decisions (one instance, supplied clock)', () => {
   });
 });
 
+describe('close', () => {
+  it('close while a lease call is in flight gives that lease back too (it was left held, and swept into a closed store)', async () => {
+    const clock = new ManualClock(2_500_000);
+    const p = prefix();
+    const store = new RedisStore({ client, prefix: p, timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+    const exact = new RedisStore({ client, prefix: p, timeoutMs: SLOW });
+    const rules: Rule<unknown>[] = [{ name: 'r', algorithm: 'sliding-log', limit: 100, window: '1m', key: () => 'k' }];
+    const leased = createLimiter({ rules, store, clock });
+    const plain = createLimiter({ rules, store: exact, clock });
+    // Exact, then a lease of 2 used up: the fourth decision leases 4 in a call of its own.
+    for (let i = 0; i < 3; i++) await leased.consume({});
+    const inFlight = leased.consume({});
+    // In the same tick: the lease call has been sent, Redis has not answered.
+    await store.close();
+    expect((await inFlight).allowed).toBe(true);
+    expect(store.leased(leased.rules[0]?.spec as RuleSpec, 'k')).toBe(0);
+    expect((await plain.get('r', 'k')).remaining).toBe(100 - 4);
+    await exact.close();
+  });
+});
+
 describe('instances sharing a key', () => {
   it('four stores never admit more than the limit, and together admit exactly it', async () => {
     const clock = new ManualClock(3_000_000);
@@ -242,6 +263,45 @@ describe('refusals and features under leases', () => {
     await store.close();
   });
 
+  it("get on this instance counts no unit it holds as used (it reported Redis' remaining, the held units missing)", async () => {
+    const clock = new ManualClock(7_500_000);
+    const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+    const limiter = createLimiter({
+      rules: [{ name: 'r', algorithm: 'sliding-log', limit: 100, window: '1m', key: () => 'k' }],
+      store,
+      clock,
+    });
+    for (let i = 0; i < 4; i++) await limiter.consume({});
+    expect(store.leased(limiter.rules[0]?.spec as RuleSpec, 'k')).toBe(3);
+    const state = await limiter.get('r', 'k');
+    expect(state.remaining).toBe(100 - 4);
+    expect((await limiter.peek({})).rules[0]?.remaining).toBe(100 - 4 - 1);
+    await store.close();
+  });
+
+  for (const op of ['block', 'penalize', 'reset'] as const) {
+    it(`${op} while a lease call for the key is in flight ends that lease too (it was kept, and admitted past the ${op})`, async () => {
+      const clock = new ManualClock(7_700_000);
+      const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+      const limiter = createLimiter({
+        rules: [{ name: 'r', algorithm: 'sliding-log', limit: 20, window: '1m', key: () => 'k' }],
+        store,
+        clock,
+      });
+      for (let i = 0; i < 3; i++) await limiter.consume({});
+      // In the same tick: the fourth decision's lease call has been sent, Redis has not answered.
+      const inFlight = limiter.consume({});
+      const done =
+        op === 'block' ? limiter.block('r', 'k', '1h') : op === 'penalize' ? limiter.penalize('r', 'k', 20) : limiter.reset('r', 'k');
+      expect((await inFlight).allowed).toBe(true);
+      await done;
+      let admitted = 0;
+      for (let i = 0; i < 30; i++) if ((await limiter.consume({})).allowed) admitted++;
+      expect(admitted).toBe(op === 'reset' ? 20 : 0);
+      await store.close();
+    });
+  }
+
   it('reserve and settle: settle goes to Redis, at the lease time', async () => {
     const clock = new ManualClock(8_000_000);
     const p = prefix();
@@ -292,6 +352,101 @@ describe('failure policy', () => {
     expect(after.allowed).toBe(false);
     c.disconnect();
     await store.close().catch(() => {});
+  });
+  it("with 'local', a lease's units going back while the breaker is open stay counted in Redis: the local fallback is not credited with them", async () => {
+    const own = await startRedis();
+    const c = new Redis({ port: own.port, host: '127.0.0.1', maxRetriesPerRequest: 0, enableOfflineQueue: false });
+    c.on('error', () => {});
+    await new Promise((r) => c.once('ready', r));
+    // The start of a minute: every decision below falls in one fixed window.
+    const clock = new ManualClock(60_000 * 200_000);
+    const store = new RedisStore({
+      client: c,
+      prefix: prefix(),
+      timeoutMs: 200,
+      onStoreError: 'local',
+      breaker: { failures: 1, cooldownMs: 3000 },
+      // The local fallback's share of each limit: a tenth.
+      instances: 10,
+      clock,
+      lease: { max: 10, ttl: '1s' },
+    });
+    const limiter = createLimiter({
+      rules: [{ name: 'r', algorithm: 'fixed-window', limit: 100, window: '1m', key: () => 'k' }],
+      store,
+      clock,
+    });
+    const probe = createLimiter({ rules: [{ name: 'p', limit: 1000, window: '1m', key: () => 'p' }], store, clock });
+    const spec = limiter.rules[0]?.spec as RuleSpec;
+    let local = 0;
+    const take = async () => {
+      const d = await limiter.consume({});
+      if (d.allowed && d.degraded === 'local') local++;
+      return d;
+    };
+    try {
+      // Redis away: the local fallback admits its share of the key (10 of 100).
+      await own.stop();
+      for (let i = 0; i < 12; i++) await take();
+      expect(local).toBe(10);
+      // Redis back (empty): once the breaker lets calls through, this instance leases the key.
+      await own.start();
+      for (let i = 0; i < 600 && (await probe.consume({})).degraded !== undefined; i++) await new Promise((r) => setTimeout(r, 50));
+      for (let i = 0; i < 30 && store.leased(spec, 'k') < 3; i++) expect((await take()).degraded).toBeUndefined();
+      expect(store.leased(spec, 'k')).toBeGreaterThanOrEqual(3);
+      // Redis away again, the breaker open; the lease expires and its units go back.
+      await own.stop();
+      expect((await probe.consume({})).degraded).toBe('local');
+      clock.advance(1000);
+      for (let i = 0; i < 10; i++) await take();
+      // The local fallback admitted its share once: the lease's units were never counted there.
+      expect(local).toBe(10);
+    } finally {
+      await store.close().catch(() => {});
+      c.disconnect();
+      await own.destroy();
+    }
+  }, 60_000);
+});
+
+describe('failure policy: give-backs', () => {
+  it("a lease given back while the breaker is open stays counted in Redis (it credited the 'local' fallback, which never counted it)", async () => {
+    const proxy = new DelayProxy(server.port);
+    const port = await proxy.listen();
+    const c = new Redis({ port, host: '127.0.0.1' });
+    await new Promise((r) => c.once('ready', r));
+    // Inside one clock-aligned hour, so both stores' fixed windows stay the same.
+    const clock = new ManualClock(3_600_000 * 500 + 1000);
+    const breaker = { failures: 1, cooldownMs: 3_600_000 };
+    const store = new RedisStore({ client: c, prefix: prefix(), timeoutMs: 100, breaker, lease: { max: 10, ttl: '1m' } });
+    const a: Rule<unknown> = { name: 'a', algorithm: 'fixed-window', limit: 20, window: '1h', key: () => 'k' };
+    const leased = createLimiter({ rules: [a], store, clock });
+    // A stack with a dry-run rule is never leased: it decides rule a exactly (here: locally).
+    const exact = createLimiter({ rules: [a, { name: 'shadow', limit: 1000, window: '1h', key: () => 'k', dryRun: true }], store, clock });
+    try {
+      for (let i = 0; i < 10 && store.leased(leased.rules[0]?.spec as RuleSpec, 'k') < 3; i++) await leased.consume({});
+      const held = store.leased(leased.rules[0]?.spec as RuleSpec, 'k');
+      expect(held).toBeGreaterThanOrEqual(3);
+      // Redis too slow: the breaker opens and the local fallback decides rule a, up to its 20.
+      proxy.delayMs = 1000;
+      let local = 0;
+      for (let i = 0; i < 25; i++) {
+        const d = await exact.consume({});
+        expect(d.degraded).toBe('local');
+        if (d.allowed) local++;
+      }
+      expect(local).toBe(20);
+      // The lease ends (its time is over): its units were counted in Redis, not in the fallback.
+      clock.advance(60_000);
+      const after = await leased.consume({});
+      expect(after.degraded).toBe('local');
+      expect(after.allowed).toBe(false);
+    } finally {
+      proxy.delayMs = 0;
+      await store.close();
+      c.disconnect();
+      await proxy.close();
+    }
   });
 });
 
@@ -356,6 +511,41 @@ describe('slow Redis and clock steps', () => {
     await store.close();
     c.disconnect();
     await proxy.close();
+  });
+
+  it("a lease call answered after its deadline keeps only the request's cost counted: what it leased beyond that goes back", async () => {
+    const proxy = new DelayProxy(server.port);
+    const port = await proxy.listen();
+    const c = new Redis({ port, host: '127.0.0.1' });
+    await new Promise((r) => c.once('ready', r));
+    const p = prefix();
+    const store = new RedisStore({ client: c, prefix: p, timeoutMs: 1000, onStoreError: 'deny', lease: { max: 20, ttl: '5s' } });
+    const exact = new RedisStore({ client, prefix: p, timeoutMs: SLOW });
+    const rules: Rule<unknown>[] = [{ name: 'r', algorithm: 'sliding-log', limit: 1000, window: '1m', key: () => 'k' }];
+    const limiter = createLimiter({ rules, store });
+    const plain = createLimiter({ rules, store: exact });
+    const spec = limiter.rules[0]?.spec as RuleSpec;
+    try {
+      // Leases grow to 20; the last one is used up, so the next decision leases 20 again.
+      for (let i = 0; i < 40; i++) await limiter.consume({});
+      for (let i = 0; i < 40 && store.leased(spec, 'k') > 0; i++) await limiter.consume({});
+      expect(store.leased(spec, 'k')).toBe(0);
+      const counted = async () => 1000 - (await plain.get('r', 'k')).remaining;
+      const before = await counted();
+      proxy.delayMs = 2000;
+      const late = await limiter.consume({});
+      expect(late.degraded).toBe('deny');
+      proxy.delayMs = 0;
+      // Redis runs the call when the proxy lets it through: the request's own unit stays
+      // counted (as an exact call's would), the other 19 go back once the answer arrives.
+      for (let i = 0; i < 200 && (await counted()) !== before + 1; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(await counted()).toBe(before + 1);
+    } finally {
+      await store.close();
+      await exact.close();
+      c.disconnect();
+      await proxy.close();
+    }
   });
 
   it('a clock stepping back ends the lease (its units go back); one stepping past ttl too; nothing is admitted twice', async () => {

@@ -80,6 +80,10 @@ export class Leases {
   /** The last supplied time seen: a sweep gives back supplied-time leases at it. */
   #lastGiven = Number.NEGATIVE_INFINITY;
   #timer: ReturnType<typeof setInterval> | undefined;
+  /** Keys under an operation by key on this instance (with how many): decided exactly meanwhile. */
+  readonly #fenced = new Map<string, number>();
+  /** The store is closing: no lease is taken, and those whose call was in flight go back with the rest. */
+  #closing = false;
   /** The answer `local` reuses for the engine (see consumeLocal). */
   readonly #oneOutcome: Outcome = { allowed: true, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: undefined };
   readonly #one: StoreDecision = { allowed: true, now: 0, outcomes: [this.#oneOutcome] };
@@ -170,7 +174,7 @@ export class Leases {
       const d = this.local(ops, t);
       if (d !== undefined) return Promise.resolve(d);
       const n = ops.length;
-      if (n === 0) return this.#host.exact('c', ops, now);
+      if (n === 0 || this.#closing) return this.#host.exact('c', ops, now);
       const keys: string[] = new Array(n);
       let all = true;
       for (let i = 0; i < n; i++) {
@@ -203,6 +207,7 @@ export class Leases {
       const d = this.local(ops, t);
       if (d !== undefined) return d;
     }
+    if (this.#closing || (this.#fenced.size > 0 && keys.some((k) => this.#fenced.has(k)))) return this.#host.exact('c', ops, t);
     const taken: (Lease | undefined)[] = new Array(n);
     const need: number[] = [];
     // A lease's size follows the demand this instance saw: twice what the key's last lease
@@ -296,7 +301,8 @@ export class Leases {
     }
     if (old !== undefined) this.#end(k, old);
     this.#table.set(k, l);
-    if (this.#timer === undefined) {
+    // Closing: close() gives it back with the rest once the calls in flight are answered.
+    if (this.#timer === undefined && !this.#closing) {
       // One sweep for every lease, not a timer per key.
       this.#timer = setInterval(this.#sweep, this.settings.ttlMs);
       this.#timer.unref();
@@ -400,22 +406,38 @@ export class Leases {
   }
 
   /**
-   * Before an operation by key on this instance: the key's lease ends; its units go back
-   * unless the key's state is being deleted (`reset`).
+   * Before an operation by key on this instance: the key's lease ends, that of a lease call
+   * in flight too; its units go back unless the key's state is being deleted (`reset`). Until
+   * the operation calls the returned function, the key decides exactly: a lease granted
+   * before the operation and kept after it would admit past a block, a penalty or a reset.
    */
-  async forget(rule: RuleSpec, key: string, raw: string | undefined, giveBack: boolean): Promise<void> {
+  async forget(rule: RuleSpec, key: string, raw: string | undefined, giveBack: boolean): Promise<() => void> {
     const k = this.#host.keyOf(rule, key, raw);
+    const fenced = this.#fenced;
+    fenced.set(k, (fenced.get(k) ?? 0) + 1);
+    const lift = () => {
+      const n = (fenced.get(k) as number) - 1;
+      if (n > 0) fenced.set(k, n);
+      else fenced.delete(k);
+    };
+    for (let p = this.#pending.get(k); p !== undefined; p = this.#pending.get(k)) await p;
     const l = this.#table.get(k);
-    if (l === undefined) return;
+    if (l === undefined) return lift;
     this.#table.delete(k);
     if (giveBack) await this.#giveBack(l);
     else l.dead = true;
+    return lift;
   }
 
-  /** Gives every lease back (the store is closing). */
+  /**
+   * Gives every lease back (the store is closing), those of lease calls still in flight too:
+   * installed after the store closed, they would be given back by a sweep to a closed store.
+   */
   async close(): Promise<void> {
+    this.#closing = true;
     clearInterval(this.#timer);
     this.#timer = undefined;
+    while (this.#pending.size > 0) await Promise.all(this.#pending.values());
     const all = [...this.#table.values()];
     this.#table.clear();
     await Promise.all(all.map((l) => this.#giveBack(l)));
