@@ -16,7 +16,7 @@
  * instance. Leases are kept per Redis key; a decision under another rule object (an
  * `update`, another tier's limit) ends the key's lease first.
  */
-import type { Outcome, RuleSpec, StoreDecision, StoreOp } from '@tollgate/core';
+import { type Outcome, type RuleSpec, registry, type StoreDecision, type StoreOp } from '@tollgate/core';
 import { type LeaseSettings, ttlProblem } from './options.js';
 
 /** What a lease call answers: the decision, and each op's grant when Redis decided it. */
@@ -66,7 +66,7 @@ interface Lease {
 
 /** A rule leases unless it delays (a leaky queue) or only observes (dry run). */
 function leasable(rule: RuleSpec): boolean {
-  return !(rule.algorithm === 'leaky-bucket' && rule.mode === 'queue') && !rule.dryRun;
+  return !registry[rule.algorithm].delays(rule) && !rule.dryRun;
 }
 
 export class Leases {
@@ -500,18 +500,11 @@ function outcomeOf(l: Lease, at: number): Outcome {
 
 /**
  * How long a lease counted at `at` may be used: `ttl`, and for a window's counts no longer
- * than the window or block they were counted in (a fixed window's end is its `resetMs` once
- * counted; a sliding window's current window and a sliding-buckets block are clock-aligned),
- * so no unit crosses into the next.
+ * than the window or block they were counted in (the registry's `periodEnd`), so no unit
+ * crosses into the next.
  */
 function spanOf(rule: RuleSpec, ttl: number, at: number, resetMs: number): number {
-  if (rule.algorithm === 'fixed-window') return Math.min(ttl, resetMs);
-  if (rule.algorithm === 'sliding-window') return Math.min(ttl, rule.windowMs - (at % rule.windowMs));
-  if (rule.algorithm === 'sliding-buckets') {
-    const b = rule.windowMs / rule.buckets;
-    return Math.min(ttl, b - (at % b));
-  }
-  return ttl;
+  return Math.min(ttl, registry[rule.algorithm].periodEnd(rule, at, resetMs) - at);
 }
 
 /** The op giving `cost` units of a lease back. */
