@@ -28,6 +28,7 @@ import {
   LEASE_LUA,
   LIBRARY_LUA,
   ONE_LUA,
+  OPS_LUA,
   PARSE_LUA,
   PRELUDE_LUA,
   SCRIPT_ENTRY_LUA,
@@ -52,7 +53,7 @@ function section(code: string, lua: string): string {
 /**
  * `init(NEED, NEED_MONTH)`: builds every definition (the algorithms in NEED, calendar
  * months when NEED_MONTH) and returns the entry `store(KEYS, ARGV)` and the table of the
- * common calls' closures by plan (one.lua); `tail` ends it. The library's also builds the
+ * decide plans' closures by plan text (one.lua); `tail` ends it. The library's also builds the
  * operations by key over the same definitions (one copy of the algorithms in its heap,
  * which each of Redis' garbage collection steps traverses) and returns their entry too.
  */
@@ -68,6 +69,7 @@ function initOf(name: string, tail: readonly string[]): string {
     section('t', TOKEN_BUCKET_LUA),
     section('k', LEAKY_BUCKET_LUA),
     section('b', SLIDING_BUCKETS_LUA),
+    OPS_LUA,
     STACK_LUA,
     ONE_LUA,
     LEASE_LUA,
