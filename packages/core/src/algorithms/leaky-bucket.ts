@@ -110,7 +110,13 @@ export const leakyBucketKernel: Kernel = (s, o, has, now, r, cost, v) => {
   // stored (its backlog as a later check reads it) too.
   const left = backlog(true, v.n0, now);
   const retry = settle(now + Math.ceil(left - (tol - need)), true, v.n0, need, tol + slack) - now;
-  refuse(v, Math.min(unitsIn(tol - ahead, T, slack), unitsIn(tol - left, T, slack)), Math.max(msUp(ahead, slack), msUp(left, slack)), retry, true);
+  refuse(
+    v,
+    Math.min(unitsIn(tol - ahead, T, slack), unitsIn(tol - left, T, slack)),
+    Math.max(msUp(ahead, slack), msUp(left, slack)),
+    retry,
+    true,
+  );
 };
 
 const expiresAt = (state: State): number => Math.ceil(state[0] as number);
