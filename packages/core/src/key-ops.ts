@@ -17,7 +17,7 @@
  * - `block(ms)` sets the same block deadline `blockFor` sets (never shortening one already
  *   later); `unblock` clears it and leaves the counter as it is.
  */
-import { algorithms, registry, type State } from './algorithms/index.js';
+import { algorithms, registry, type State, uncounted } from './algorithms/index.js';
 import { type Entry, entryExpiresAt } from './stack.js';
 import type { KeyOp, RuleSpec, StoreKeyState } from './types.js';
 
@@ -25,8 +25,9 @@ import type { KeyOp, RuleSpec, StoreKeyState } from './types.js';
 export function keyFigures(e: Entry | undefined, now: number, r: RuleSpec): StoreKeyState {
   const alg = algorithms[r.algorithm];
   const s = e?.s;
-  const c0 = alg.check(s, now, r, 0);
-  const c1 = alg.check(s, now, r, 1);
+  const q = uncounted(r);
+  const c0 = alg.check(s, now, q, 0);
+  const c1 = alg.check(s, now, q, 1);
   const b = e !== undefined && e.b > now ? e.b : 0;
   const retry = c1.allowed ? 0 : c1.retryAfterMs;
   return {

@@ -10,7 +10,7 @@
  * `decideSites`, which runs each rule's kernel once and leaves in each `Verdict` what the
  * store writes; `checkRule` and `decideStack` are the same path on plain entries.
  */
-import { type AlgorithmDef, registry, type State, Verdict } from './algorithms/index.js';
+import { type AlgorithmDef, registry, type State, uncounted, Verdict } from './algorithms/index.js';
 import type { Outcome, RuleSpec, StoreOp } from './types.js';
 
 export { CHARGE_MAX, LOG_CHARGE_MAX } from './algorithms/index.js';
@@ -48,10 +48,6 @@ export class RuleJudgement extends Verdict {
   block = 0;
 }
 
-/** Scratch for a counted refusal's second look (the state it leaves behind). */
-const afterState = new Float64Array(3);
-const after = new Verdict();
-
 /** The decision of `def` at `site`, into `v`. */
 function run(def: AlgorithmDef, site: Site, now: number, r: RuleSpec, cost: number, v: Verdict): void {
   const kernel = def.kernel;
@@ -80,8 +76,8 @@ export function nextState(def: AlgorithmDef, v: Verdict): State | undefined {
 
 /**
  * Decides one rule at `site` into `v`: the largest cost, the algorithm, a block, and on a
- * refusal its penalty (`countRejected`: the figures then describe the state it leaves) and
- * its block (`blockFor`).
+ * refusal its block (`blockFor`). The algorithm runs once: a `countRejected` refusal's
+ * figures, which describe the state it leaves, are its own.
  */
 export function judge(site: Site, now: number, r: RuleSpec, cost: number, v: RuleJudgement): void {
   v.block = 0;
@@ -96,9 +92,10 @@ export function judge(site: Site, now: number, r: RuleSpec, cost: number, v: Rul
     return;
   }
   const def = registry[r.algorithm];
-  run(def, site, now, r, cost, v);
   const blocked = site.block;
   if (blocked > now) {
+    // Blocked: nothing is written, so the figures are the state's as it is.
+    run(def, site, now, uncounted(r), cost, v);
     const wait = blocked - now;
     v.retryAfterMs = Math.max(wait, v.allowed ? 0 : v.retryAfterMs);
     v.resetMs = Math.max(v.resetMs, wait);
@@ -109,39 +106,14 @@ export function judge(site: Site, now: number, r: RuleSpec, cost: number, v: Rul
     v.write = false;
     return;
   }
+  run(def, site, now, r, cost, v);
   if (v.allowed) return;
-  if (v.write) {
-    // countRejected: the refusal itself is written, so the figures describe what it leaves.
-    const side = countedSite(def, v);
-    run(def, side, now, r, cost, after);
-    v.remaining = Math.max(0, Math.min(v.remaining, after.remaining));
-    v.resetMs = Math.max(v.resetMs, after.resetMs);
-    v.retryAfterMs = after.retryAfterMs;
-  }
   if (r.blockForMs > 0) {
     v.block = now + r.blockForMs;
     v.retryAfterMs = Math.max(v.retryAfterMs, r.blockForMs);
     v.resetMs = Math.max(v.resetMs, r.blockForMs);
     v.remaining = 0;
   }
-}
-
-const counted = new Site();
-
-/** The site of the state a counted refusal leaves (its verdict's next state). */
-function countedSite(def: AlgorithmDef, v: Verdict): Site {
-  counted.has = true;
-  counted.block = 0;
-  if (def.kernel === undefined) {
-    counted.log = v.next;
-    return counted;
-  }
-  afterState[0] = v.n0;
-  afterState[1] = v.n1;
-  afterState[2] = v.n2;
-  counted.s = afterState;
-  counted.o = 0;
-  return counted;
 }
 
 /**

@@ -49,11 +49,12 @@ local function fw_window_end(start, r)
   return fw_end(start, r)
 end
 
--- A refusal (the kernel's REFUSED): the figures of the window read, and what countRejected
--- writes; max: a count above a limit lowered since (limit per request, or an update).
+-- A refusal (the kernel's REFUSED): the figures of the window read; with countRejected the
+-- refusal is written, and its figures describe the count it leaves. max: a count above a
+-- limit lowered since (limit per request, or an update).
 local function fw_refused(start, count, used, e, now, r)
   local nx = nil
-  if r.cr then nx = { start, used } end
+  if r.cr then nx, count = { start, used }, used end
   return false, max(0, r.L - count), e - now, e - now, 0, nx
 end
 

@@ -128,8 +128,9 @@ local function keyop(KEYS, ARGV)
     if present then ko_write(key, s, b, r, now, redisTime, minTtl) else call('DEL', key) end
   end
   -- The figures after the operation (keyFigures in key-ops.ts).
-  local ok1, _, _, retry1 = r.alg.check(s, now, r, 1)
-  local _, rem0, reset0 = r.alg.check(s, now, r, 0)
+  local q = uncounted(r)
+  local ok1, _, _, retry1 = r.alg.check(s, now, q, 1)
+  local _, rem0, reset0 = r.alg.check(s, now, q, 0)
   local blocked = 0
   if present and b > now then blocked = b end
   local retry = 0

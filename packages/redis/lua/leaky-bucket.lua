@@ -45,11 +45,18 @@ ALG['k'] = {
       local tat = now + level
       return true, lb_units(tol - level, T, sl), lb_ms(level, sl), 0, 0, { tat }
     end
-    local fits = function(t) return backlog(state, t) + cost * T <= tol + sl end
-    local retry = settle(now + ceil(ahead - (tol - cost * T)), fits) - now
-    local w = nil
-    if r.cr then w = { now + level } end
-    return false, lb_units(tol - ahead, T, sl), lb_ms(ahead, sl), retry, 0, w
+    if not r.cr then
+      local fits = function(t) return backlog(state, t) + cost * T <= tol + sl end
+      local retry = settle(now + ceil(ahead - (tol - cost * T)), fits) - now
+      return false, lb_units(tol - ahead, T, sl), lb_ms(ahead, sl), retry, 0, nil
+    end
+    -- countRejected: the refusal is written, so its figures describe the time it leaves
+    -- stored (its backlog as a later check reads it) too.
+    local w = { now + level }
+    local left = backlog(w, now)
+    local fits = function(t) return backlog(w, t) + cost * T <= tol + sl end
+    local retry = settle(now + ceil(left - (tol - cost * T)), fits) - now
+    return false, min(lb_units(tol - ahead, T, sl), lb_units(tol - left, T, sl)), max(lb_ms(ahead, sl), lb_ms(left, sl)), retry, 0, w
   end,
   refund = lb_refund,
   expires = function(state, r) return ceil(state[1]) end,

@@ -3,20 +3,14 @@
 -- (`l 1000 2`, rules, `1 c1:1,2:1`; `C` when its time is ARGV[2]); ARGV[3] is the most units
 -- one lease may take and ARGV[4] the share of what is left that one lease may take (left /
 -- share). Per op the grant is that size when a request of that cost would be admitted now,
--- else the request's own cost; the stack is then decided by the general path at those
+-- else the request's own cost; the stack is then decided by the stack decision at those
 -- costs, so a refusal is exactly the refusal of the request (countRejected, blockFor and
 -- all). The reply is the decide reply followed by one double per op, its grant. Runs after
 -- stack.lua and one.lua, before entry.lua (whose store() calls it).
 
 local LEASE_GRANTS = {}
 local function lease(plan, keys, argv)
-  KEYS, ARGV = keys, argv
-  MIN_TTL_SUPPLIED = plan.minTtl
-  redis_now = nil
-  if HAD_HOT then
-    HOT, CACHE = {}, {}
-    HAD_HOT = false
-  end
+  begin_call(keys, argv, plan.minTtl, nil)
   local run = plan.runs[1]
   local given = nil
   if run.timed then given = argv[2] end
@@ -44,7 +38,6 @@ local function lease(plan, keys, argv)
     sh = { nums = sh.nums, costs = costs, refs = sh.refs, hot = sh.hot, n = n },
   }
   local p = { mode = 'd', minTtl = plan.minTtl, rules = plan.rules, runs = { decide }, hot = {} }
-  if n == 1 then p.one = decide end
-  local out = store_rest(p, keys, argv, redis_now, VALS)
+  local out = stack_of(p)(keys, argv, redis_now, VALS)
   return out .. pack_list(LEASE_GRANTS, n)
 end

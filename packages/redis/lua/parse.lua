@@ -17,8 +17,8 @@
 --   keys (see read in stack.lua). Stacks are decided one after the other, each
 --   all-or-nothing, as if they had arrived in that order; TIME is read once. The reply is
 --   one string of little-endian doubles: per stack allowed (1/0) and now, then OUT_FIELDS
---   per op (see OUT_FIELDS in src/lua/index.ts); a call that a straight-through closure
---   (one.lua) admits whole replies now, then remaining and resetMs per op. Doubles are
+--   per op (see OUT_FIELDS in src/lua/index.ts); a call on Redis time whose ops are all
+--   admitted with no delay replies now, then remaining and resetMs per op. Doubles are
 --   exact and cost Redis and Node less than an array of integer and text replies.
 -- - r (refund): one line, the ops' shape (r1:1,2:1); ARGV[2] is now (empty: Redis
 --   TIME) and ARGV[3] at; the reply is now.
@@ -105,6 +105,21 @@ local function rule_of(text)
   return r
 end
 
+-- r without countRejected: a check then reports the state as it is (under a block, or a
+-- key's figures: nothing is counted), where a counted refusal's figures describe the state
+-- it would leave.
+local function uncounted(r)
+  if not r.cr then return r end
+  local u = r.uncounted
+  if u == nil then
+    u = {}
+    for k, v in pairs(r) do u[k] = v end
+    u.cr = false
+    r.uncounted = u
+  end
+  return u
+end
+
 -- A shape's ops: rule numbers, costs, key references (0: the next new key), count, and
 -- the references to keys named again (hot keys, see read in stack.lua).
 local function shape_of(str)
@@ -164,7 +179,7 @@ local function plan_of(text)
     end
     p.runs, p.hot = runs, hot
     -- One stack of one op (a request alone in its tick, one rule): the common call, which
-    -- store() decides without the batch's machinery (see decide_one).
+    -- one.lua decides straight through where it can.
     if #runs == 1 and runs[1].count == 1 and runs[1].sh.n == 1 and not p.settles then p.one = runs[1] end
   end
   if NPLANS >= CACHED_MAX then PLANS, NPLANS = {}, 0 end

@@ -42,14 +42,8 @@ ALG['b'] = {
       if m > 0 then x = nx[m - 1] + W; reset = x - at end
       return true, r.L - sum - cost, reset, 0, 0, nx, x
     end
-    -- The first boundary at which enough of the oldest blocks have left (cost <= L).
-    local retryAt = entries_retry_at(state, first, sum, cost, r.L, W, at)
-    local nx = nil
-    if r.cr then nx = entries_append(state, first, k, cost) end
-    -- No block: a charge beyond the limit (a settle's) on a key with nothing counted.
-    local newest = k - W
-    if n > 0 then newest = state[n - 1] end
-    return false, max(0, r.L - sum), newest + W - at, retryAt - at, 0, nx
+    -- Retry at the first boundary at which enough of the oldest blocks have left (cost <= L).
+    return entries_refused(state, first, sum, k, at, r, cost, at)
   end,
   refund = function(state, now, r, cost, at)
     local b = r.W / r.Q

@@ -23,13 +23,7 @@ ALG['s'] = {
       if cost > 0 then newest = now elseif sum > 0 then newest = state[n - 1] else newest = now - W end
       return true, r.L - sum - cost, newest + W - at, 0, 0, entries_append(state, first, now, cost)
     end
-    local retryAt = entries_retry_at(state, first, sum, cost, r.L, W, now)
-    local nx = nil
-    if r.cr then nx = entries_append(state, first, now, cost) end
-    -- No entry: a charge beyond the limit (a settle's) on a key with nothing logged.
-    local newest = now - W
-    if n > 0 then newest = state[n - 1] end
-    return false, max(0, r.L - sum), newest + W - at, retryAt - at, 0, nx
+    return entries_refused(state, first, sum, now, at, r, cost, now)
   end,
   refund = function(state, now, r, cost, at)
     -- A clock behind the newest entry (it stepped back): the request was merged into it.

@@ -12,13 +12,18 @@ local function sw_retry_at(start, prev, cur, W, room)
   return start + W + floor((W * (cur - room)) / cur) + 1
 end
 
--- A refusal (the kernel's REFUSED): the figures of the state read, and what countRejected writes.
-local function sw_refused(start, prev, cur, now, r, cost, scaled)
+-- A refusal (the kernel's REFUSED, e its time into the window): the figures of the state
+-- read; with countRejected the refusal is written, and its figures describe the state it
+-- leaves too (sliding-window.ts).
+local function sw_refused(start, prev, cur, now, r, cost, scaled, e)
   local W, L = r.W, r.L
-  local nx = nil
-  if r.cr then nx = { start, prev, cur + cost } end
+  local remaining = L - floor(scaled / W)
   local reset = sw_retry_at(start, prev, cur, W, 1) - now
-  return false, max(0, L - floor(scaled / W)), reset, sw_retry_at(start, prev, cur, W, L - cost + 1) - now, 0, nx
+  if not r.cr then return false, max(0, remaining), reset, sw_retry_at(start, prev, cur, W, L - cost + 1) - now, 0, nil end
+  local counted = cur + cost
+  local left = floor((prev * (W - e) + counted * W) / W)
+  reset = max(reset, sw_retry_at(start, prev, counted, W, 1) - now)
+  return false, max(0, min(remaining, L - left)), reset, sw_retry_at(start, prev, counted, W, L - cost + 1) - now, 0, { start, prev, counted }
 end
 
 -- A sliding window's estimate falls by units: the current count first, then the previous
@@ -63,7 +68,7 @@ ALG['w'] = {
     local room = (L - cost + 1) * W
     local s0, p, c = NO_EXPIRY, 0, 0
     if state ~= nil then s0, p, c = state[1], state[2], state[3] end
-    --#include inline/sliding-window-kernel.lua REFUSED() = return sw_refused(start, prev, cur, now, r, cost, scaled)
+    --#include inline/sliding-window-kernel.lua REFUSED() = return sw_refused(start, prev, cur, now, r, cost, scaled, e)
     -- The 7th value: the new state's expiry, which write() needs.
     return true, rem, reset, 0, 0, { start, prev, after }, xn
   end,

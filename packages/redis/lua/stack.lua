@@ -1,5 +1,7 @@
--- The stack decision and the call's entry point, store(KEYS, ARGV), which the
--- assembly returns (see src/lua/index.ts). Runs after the algorithm sections.
+-- The stack decision: every decide call (a lone op, a stack, a batch of stacks; any cost,
+-- Redis or supplied time, every algorithm, blockFor, countRejected, dryRun) is decided by
+-- its plan's closure (stack_of, below), on the entries read here and written here. Runs
+-- after the algorithm sections and the op closures (ops.lua).
 
 -- Entries travel as two values: the state s (nil for none) and the block deadline b.
 local function expires_at(s, b, r)
@@ -190,33 +192,25 @@ local function flush()
   end
 end
 
--- A refusal of one rule: cost above maxCost, a block, a refusal that is written
--- (countRejected) or starts a block. ran: the algorithm's check already ran and refused,
--- with the figures given (a refusal computes each rule's check once); else it runs here
--- (under a block, for its retry time). Returns the outcome as values (allowed, remaining,
--- resetMs, retryAfterMs, delayMs, reason), then whether to write and what (state, block
--- deadline) if committed. See inline/op-check.lua, which handles the admitted case itself.
-local function check_rule(s, b, now, r, cost, ran, remaining, reset, retry, nx)
+-- A refusal of one rule, past its check: cost above maxCost; a block in force (b), under
+-- which the check runs here, without countRejected since nothing is written; else the
+-- refusal the check gave (its figures and nx, the state a counted refusal writes), and a
+-- block it starts. The check is not run again: a counted refusal's figures are its own.
+-- Returns the outcome as values (allowed, remaining, resetMs, retryAfterMs, delayMs,
+-- reason), then whether to write and what (state, block deadline) if committed.
+local function check_rule(s, b, now, r, cost, remaining, reset, retry, nx)
   if cost > r.maxCost then return false, 0, 0, 0, 0, 'c', false end
-  local ok, delay = false, 0
-  if not ran then ok, remaining, reset, retry, delay, nx = r.alg.check(s, now, r, cost) end
   local blockedUntil = b or 0
   if blockedUntil > now then
+    local ok
+    ok, remaining, reset, retry = r.alg.check(s, now, uncounted(r), cost)
     local wait = blockedUntil - now
     local rt = wait
     if not ok then rt = max(wait, retry) end
     return false, 0, max(reset, wait), rt, 0, 'b', false
   end
   local has = nx ~= nil
-  if ok then return true, remaining, reset, retry, delay, '', has, nx, 0 end
   local ws, wb = nx, 0
-  if has then
-    -- countRejected: the refusal is written, so the figures describe the state it leaves.
-    local _, aRemaining, aReset, aRetry = r.alg.check(nx, now, r, cost)
-    remaining = max(0, min(remaining, aRemaining))
-    reset = max(reset, aReset)
-    retry = aRetry
-  end
   if r.block > 0 then
     if ws == nil then ws = s end
     wb = now + r.block
@@ -225,7 +219,7 @@ local function check_rule(s, b, now, r, cost, ran, remaining, reset, retry, nx)
     reset = max(reset, r.block)
     remaining = 0
   end
-  return false, remaining, reset, retry, delay, 'l', has, ws, wb
+  return false, remaining, reset, retry, 0, 'l', has, ws, wb
 end
 
 -- A run's time: supplied (TTLs of at least MIN_TTL_SUPPLIED) or Redis TIME (exact TTLs).
@@ -240,47 +234,19 @@ local function stack_now(given)
   return time_now(), false
 end
 
--- Per op of the stack being decided (arrays reused by every stack and call): whether its
--- rule admitted, and what it would write: state, block deadline (false: nothing), and the
--- expiry its key's TTL was set for (see read); and the state it read (nil: none).
-local OK, WS, WB, X0, XS, S0 = {}, {}, {}, {}, {}, {}
--- The ops' keys and their indexes in KEYS.
-local KEY, KIDX = {}, {}
--- The reply: numbers, packed as little-endian doubles at the end (see OUT_FIELDS).
-local R = {}
 -- Whether the previous call had hot keys.
 local HAD_HOT = false
 
--- A stack of one op (its rule is the stack: admitted exactly when the rule admits, or is
--- a dry run): reads the entry under key (KEYS[idx]; hot: whether the call has hot keys),
--- checks it, writes what the rule would when consume, and returns the stack's reply
--- fields but now: allowed (1/0), then the op's OUT_FIELDS. The main loop of store() does
--- the same for longer stacks, keeping each op's outcome until all are known.
-local function single(key, idx, r, cost, now, drop, consume, hot)
-  --#include inline/op-check.lua
-  if consume and wb ~= false then write(key, nx, wb, r, now, x0, xs) end
-  if ok then return 1, 1, rem, reset, delay end
-  local a = 0
-  if r.dry then a = 1 end
-  if reason == 'l' then return a, 2, rem, reset, retry end
-  if reason == 'b' then return a, 3, rem, reset, retry end
-  return a, 4, rem, reset, retry
-end
-
--- The read of a call with one key (decide_one): VALS as read() takes it, reused.
-local ONE_VAL = {}
-
--- A call deciding one stack of one op (run: the plan's only run), the common call, at now
--- with the value v that GET replied for key: no loop, and GET rather than MGET (it costs
--- Redis less); a key of another type (a hash, a list), which GET refuses, reads as absent
--- as with MGET.
-local function decide_one(run, key, now, v, drop)
-  if type(v) ~= 'string' then v = false end
-  ONE_VAL[1] = v
-  VALS = ONE_VAL
-  local a, c, rem, reset, last = single(key, 1, run.rules[1], run.sh.costs[1], now, drop, run.consume, false)
-  ONE_VAL[1] = nil
-  return pack('<dddddd', a, now, c, rem, reset, last)
+-- A call's state reset, as every call starts (a function library keeps it from call to
+-- call): its keys and arguments, least TTL on supplied time, Redis' TIME when already read.
+local function begin_call(keys, argv, minTtl, now)
+  KEYS, ARGV = keys, argv
+  MIN_TTL_SUPPLIED = minTtl
+  redis_now = now
+  if HAD_HOT then
+    HOT, CACHE = {}, {}
+    HAD_HOT = false
+  end
 end
 
 -- The first k numbers of R as little-endian doubles, packed in chunks: unpack() puts
@@ -299,6 +265,385 @@ local function pack_list(R, k)
   return table.concat(parts)
 end
 
--- The general path of a decide or refund call (defined in the entry below); the
--- straight-through closures (one.lua) hand it a call with its time and values already read.
-local store_rest
+-- Writes an admitted entry v, packed, on Redis time (block 0), with the expiry x (as
+-- write() does; at: x is a window's end, set as the instant).
+local function write_packed(key, v, x, now, at)
+  if x <= now then call('DEL', key); return end
+  set_expiring(key, v, x, now, 0, at)
+end
+
+-- The state after charging units at now without refusing (core's chargeState): the
+-- algorithm's check with countRejected forced on, its next state written whatever it
+-- says; no number beyond CHARGE_MAX (a sliding-log entry or block: LOG_CHARGE_MAX), far below SANE2.
+local CHARGE_MAX, LOG_CHARGE_MAX = 2 ^ 50, 2 ^ 40
+local function charge(s, now, r, units)
+  if r.algo == 'k' then
+    local base = now
+    if s ~= nil and s[1] > now then base = s[1] end
+    return { min(base + units * (r.W / r.L), now + CHARGE_MAX) }
+  end
+  local f = r.forced
+  if f == nil then
+    f = {}
+    for k, v in pairs(r) do f[k] = v end
+    f.cr = true
+    r.forced = f
+  end
+  local _, _, _, _, _, nx = r.alg.check(s, now, f, units)
+  if r.algo == 't' then nx[2] = max(nx[2], -CHARGE_MAX)
+  elseif r.algo == 'f' then nx[2] = min(nx[2], CHARGE_MAX)
+  elseif r.algo == 'w' then nx[3] = min(nx[3], CHARGE_MAX)
+  elseif r.algo == 's' or r.algo == 'b' then nx[#nx] = min(nx[#nx], LOG_CHARGE_MAX) end
+  return nx
+end
+
+-- Gives back (refund) or settles one op under key (KEYS[idx]) decided at time at. A
+-- settle's cost c is the actual cost less the estimate: above zero a charge (core's
+-- settleEntry), below zero a refund of the difference.
+local function give_back(key, idx, r, c, now, drop, at, settle)
+  local s, b = read(key, r, now, drop, idx)
+  if settle and c > 0 then
+    write(key, charge(s, now, r, c), b or 0, r, now)
+    return
+  end
+  if s == nil then return end
+  if settle then c = -c end
+  local nx = r.alg.refund(s, now, r, c, at)
+  if nx ~= nil or b ~= 0 then
+    write(key, nx, b, r, now)
+    return
+  end
+  -- Nothing left: a hot key's entry goes (flush deletes it), any other key now.
+  local e = CACHE[key]
+  if e ~= nil then e.s, e.b, e.dirty, e.gone = nil, nil, false, true else call('DEL', key) end
+end
+
+-- Per op of the stack being decided (op i; arrays reused by every stack and call): the
+-- index of its key in KEYS, and what it writes when committed. Admitted by its op
+-- closure: NV its entry packed (nil for a peek), NX its expiry, N0 the one read, NA whether
+-- it is a window's end. Else NV is false, and WB the block deadline (false: nothing), WS
+-- the state, X0 the expiry its key's TTL was set for (see read), XS the state's expiry;
+-- S0 the state it read.
+local KIDX, NV, NX, N0, NA, WB, WS, X0, XS, S0 = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+-- The same of each op a call run straight through admitted (op j of the call; see stack_of).
+local SNV, SNX, SN0, SNA = {}, {}, {}, {}
+-- The reply, gathered while deciding: OUT holds now, then remaining and resetMs per op of
+-- the call (op j at 2j and 2j + 1); an op that is not a plain admission (refused, or
+-- admitted with a delay) also has its reply code and last field (retryAfterMs or delayMs)
+-- in CODE and LAST, a refused stack a mark in STACK_REFUSED (by stack), each run its time
+-- in NOWS. CODE and STACK_REFUSED are cleared with false, not nil: a slot set to nil and
+-- set again after a garbage collection step is a new key, and a table of a few hundred
+-- such slots is rebuilt again and again.
+local OUT, CODE, LAST, STACK_REFUSED, NOWS = {}, {}, {}, {}, {}
+-- Whether a call left them unfinished (an error in a command stops a script midway).
+local UNFINISHED = false
+-- The read of a call with one key: VALS as read() takes it, reused.
+local ONE_VAL = {}
+-- The general reply, built from the above (long_reply).
+local R = {}
+
+-- The reply of a call with a refusal, a delay or supplied time: per stack allowed (1/0)
+-- and now, then per op OUT_FIELDS (see src/lua/index.ts): 1 or the refusal's reason code,
+-- remaining, resetMs, then the delay or the retry time. A settle in the batch replies
+-- allowed and now alone. Clears CODE and STACK_REFUSED for the next call.
+local function long_reply(runs)
+  local k, j, st = 0, 0, 0
+  for ri = 1, #runs do
+    local run = runs[ri]
+    local now = NOWS[ri]
+    if run.settle then
+      R[k + 1], R[k + 2] = 1, now
+      k = k + 2
+    else
+      local n = run.sh.n
+      for _ = 1, run.count do
+        st = st + 1
+        local a = 1
+        if STACK_REFUSED[st] then a, STACK_REFUSED[st] = 0, false end
+        R[k + 1], R[k + 2] = a, now
+        k = k + 2
+        for _ = 1, n do
+          j = j + 1
+          local code, last = CODE[j], 0
+          if not code then code = 1 else last, CODE[j] = LAST[j], false end
+          R[k + 1], R[k + 2], R[k + 3], R[k + 4] = code, OUT[2 * j], OUT[2 * j + 1], last
+          k = k + 4
+        end
+      end
+    end
+  end
+  if k == 6 then return pack('<dddddd', R[1], R[2], R[3], R[4], R[5], R[6]) end
+  return pack_list(R, k)
+end
+
+-- The closure that decides the calls of a decide plan (kept with it, see plan_stack):
+-- called with the call's keys and arguments, and Redis' TIME and the values of its keys
+-- when they were already read (now0, vals0). Stacks are decided one after the other, each
+-- all-or-nothing, as if they had arrived in that order, and each stack's writes are made
+-- before the next is decided. Each op is checked once: by its rule's op closure (ops.lua)
+-- where it has one and its value is a plain entry, else by its algorithm's check; a
+-- refusal is answered from that check (check_rule). A call on Redis time whose ops are all
+-- admitted with no delay replies now, then remaining and resetMs per op (parseDecisions in
+-- args.ts reads a reply of that length so), else long_reply.
+local function stack_of(plan)
+  local runs, hotRefs = plan.runs, plan.hot
+  local nrun = #runs
+  -- Per run, each op's closure (false: the general check): ops of cost 1 on Redis time, in
+  -- a call that names no key twice (an op closure reads the value MGET replied).
+  local DS = {}
+  -- Whether the call is on Redis time throughout (one now: the short reply is possible),
+  -- and the short reply's length in doubles.
+  local onRedisTime, K = true, 1
+  for ri = 1, nrun do
+    local run = runs[ri]
+    local sh = run.sh
+    local ds = {}
+    if run.timed then onRedisTime = false end
+    for i = 1, sh.n do
+      ds[i] = #hotRefs == 0 and not run.timed and not run.settle and sh.costs[i] == 1 and op_of(run.rules[i], run.consume)
+    end
+    DS[ri] = ds
+    if not run.settle then K = K + 2 * sh.n * run.count end
+  end
+  local RF = false
+  if K <= 128 then RF = fmt_of(K) end
+  -- A call whose ops all have op closures (on Redis time, no key named twice, no settle)
+  -- is run straight through first: its op closures one after the other (FLAT, by op of the
+  -- call), no stack machinery, and when all admit, their writes. At the first op that does
+  -- not, the stack loop takes over with the outcomes so far: nothing is decided again.
+  local FLAT = #hotRefs == 0 and not plan.settles and onRedisTime and {}
+  if FLAT then
+    for ri = 1, nrun do
+      local ds = DS[ri]
+      for _ = 1, runs[ri].count do
+        for i = 1, #ds do
+          if not ds[i] then FLAT = false; break end
+          FLAT[#FLAT + 1] = ds[i]
+        end
+        if not FLAT then break end
+      end
+      if not FLAT then break end
+    end
+  end
+  local NFLAT = FLAT and #FLAT
+  return function(keys, argv, now0, vals0)
+    -- begin_call, inlined (a Lua call costs about a dozen arithmetic operations).
+    KEYS, ARGV = keys, argv
+    MIN_TTL_SUPPLIED = plan.minTtl
+    redis_now = now0
+    if HAD_HOT then
+      HOT, CACHE = {}, {}
+      HAD_HOT = false
+    end
+    -- Keys that a later stack names again are hot (kept in CACHE) from their first read on.
+    -- So each key of the call is read from Redis once, before anything is written.
+    local hot = false
+    for i = 1, #hotRefs do
+      HOT[keys[hotRefs[i]]] = true
+      hot = true
+      HAD_HOT = true
+    end
+    if vals0 then VALS = vals0
+    elseif keys[2] == nil then
+      -- One key: GET costs Redis less than MGET. A key of another type (a hash, a list),
+      -- which GET refuses, reads as absent, as with MGET.
+      local v = pcall_('GET', keys[1])
+      if type(v) ~= 'string' then v = false end
+      ONE_VAL[1] = v
+      VALS = ONE_VAL
+    else VALS = call('MGET', unpack(keys)) end
+    if UNFINISHED then
+      for k in pairs(CODE) do CODE[k] = false end
+      for k in pairs(STACK_REFUSED) do STACK_REFUSED[k] = false end
+    end
+    UNFINISHED = true
+    -- The op the straight run stopped at (0: none) and its op closure's values.
+    local pre, pa, p2, p3, p4, p5, p6, p7 = 0
+    if FLAT then
+      if redis_now == nil then
+        --#include inline/time-ms.lua
+        redis_now = now
+      end
+      local now = redis_now
+      for k = 1, NFLAT do
+        local a, v2, v3, v4, v5, v6, v7 = FLAT[k](VALS[k], now)
+        if not a then
+          pre, pa, p2, p3, p4, p5, p6, p7 = k, a, v2, v3, v4, v5, v6, v7
+          break
+        end
+        OUT[2 * k], OUT[2 * k + 1], SNV[k], SNX[k], SN0[k], SNA[k] = v2, v3, v4, v5, v6, v7
+      end
+      if pre == 0 then
+        for k = 1, NFLAT do
+          local nv = SNV[k]
+          if nv then
+            local key, xn, x0, at = keys[k], SNX[k], SN0[k], SNA[k]
+            --#include inline/write-admitted.lua
+            SNV[k] = nil
+          end
+        end
+        ONE_VAL[1] = nil
+        UNFINISHED = false
+        OUT[1] = now
+        if RF then return pack(RF, unpack(OUT, 1, K)) end
+        return pack_list(OUT, K)
+      end
+    end
+    -- Every op so far a plain admission (the short reply).
+    local plain = onRedisTime
+    -- Ops, stacks and new keys so far; the index of the last time read from ARGV.
+    local j, st, nextKey, ti = 0, 0, 0, 1
+    local now, drop
+    for ri = 1, nrun do
+      local run = runs[ri]
+      if run.timed then
+        ti = ti + 1
+        now, drop = stack_now(argv[ti])
+      else
+        -- stack_now on Redis time, inlined.
+        MIN_TTL, REDIS_TIME, drop = 0, true, false
+        if redis_now == nil then
+          --#include inline/time-ms.lua
+          redis_now = now
+        end
+        now = redis_now
+      end
+      NOWS[ri] = now
+      local ds, sh = DS[ri], run.sh
+      local rules, costs, refs, n, count = run.rules, sh.costs, sh.refs, sh.n, run.count
+      if run.settle then
+        -- A settle in the batch (one stack a run): its ops given back or charged, in its
+        -- place among the stacks.
+        ti = ti + 1
+        local at = tonumber(argv[ti])
+        for i = 1, n do
+          local idx = refs[i]
+          if idx == 0 then
+            nextKey = nextKey + 1
+            idx = nextKey
+          end
+          give_back(keys[idx], idx, rules[i], costs[i], now, drop, at, true)
+        end
+        count = 0
+      end
+      local consume = run.consume
+      for _ = 1, count do
+        st = st + 1
+        local allowed = true
+        local j0 = j
+        for i = 1, n do
+          local idx = refs[i]
+          if idx == 0 then
+            nextKey = nextKey + 1
+            idx = nextKey
+          end
+          KIDX[i] = idx
+          j = j + 1
+          local d = ds[i]
+          local a, v2, v3, v4, v5, v6, v7
+          if j < pre then
+            a, v2, v3, v4, v5, v6, v7 = true, OUT[2 * j], OUT[2 * j + 1], SNV[j], SNX[j], SN0[j], SNA[j]
+            SNV[j] = nil
+          elseif j == pre then a, v2, v3, v4, v5, v6, v7 = pa, p2, p3, p4, p5, p6, p7
+          elseif d then a, v2, v3, v4, v5, v6, v7 = d(VALS[idx], now) end
+          if a then
+            NV[i], NX[i], N0[i], NA[i] = v4, v5, v6, v7
+            OUT[2 * j], OUT[2 * j + 1] = v2, v3
+          else
+            local r, cost, key = rules[i], costs[i], keys[idx]
+            local ok, rem, reset, retry, delay, nx, reason, wb, xs, s, b, x0
+            if a == false then
+              -- Refused by its op closure's kernel, whose figures check_rule finishes.
+              rem, reset, retry, nx, s, x0 = v2, v3, v4, v5, v6, v7
+            else
+              -- The general check: the entry read (a hot key's from CACHE), checked once.
+              local e = nil
+              if hot then e = CACHE[key] end
+              if e ~= nil and not drop then s, b = e.s, e.b
+              else s, b, x0 = read(key, r, now, drop, idx) end
+              if cost <= r.maxCost and (b == nil or b <= now) then
+                ok, rem, reset, retry, delay, nx, xs = r.alg.check(s, now, r, cost)
+                if ok then
+                  wb = false
+                  if nx ~= nil then wb = 0 end
+                end
+              end
+            end
+            if not ok then
+              local has
+              ok, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, b, now, r, cost, rem, reset, retry, nx)
+              xs = nil
+              if not has then wb = false end
+              if not r.dry then allowed = false end
+            end
+            NV[i], WB[i], WS[i], X0[i], XS[i], S0[i] = false, wb, nx, x0, xs or false, s
+            OUT[2 * j], OUT[2 * j + 1] = rem, reset
+            if not ok then
+              -- The refusal's reason code: 2 limit, 3 blocked, 4 cost above maxCost.
+              local c = 4
+              if reason == 'l' then c = 2 elseif reason == 'b' then c = 3 end
+              CODE[j], LAST[j] = c, retry
+              plain = false
+            elseif delay ~= 0 then
+              CODE[j], LAST[j] = 1, delay
+              plain = false
+            end
+          end
+        end
+        if not allowed then
+          STACK_REFUSED[st] = true
+          -- An admitting rule of a refused stack consumed nothing: report it untouched, with
+          -- no delay, and the resetMs of the state it read (a check of cost 0), as core's.
+          for i = 1, n do
+            local jj = j0 + i
+            local code = CODE[jj]
+            if not code or code == 1 then
+              local r = rules[i]
+              local s0 = S0[i]
+              if NV[i] ~= false then s0 = read(keys[KIDX[i]], r, now, drop, KIDX[i]) end
+              local _, _, reset0 = r.alg.check(s0, now, r, 0)
+              OUT[2 * jj] = OUT[2 * jj] + costs[i]
+              OUT[2 * jj + 1] = reset0
+              CODE[jj] = false
+            end
+          end
+        end
+        -- The stack's writes: an admitting rule's only when the whole stack is admitted; a
+        -- refusing rule's block or penalty either way.
+        if consume then
+          for i = 1, n do
+            local key = keys[KIDX[i]]
+            local nv = NV[i]
+            if nv then
+              if allowed then
+                local xn, x0, at = NX[i], N0[i], NA[i]
+                --#include inline/write-admitted.lua
+              end
+              NV[i] = nil
+            elseif nv == false then
+              local wb = WB[i]
+              if wb ~= false and (allowed or CODE[j0 + i]) then write(key, WS[i], wb, rules[i], now, X0[i], XS[i]) end
+            end
+          end
+        end
+      end
+    end
+    if hot then flush() end
+    ONE_VAL[1] = nil
+    UNFINISHED = false
+    if not plain then return long_reply(runs) end
+    OUT[1] = now
+    if RF then return pack(RF, unpack(OUT, 1, K)) end
+    return pack_list(OUT, K)
+  end
+end
+
+-- A decide plan's closure (stack_of), kept with the plan.
+local function plan_stack(plan)
+  local f = plan.stack
+  if f == nil then
+    f = stack_of(plan)
+    plan.stack = f
+  end
+  return f
+end

@@ -9,10 +9,14 @@ local function tb_level(state, now, r)
   return tn, scaled
 end
 
--- A refusal (the kernel's REFUSED): the figures of the level read, and what countRejected writes.
+-- A refusal (the kernel's REFUSED): the figures of the level read; with countRejected the
+-- refusal is written (a debt), and its figures describe the level it leaves.
 local function tb_refused(tn, scaled, need, now, r, cap)
   local nx = nil
-  if r.cr then nx = { tn, scaled - need } end
+  if r.cr then
+    scaled = scaled - need
+    nx = { tn, scaled }
+  end
   -- Never below 0: a bucket in debt (countRejected, a settle) has no tokens to offer.
   return false, max(0, floor(scaled / r.W)), ceil((cap - scaled) / r.L) + (tn - now), ceil((need - scaled) / r.L) + (tn - now), 0, nx
 end

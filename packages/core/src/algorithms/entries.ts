@@ -39,23 +39,31 @@ export function append(state: State | undefined, first: number, now: number, cos
 /**
  * The refusal of `cost` by the live entries of `s` (from `first`, summing `sum`): retry when
  * the oldest entries whose departure frees enough have left, reset when the newest has,
- * both from the caller's clock reading `at`; a counted refusal (countRejected) adds `cost`
- * at `t`. `cost <= L`, so some entry is live.
+ * both from the caller's clock reading `at`. A counted refusal (countRejected) adds `cost`
+ * at `t`, and its figures describe the entries it leaves too. `cost <= L`, so some entry is
+ * live.
  */
 export function refusal(s: State, first: number, sum: number, t: number, at: number, r: RuleSpec, cost: number): Check {
   const W = r.windowMs;
-  let freed = 0;
-  let retryAt = t;
-  for (let i = first; i < s.length; i += 2) {
-    freed += s[i + 1] as number;
-    if (sum - freed + cost <= r.limit) {
-      retryAt = (s[i] as number) + W;
-      break;
-    }
-  }
   // No entry: a charge beyond the limit (a settle's) on a key with nothing logged.
   const newest = s.length > 0 ? (s[s.length - 2] as number) : t - W;
-  return refused(r.limit - sum, newest + W - at, retryAt - at, r.countRejected ? append(s, first, t, cost) : undefined);
+  if (!r.countRejected) return refused(r.limit - sum, newest + W - at, retryAt(s, first, sum, t, r, cost) - at, undefined);
+  const next = append(s, first, t, cost);
+  let left = 0;
+  for (let i = 1; i < next.length; i += 2) left += next[i] as number;
+  // A refusal is at t or later, so every entry it leaves is live then.
+  const last = next.length > 0 ? (next[next.length - 2] as number) : t - W;
+  return refused(Math.min(r.limit - sum, r.limit - left), Math.max(newest, last) + W - at, retryAt(next, 0, left, t, r, cost) - at, next);
+}
+
+/** When the oldest entries of `s` (from `first`, summing `sum`) whose departure frees room for `cost` have left. */
+function retryAt(s: State, first: number, sum: number, t: number, r: RuleSpec, cost: number): number {
+  let freed = 0;
+  for (let i = first; i < s.length; i += 2) {
+    freed += s[i + 1] as number;
+    if (sum - freed + cost <= r.limit) return (s[i] as number) + r.windowMs;
+  }
+  return t;
 }
 
 /**

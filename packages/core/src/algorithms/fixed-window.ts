@@ -83,7 +83,8 @@ export const fixedWindowKernel: Kernel = (s, o, has, now, r, cost, v) => {
     return;
   }
   v.n1 = count + cost;
-  refuse(v, r.limit - count, end - now, end - now, r.countRejected);
+  // countRejected: the refusal is written, so its figures describe the count it leaves.
+  refuse(v, r.limit - (r.countRejected ? count + cost : count), end - now, end - now, r.countRejected);
 };
 
 export const fixedWindow: Algorithm = {

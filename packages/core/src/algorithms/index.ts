@@ -8,4 +8,4 @@ export const algorithms: Readonly<Record<AlgorithmName, Algorithm>> = registry;
 
 export { ALGORITHM_CODES, ALGORITHM_NAMES, registry, takersOf, takesOption } from './registry.js';
 export type { Algorithm, AlgorithmDef, AlgorithmOption, Check, Kernel, Reading, ReadingName, State } from './types.js';
-export { CHARGE_MAX, LOG_CHARGE_MAX, Verdict } from './types.js';
+export { CHARGE_MAX, LOG_CHARGE_MAX, uncounted, Verdict } from './types.js';

@@ -101,8 +101,22 @@ export const leakyBucketKernel: Kernel = (s, o, has, now, r, cost, v) => {
     admit(v, unitsIn(tol - level, T, slack), msUp(level, slack), 0, Math.ceil(now + level));
     return;
   }
-  const retry = settle(now + Math.ceil(ahead - (tol - need)), has, s0, need, tol + slack) - now;
-  refuse(v, unitsIn(tol - ahead, T, slack), msUp(ahead, slack), retry, r.countRejected);
+  if (!r.countRejected) {
+    const retry = settle(now + Math.ceil(ahead - (tol - need)), has, s0, need, tol + slack) - now;
+    refuse(v, unitsIn(tol - ahead, T, slack), msUp(ahead, slack), retry, false);
+    return;
+  }
+  // countRejected: the refusal is written, so its figures describe the time it leaves
+  // stored (its backlog as a later check reads it) too.
+  const left = backlog(true, v.n0, now);
+  const retry = settle(now + Math.ceil(left - (tol - need)), true, v.n0, need, tol + slack) - now;
+  refuse(
+    v,
+    Math.min(unitsIn(tol - ahead, T, slack), unitsIn(tol - left, T, slack)),
+    Math.max(msUp(ahead, slack), msUp(left, slack)),
+    retry,
+    true,
+  );
 };
 
 const expiresAt = (state: State): number => Math.ceil(state[0] as number);

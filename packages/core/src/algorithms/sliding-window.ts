@@ -46,13 +46,22 @@ export const slidingWindowKernel: Kernel = (s, o, has, at, r, cost, v) => {
     return;
   }
   // Refused, so the estimate is at least 1 now (cost <= L): the full quota is ahead.
-  v.n2 = cur + cost;
+  const counted = cur + cost;
+  v.n2 = counted;
+  const remaining = r.limit - floorEstimate;
+  const full = retryAt(start, prev, cur, W, 1) - at;
+  if (!r.countRejected) {
+    refuse(v, remaining, full, retryAt(start, prev, cur, W, r.limit - cost + 1) - at, false);
+    return;
+  }
+  // countRejected: the refusal is written, so its figures describe the state it leaves too.
+  const left = Math.floor((prev * (W - e) + counted * W) / W);
   refuse(
     v,
-    Math.max(0, r.limit - floorEstimate),
-    retryAt(start, prev, cur, W, 1) - at,
-    retryAt(start, prev, cur, W, r.limit - cost + 1) - at,
-    r.countRejected,
+    Math.min(remaining, r.limit - left),
+    Math.max(full, retryAt(start, prev, counted, W, 1) - at),
+    retryAt(start, prev, counted, W, r.limit - cost + 1) - at,
+    true,
   );
 };
 

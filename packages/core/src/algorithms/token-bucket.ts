@@ -52,12 +52,14 @@ export const tokenBucketKernel: Kernel = (s, o, has, at, r, cost, v) => {
     admit(v, Math.floor(left / W), left >= cap ? 0 : refill + ahead, 0, now + refill);
     return;
   }
+  // countRejected: the refusal is written (a debt), so its figures describe the level it leaves.
+  const level = r.countRejected ? scaled - need : scaled;
   v.n1 = scaled - need;
   refuse(
     v,
-    Math.floor(scaled / W),
-    Math.ceil((cap - scaled) / r.limit) + ahead,
-    Math.ceil((need - scaled) / r.limit) + ahead,
+    Math.floor(level / W),
+    Math.ceil((cap - level) / r.limit) + ahead,
+    Math.ceil((need - level) / r.limit) + ahead,
     r.countRejected,
   );
 };

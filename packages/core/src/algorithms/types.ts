@@ -203,6 +203,23 @@ export interface AlgorithmDef extends Algorithm {
 export const CHARGE_MAX = 2 ** 50;
 export const LOG_CHARGE_MAX = 2 ** 40;
 
+/** Specs with `countRejected` off: a check then reports the state as it is, as if nothing were counted. */
+const uncountedSpecs = new WeakMap<RuleSpec, RuleSpec>();
+
+/**
+ * `r` without `countRejected`: what a key's figures are read with (a counted refusal's
+ * figures describe the state it would leave, and reading a key counts nothing).
+ */
+export function uncounted(r: RuleSpec): RuleSpec {
+  if (!r.countRejected) return r;
+  let u = uncountedSpecs.get(r);
+  if (u === undefined) {
+    u = { ...r, countRejected: false };
+    uncountedSpecs.set(r, u);
+  }
+  return u;
+}
+
 /** Specs with `countRejected` forced on: a check then always says what consuming would leave. */
 const forcedSpecs = new WeakMap<RuleSpec, RuleSpec>();
 

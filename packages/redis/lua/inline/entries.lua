@@ -31,6 +31,24 @@ local function entries_retry_at(state, first, sum, cost, L, W, t)
   return t
 end
 
+-- The refusal of cost by the live entries of state (from index first on, sum in all) at t
+-- (entries.ts' refusal): retry when enough of the oldest have left (t0 when none frees
+-- enough), reset when the newest has, both from the caller's reading at. A counted
+-- refusal (countRejected) adds cost at t, and its figures describe the entries it leaves too.
+local function entries_refused(state, first, sum, t, at, r, cost, t0)
+  local W, L = r.W, r.L
+  -- No entry: a charge beyond the limit (a settle's) on a key with nothing counted.
+  local newest = t - W
+  if state ~= nil and #state > 0 then newest = state[#state - 1] end
+  if not r.cr then return false, max(0, L - sum), newest + W - at, entries_retry_at(state, first, sum, cost, L, W, t0) - at, 0, nil end
+  local nx = entries_append(state, first, t, cost)
+  local left = 0
+  for i = 2, #nx, 2 do left = left + nx[i] end
+  -- A refusal is at t or later, so every entry it leaves is live then.
+  if #nx > 0 and nx[#nx - 1] > newest then newest = nx[#nx - 1] end
+  return false, max(0, min(L - sum, L - left)), newest + W - at, entries_retry_at(nx, 1, left, cost, L, W, t0) - at, 0, nx
+end
+
 -- The entries with cost taken from the one at t (dropped when emptied; nil when none is
 -- left); the state itself when no entry is at t.
 local function entries_take_at(state, t, cost)

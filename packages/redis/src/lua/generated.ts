@@ -5,56 +5,23 @@
 export const ENTRY_LUA = `-- The entry point, store(KEYS, ARGV), which the assembly returns (see src/lua/index.ts). Runs
 -- after stack.lua, one.lua and lease.lua.
 
--- The state after charging units at now without refusing (core's chargeState): the
--- algorithm's check with countRejected forced on, its next state written whatever it
--- says; no number beyond CHARGE_MAX (a sliding-log entry or block: LOG_CHARGE_MAX), far below SANE2.
-local CHARGE_MAX, LOG_CHARGE_MAX = 2 ^ 50, 2 ^ 40
-local function charge(s, now, r, units)
-  if r.algo == 'k' then
-    local base = now
-    if s ~= nil and s[1] > now then base = s[1] end
-    return { min(base + units * (r.W / r.L), now + CHARGE_MAX) }
-  end
-  local f = r.forced
-  if f == nil then
-    f = {}
-    for k, v in pairs(r) do f[k] = v end
-    f.cr = true
-    r.forced = f
-  end
-  local _, _, _, _, _, nx = r.alg.check(s, now, f, units)
-  if r.algo == 't' then nx[2] = max(nx[2], -CHARGE_MAX)
-  elseif r.algo == 'f' then nx[2] = min(nx[2], CHARGE_MAX)
-  elseif r.algo == 'w' then nx[3] = min(nx[3], CHARGE_MAX)
-  elseif r.algo == 's' or r.algo == 'b' then nx[#nx] = min(nx[#nx], LOG_CHARGE_MAX) end
-  return nx
-end
-
--- Gives back (refund) or settles one op under key (KEYS[idx]) decided at time at. A
--- settle's cost c is the actual cost less the estimate: above zero a charge (core's
--- settleEntry), below zero a refund of the difference.
-local function give_back(key, idx, r, c, now, drop, at, settle)
-  local s, b = read(key, r, now, drop, idx)
-  if settle and c > 0 then
-    write(key, charge(s, now, r, c), b or 0, r, now)
-    return
-  end
-  if s == nil then return end
-  if settle then c = -c end
-  local nx = r.alg.refund(s, now, r, c, at)
-  if nx ~= nil or b ~= 0 then
-    write(key, nx, b, r, now)
-    return
-  end
-  -- Nothing left: a hot key's entry goes (flush deletes it), any other key now.
-  local e = CACHE[key]
-  if e ~= nil then e.s, e.b, e.dirty, e.gone = nil, nil, false, true else call('DEL', key) end
+-- A refund or settle call (modes r and s, see parse.lua): each op given back or settled at
+-- ARGV[2] (empty: Redis TIME), the decision's time ARGV[3]; replies now.
+local function give_back_call(plan, keys, argv)
+  begin_call(keys, argv, plan.minTtl, nil)
+  local now, drop = stack_now(argv[2])
+  local at = tonumber(argv[3])
+  local sh = plan.sh
+  local settle = plan.mode == 's'
+  VALS = call('MGET', unpack(keys))
+  for i = 1, sh.n do give_back(keys[i], i, plan.rules[sh.nums[i]], sh.costs[i], now, drop, at, settle) end
+  return out(now)
 end
 
 -- One call: the state of the previous one is dropped first (a function library keeps
 -- these definitions loaded from call to call).
 local function store(keys, argv)
-  -- The common calls, straight through (one.lua) when their plan fits.
+  -- A decide plan's closure (one.lua), when its plan was seen before.
   local text = argv[1]
   local f = FAST[text]
   if f then return f(keys, argv) end
@@ -62,194 +29,8 @@ local function store(keys, argv)
   if plan == nil then plan = plan_of(text) end
   -- A lease call (lease.lua): its grants are picked before the stack is decided.
   if plan.mode == 'l' then return lease(plan, keys, argv) end
-  if f == nil then
-    f = fast_of(text, plan)
-    if f then return f(keys, argv) end
-  end
-  return store_rest(plan, keys, argv, nil, nil)
-end
-
--- The call (plan: its plan parsed) on the general path; now0 and vals0, when given, are
--- Redis' TIME and the MGET of every key of the call, already read.
-store_rest = function(plan, keys, argv, now0, vals0)
-  KEYS, ARGV = keys, argv
-  MIN_TTL_SUPPLIED = plan.minTtl
-  redis_now = now0
-  -- Hot keys (and so CACHE entries) only where the previous call had some.
-  if HAD_HOT then
-    HOT, CACHE = {}, {}
-    HAD_HOT = false
-  end
-  VALS = nil
-  if plan.mode == 'r' or plan.mode == 's' then
-    local now, drop = stack_now(ARGV[2])
-    local at = tonumber(ARGV[3])
-    local sh = plan.sh
-    local settle = plan.mode == 's'
-    VALS = call('MGET', unpack(KEYS))
-    for i = 1, sh.n do give_back(KEYS[i], i, plan.rules[sh.nums[i]], sh.costs[i], now, drop, at, settle) end
-    return out(now)
-  end
-  local run = plan.one
-  if run ~= nil then
-    local now, drop
-    if run.timed then now, drop = stack_now(ARGV[2])
-    else
-      -- stack_now on Redis time, inlined.
-      MIN_TTL, REDIS_TIME, drop = 0, true, false
-      now = time_now()
-    end
-    return decide_one(run, KEYS[1], now, redis.pcall('GET', KEYS[1]), drop)
-  end
-
-  -- Every shape first: a key that a later stack names again is hot (kept in CACHE) from its
-  -- first read on. So each key of the call is read from Redis once, before anything is
-  -- written, and one MGET reads them all.
-  local hot = false
-  local h = plan.hot
-  for i = 1, #h do
-    HOT[KEYS[h[i]]] = true
-    hot = true
-    HAD_HOT = true
-  end
-  VALS = vals0 or call('MGET', unpack(KEYS))
-  -- The reply's fields so far; the last new key used.
-  local k = 0
-  local nextKey = 0
-  -- The index of the last time read from ARGV.
-  local ti = 1
-  local runs = plan.runs
-  for ri = 1, #runs do
-    local run = runs[ri]
-    local given = nil
-    if run.timed then
-      ti = ti + 1
-      given = ARGV[ti]
-    end
-    local now, drop = stack_now(given)
-    local consume = run.consume
-    local sh = run.sh
-    local rules, costs, refs, n, count = run.rules, sh.costs, sh.refs, sh.n, run.count
-    if run.settle then
-      -- A settle in the batch (one stack a run): its ops given back or charged, in its
-      -- place among the stacks; its reply is allowed and now, no op fields.
-      ti = ti + 1
-      local at = tonumber(ARGV[ti])
-      for i = 1, n do
-        local idx = refs[i]
-        if idx == 0 then
-          nextKey = nextKey + 1
-          idx = nextKey
-        end
-        give_back(KEYS[idx], idx, rules[i], costs[i], now, drop, at, true)
-      end
-      R[k + 1], R[k + 2] = 1, now
-      k = k + 2
-      count = 0
-    end
-    -- Stacks of one op (a one-rule limiter's batch) go through single, without the
-    -- per-op arrays.
-    if n == 1 then
-      local r, cost, ref = rules[1], costs[1], refs[1]
-      for _ = 1, count do
-        local idx = ref
-        if idx == 0 then
-          nextKey = nextKey + 1
-          idx = nextKey
-        end
-        local a, c, rem, reset, last = single(KEYS[idx], idx, r, cost, now, drop, consume, hot)
-        R[k + 1], R[k + 2], R[k + 3], R[k + 4], R[k + 5], R[k + 6] = a, now, c, rem, reset, last
-        k = k + 6
-      end
-      count = 0
-    end
-    for _ = 1, count do
-      for i = 1, n do
-        local ref = refs[i]
-        if ref == 0 then
-          nextKey = nextKey + 1
-          ref = nextKey
-        end
-        KEY[i] = KEYS[ref]
-        KIDX[i] = ref
-      end
-      local allowed = true
-      -- The stack's reply fields are written as its rules are checked, and corrected below
-      -- when the stack is refused.
-      local base = k
-      R[k + 2] = now
-      k = k + 2
-      for i = 1, n do
-        local r = rules[i]
-        local cost = costs[i]
-        local key, idx = KEY[i], KIDX[i]
-        local s, b, x0
-        local e = nil
-        if hot then e = CACHE[key] end
-        if e ~= nil and not drop then s, b = e.s, e.b
-        else s, b, x0 = read(key, r, now, drop, idx) end
-        local ok, rem, reset, retry, delay, nx, reason, wb, xs
-        local ran = false
-        if cost <= r.maxCost and (b == nil or b <= now) then
-          ran = true
-          ok, rem, reset, retry, delay, nx, xs = r.alg.check(s, now, r, cost)
-          if ok then
-            wb = false
-            if nx ~= nil then wb = 0 end
-          end
-        end
-        if not ok then
-          local has
-          ok, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, b, now, r, cost, ran, rem, reset, retry, nx)
-          xs = nil
-          if not has then wb = false end
-        end
-        if not ok and not r.dry then allowed = false end
-        -- Each op's outcome is kept for the write pass below (see single for one op).
-        OK[i], WS[i], WB[i], X0[i], XS[i], S0[i] = ok, nx, wb, x0, xs or false, s
-        -- An admitting rule's retryAfterMs is 0 and a refusing rule's delayMs is 0: the first
-        -- field is 1 or the refusal's reason code, the last the delay or the retry time.
-        R[k + 2] = rem
-        R[k + 3] = reset
-        if ok then
-          R[k + 1] = 1
-          R[k + 4] = delay
-        else
-          if reason == 'l' then R[k + 1] = 2 elseif reason == 'b' then R[k + 1] = 3 else R[k + 1] = 4 end
-          R[k + 4] = retry
-        end
-        k = k + 4
-      end
-      if allowed then R[base + 1] = 1
-      else
-        R[base + 1] = 0
-        -- An admitting rule of a refused stack consumed nothing: report it untouched, with no
-        -- delay, and the resetMs of the state it read (a check of cost 0), as core's untouched.
-        for i = 1, n do
-          if OK[i] then
-            local p = base + 4 * i - 2
-            local r = rules[i]
-            local _, _, reset0 = r.alg.check(S0[i], now, r, 0)
-            R[p + 2] = R[p + 2] + costs[i]
-            R[p + 3] = reset0
-            R[p + 4] = 0
-          end
-        end
-      end
-      if consume then
-        for i = 1, n do
-          local wb = WB[i]
-          -- An admitting rule consumes only when the whole stack is admitted; a rejecting
-          -- rule writes its block or penalty either way.
-          if wb ~= false and (allowed or not OK[i]) then write(KEY[i], WS[i], wb, rules[i], now, X0[i], XS[i]) end
-        end
-      end
-    end
-  end
-  if hot then flush() end
-  -- Packed in chunks: unpack() puts every value on the Lua stack.
-  if k == 6 then return pack('<dddddd', R[1], R[2], R[3], R[4], R[5], R[6]) end
-  return pack_list(R, k)
+  if plan.mode == 'r' or plan.mode == 's' then return give_back_call(plan, keys, argv) end
+  return fast_of(text, plan)(keys, argv)
 end
 `;
 
@@ -305,11 +86,12 @@ local function fw_window_end(start, r)
   return fw_end(start, r)
 end
 
--- A refusal (the kernel's REFUSED): the figures of the window read, and what countRejected
--- writes; max: a count above a limit lowered since (limit per request, or an update).
+-- A refusal (the kernel's REFUSED): the figures of the window read; with countRejected the
+-- refusal is written, and its figures describe the count it leaves. max: a count above a
+-- limit lowered since (limit per request, or an update).
 local function fw_refused(start, count, used, e, now, r)
   local nx = nil
-  if r.cr then nx = { start, used } end
+  if r.cr then nx, count = { start, used }, used end
   return false, max(0, r.L - count), e - now, e - now, 0, nx
 end
 
@@ -491,8 +273,9 @@ local function keyop(KEYS, ARGV)
     if present then ko_write(key, s, b, r, now, redisTime, minTtl) else call('DEL', key) end
   end
   -- The figures after the operation (keyFigures in key-ops.ts).
-  local ok1, _, _, retry1 = r.alg.check(s, now, r, 1)
-  local _, rem0, reset0 = r.alg.check(s, now, r, 0)
+  local q = uncounted(r)
+  local ok1, _, _, retry1 = r.alg.check(s, now, q, 1)
+  local _, rem0, reset0 = r.alg.check(s, now, q, 0)
   local blocked = 0
   if present and b > now then blocked = b end
   local retry = 0
@@ -564,11 +347,18 @@ ALG['k'] = {
       local tat = now + level
       return true, lb_units(tol - level, T, sl), lb_ms(level, sl), 0, 0, { tat }
     end
-    local fits = function(t) return backlog(state, t) + cost * T <= tol + sl end
-    local retry = settle(now + ceil(ahead - (tol - cost * T)), fits) - now
-    local w = nil
-    if r.cr then w = { now + level } end
-    return false, lb_units(tol - ahead, T, sl), lb_ms(ahead, sl), retry, 0, w
+    if not r.cr then
+      local fits = function(t) return backlog(state, t) + cost * T <= tol + sl end
+      local retry = settle(now + ceil(ahead - (tol - cost * T)), fits) - now
+      return false, lb_units(tol - ahead, T, sl), lb_ms(ahead, sl), retry, 0, nil
+    end
+    -- countRejected: the refusal is written, so its figures describe the time it leaves
+    -- stored (its backlog as a later check reads it) too.
+    local w = { now + level }
+    local left = backlog(w, now)
+    local fits = function(t) return backlog(w, t) + cost * T <= tol + sl end
+    local retry = settle(now + ceil(left - (tol - cost * T)), fits) - now
+    return false, min(lb_units(tol - ahead, T, sl), lb_units(tol - left, T, sl)), max(lb_ms(ahead, sl), lb_ms(left, sl)), retry, 0, w
   end,
   refund = lb_refund,
   expires = function(state, r) return ceil(state[1]) end,
@@ -601,20 +391,14 @@ export const LEASE_LUA = `-- A lease call (mode \`l\`, see src/lease/): one stac
 -- (\`l 1000 2\`, rules, \`1 c1:1,2:1\`; \`C\` when its time is ARGV[2]); ARGV[3] is the most units
 -- one lease may take and ARGV[4] the share of what is left that one lease may take (left /
 -- share). Per op the grant is that size when a request of that cost would be admitted now,
--- else the request's own cost; the stack is then decided by the general path at those
+-- else the request's own cost; the stack is then decided by the stack decision at those
 -- costs, so a refusal is exactly the refusal of the request (countRejected, blockFor and
 -- all). The reply is the decide reply followed by one double per op, its grant. Runs after
 -- stack.lua and one.lua, before entry.lua (whose store() calls it).
 
 local LEASE_GRANTS = {}
 local function lease(plan, keys, argv)
-  KEYS, ARGV = keys, argv
-  MIN_TTL_SUPPLIED = plan.minTtl
-  redis_now = nil
-  if HAD_HOT then
-    HOT, CACHE = {}, {}
-    HAD_HOT = false
-  end
+  begin_call(keys, argv, plan.minTtl, nil)
   local run = plan.runs[1]
   local given = nil
   if run.timed then given = argv[2] end
@@ -642,8 +426,7 @@ local function lease(plan, keys, argv)
     sh = { nums = sh.nums, costs = costs, refs = sh.refs, hot = sh.hot, n = n },
   }
   local p = { mode = 'd', minTtl = plan.minTtl, rules = plan.rules, runs = { decide }, hot = {} }
-  if n == 1 then p.one = decide end
-  local out = store_rest(p, keys, argv, redis_now, VALS)
+  local out = stack_of(p)(keys, argv, redis_now, VALS)
   return out .. pack_list(LEASE_GRANTS, n)
 end
 `;
@@ -702,94 +485,61 @@ end)
 `;
 
 /** packages/redis/lua/one.lua */
-export const ONE_LUA = `-- The common calls decided straight through, for ops of cost 1 on Redis time under the
--- three algorithms most rules use (a sliding-window counter, a fixed window on the clock,
--- a token bucket). Runs after stack.lua, whose helpers it shares.
+export const ONE_LUA = `-- The common call decided straight through: a request alone in its tick under one rule, an
+-- op of cost 1 on Redis time under a sliding-window counter, a fixed window on the clock or
+-- a token bucket. A specialisation of the stack decision (stack.lua) for that plan, from the
+-- same kernels (inline/<algorithm>-kernel.lua, as the op closures of ops.lua): fast_of
+-- builds, once per plan, a closure with the rule's numbers as upvalues that reads TIME and
+-- the key (GET), decides, writes and replies, with no Lua call between them. Runs after
+-- stack.lua, whose helpers it shares.
 --
--- - A request alone in its tick under one rule: fast_of(text, plan) builds, once per
---   plan, a closure with the rule's numbers as upvalues (no table lookup, no dispatch, no
---   state table): it reads TIME and the key (GET), decides, writes and replies.
--- - A stack of several such ops, or a batch of such stacks (no key named twice): one
---   closure per plan reads TIME once and every key with one MGET, checks each op with
---   its rule's op closure (op_of, the same arithmetic), and only when every op of every
---   stack is admitted writes them all (each stack all-or-nothing; with no key shared, the
---   stacks of a batch do not see each other's writes, so deciding them all first is
---   deciding them one after the other).
---
--- Every number is worked out with the operations of the algorithm's check (its section) in
--- the same order, so the results are the same doubles. Only admissions of well-formed
--- entries (or none) are decided here; anything else — a refusal, a block, a value that is
--- not a plain entry of the rule (read as absent or as a block alone by read) — goes, before
--- anything is written, to the general path with the time and the values already read, which
--- decides it exactly as before.
+-- A refusal is answered from its kernel's refusal figures (one_refused: check_rule and the
+-- write, as the stack decision does), never decided again. A value that is not a plain entry
+-- of the rule (read as absent or as a block alone by read) or holds a block in force goes,
+-- before the kernel runs, to the plan's stack closure with the time and the value read.
 --
 -- An admitted entry whose expiry is unchanged is written over the one read with SETRANGE
 -- key 0: the same bytes as SET ... KEEPTTL (the value read has the new one's length, and
 -- its key, read in this script, is still there: Redis expires keys inside a script on the
 -- script's start time), the TTL kept, and an integer reply where SET's status reply costs
--- Lua a table. Where an ACL refuses SETRANGE, SET ... KEEPTTL writes it instead.
+-- Lua a table. Where an ACL refuses SETRANGE, SET ... KEEPTTL writes it instead. The stack
+-- decision writes its op closures' admissions the same way.
 --
--- An admission here replies now, then per op remaining and resetMs, as doubles
--- (parseDecisions in args.ts reads a reply of that length as every stack admitted, no
--- delay): fewer than half the doubles of the general reply.
+-- An admission replies now, remaining and resetMs, as the stack decision's short reply.
 
-local pcall_, type = redis.pcall, type
-
--- A lone call past its closure starts as store_rest would: the call's state reset, on
--- Redis time now.
-local function one_call(plan, now)
-  MIN_TTL_SUPPLIED = plan.minTtl
-  if HAD_HOT then
-    HOT, CACHE = {}, {}
-    HAD_HOT = false
-  end
-  redis_now = now
-  MIN_TTL, REDIS_TIME = 0, true
-end
-
--- The general path for the lone call the closure could not decide: the plan's one stack at
--- now, with the key's value v as GET replied (decide_one, past its reads).
-local function one_rest(plan, key, now, v)
-  one_call(plan, now)
-  return decide_one(plan.one, key, now, v, false)
+-- The call the closure did not decide (see above): the plan's stack closure at now, with
+-- the key's value v as GET replied.
+local function one_rest(plan, keys, argv, now, v)
+  if type(v) ~= 'string' then v = false end
+  ONE_VAL[1] = v
+  return plan_stack(plan)(keys, argv, now, ONE_VAL)
 end
 
 -- A lone call's refusal that its closure's kernel found: the figures of the algorithm's
 -- refused (ok, rem, reset, retry, delay, nx) for the state it read (s, nil for none; x0 the
--- expiry its key's TTL was set for). What single does with a refusal, without checking the
--- rule again: countRejected, blockFor, the write, the reply.
-local function one_refused(plan, key, now, s, x0, _ok, rem, reset, retry, _delay, nx)
-  one_call(plan, now)
+-- expiry its key's TTL was set for). What the stack decision does with a refusal, without
+-- checking the rule again: blockFor, the write, the reply.
+local function one_refused(plan, keys, argv, now, s, x0, _ok, rem, reset, retry, _delay, nx)
+  begin_call(keys, argv, plan.minTtl, now)
+  MIN_TTL, REDIS_TIME = 0, true
   local run = plan.one
   local r = run.rules[1]
   local _, delay, reason, has, wb
-  _, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, nil, now, r, 1, true, rem, reset, retry, nx)
-  if run.consume and has then write(key, nx, wb, r, now, x0, nil) end
+  _, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, nil, now, r, 1, rem, reset, retry, nx)
+  if run.consume and has then write(keys[1], nx, wb, r, now, x0, nil) end
   local a, code = 0, 4
   if r.dry then a = 1 end
   if reason == 'l' then code = 2 elseif reason == 'b' then code = 3 end
   return pack('<dddddd', a, now, code, rem, reset, retry)
 end
 
--- Writes an admitted entry v (on Redis time, block 0) whose key's TTL was set for x0, with
--- the expiry x (as write() does; at: x is a window's end, set as the instant).
-local function one_write(key, v, x, now, at)
-  if x <= now then call('DEL', key); return end
-  set_expiring(key, v, x, now, 0, at)
-end
+local LONE_MAKERS = {}
 
--- An absent key's value as the sliding-window and fixed-window closures read it (one unpack
--- either way, no moves): no block, no TTL expiry, and a window start (-1e15) that no window
--- on Redis time matches.
-local NONE_W = pack('<ddddd', 0, NO_EXPIRY, -1e15, 0, 0)
-local NONE_F = pack('<dddd', 0, NO_EXPIRY, -1e15, 0)
-
-local LONE_MAKERS, OP_MAKERS = {}, {}
 LONE_MAKERS['w'] = function(plan, r, consume)
   local L, W = r.L, r.W
   local room, cap, need = (L - 1 + 1) * W, r.B * W, 1 * W
   local WI = W > 0 and W % 1 == 0
-  return function(keys)
+  return function(keys, argv)
     local key = keys[1]
     local t = call('TIME')
     local ts, us = t[1], t[2]
@@ -807,9 +557,9 @@ LONE_MAKERS['w'] = function(plan, r, consume)
     local v = pcall_('GET', key)
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
-    if v ~= false and #v ~= 40 then return one_rest(plan, key, now, v) end
+    if v ~= false and #v ~= 40 then return one_rest(plan, keys, argv, now, v) end
     local b, x0, s0, p, c = unpack_bin('<ddddd', v or NONE_W)
-    if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then return one_rest(plan, key, now, v) end
+    if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then return one_rest(plan, keys, argv, now, v) end
     local t, prev, cur = now, 0, 0
     if s0 >= start then
       start = s0
@@ -819,7 +569,7 @@ LONE_MAKERS['w'] = function(plan, r, consume)
     elseif s0 == start - W then prev = c end
     local e = t - start
     local scaled = prev * (W - e) + cur * W
-    if not (scaled < room) then return one_refused(plan, key, now, v and { s0, p, c }, x0, r.alg.refused(start, prev, cur, now, r, 1, scaled)) end
+    if not (scaled < room) then return one_refused(plan, keys, argv, now, v and { s0, p, c } or nil, x0, r.alg.refused(start, prev, cur, now, r, 1, scaled, e)) end
     local after = cur + 1
     local reset = 0
     if after >= 1 then
@@ -836,7 +586,7 @@ LONE_MAKERS['w'] = function(plan, r, consume)
     if nv then
       if xn == x0 and xn > now then
         if pcall_('SETRANGE', key, '0', nv) ~= #nv then call('SET', key, nv, 'KEEPTTL') end
-      else one_write(key, nv, xn, now, xn) end
+      else write_packed(key, nv, xn, now, xn) end
     end
     return pack('<ddd', now, rem, reset)
   end
@@ -846,7 +596,7 @@ LONE_MAKERS['f'] = function(plan, r, consume)
   local L, W = r.L, r.W
   local room, cap, need = (L - 1 + 1) * W, r.B * W, 1 * W
   local WI = W > 0 and W % 1 == 0
-  return function(keys)
+  return function(keys, argv)
     local key = keys[1]
     local t = call('TIME')
     local ts, us = t[1], t[2]
@@ -864,14 +614,14 @@ LONE_MAKERS['f'] = function(plan, r, consume)
     local v = pcall_('GET', key)
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
-    if v ~= false and #v ~= 32 then return one_rest(plan, key, now, v) end
+    if v ~= false and #v ~= 32 then return one_rest(plan, keys, argv, now, v) end
     local b, x0, s0, c = unpack_bin('<dddd', v or NONE_F)
-    if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then return one_rest(plan, key, now, v) end
+    if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then return one_rest(plan, keys, argv, now, v) end
     local count = 0
     if s0 >= start and c > 0 then start = s0; count = c end
     local e = start + W
     local used = count + 1
-    if not (used <= L) then return one_refused(plan, key, now, v and { s0, c }, x0, r.alg.refused(start, count, used, e, now, r)) end
+    if not (used <= L) then return one_refused(plan, keys, argv, now, v and { s0, c } or nil, x0, r.alg.refused(start, count, used, e, now, r)) end
     local reset = 0
     if used > 0 then reset = e - now end
     local rem = L - used
@@ -881,7 +631,7 @@ LONE_MAKERS['f'] = function(plan, r, consume)
     if nv then
       if xn == x0 and xn > now then
         if pcall_('SETRANGE', key, '0', nv) ~= #nv then call('SET', key, nv, 'KEEPTTL') end
-      else one_write(key, nv, xn, now, xn) end
+      else write_packed(key, nv, xn, now, xn) end
     end
     return pack('<ddd', now, rem, reset)
   end
@@ -891,7 +641,7 @@ LONE_MAKERS['t'] = function(plan, r, consume)
   local L, W = r.L, r.W
   local room, cap, need = (L - 1 + 1) * W, r.B * W, 1 * W
   local WI = W > 0 and W % 1 == 0
-  return function(keys)
+  return function(keys, argv)
     local key = keys[1]
     local t = call('TIME')
     local ts, us = t[1], t[2]
@@ -912,9 +662,9 @@ LONE_MAKERS['t'] = function(plan, r, consume)
     elseif #v == 32 then
       local b, x
       b, x, last, s2 = unpack_bin('<dddd', v)
-      if not (b * b + last * last + s2 * s2 <= SANE2) or b > now then return one_rest(plan, key, now, v) end
+      if not (b * b + last * last + s2 * s2 <= SANE2) or b > now then return one_rest(plan, keys, argv, now, v) end
       x0 = x
-    else return one_rest(plan, key, now, v) end
+    else return one_rest(plan, keys, argv, now, v) end
     local tn, scaled = now, cap
     if last ~= nil then
       if now <= last then
@@ -926,7 +676,7 @@ LONE_MAKERS['t'] = function(plan, r, consume)
         if gained >= cap - scaled then scaled = cap else scaled = scaled + gained end
       end
     end
-    if not (scaled >= need) then return one_refused(plan, key, now, last and { last, s2 }, x0, r.alg.refused(tn, scaled, need, now, r, cap)) end
+    if not (scaled >= need) then return one_refused(plan, keys, argv, now, last and { last, s2 } or nil, x0, r.alg.refused(tn, scaled, need, now, r, cap)) end
     local left = scaled - need
     local q = -((cap - left) / L)
     local up = -(q - q % 1)
@@ -943,7 +693,7 @@ LONE_MAKERS['t'] = function(plan, r, consume)
     if nv then
       if xn == x0 and xn > now then
         if pcall_('SETRANGE', key, '0', nv) ~= #nv then call('SET', key, nv, 'KEEPTTL') end
-      elseif xn <= now then one_write(key, nv, xn, now, nil)
+      elseif xn <= now then write_packed(key, nv, xn, now, nil)
       else
         -- A bucket's expiry as a TTL (PX), ceil(xn - now) as -floor(now - xn).
         local d = now - xn
@@ -955,6 +705,63 @@ LONE_MAKERS['t'] = function(plan, r, consume)
   end
 end
 
+-- The closures of decide plans by plan text: a lone call's specialisation where its plan
+-- fits (see the header), else the plan's stack closure.
+local FAST, NFAST = {}, 0
+
+local function fast_of(text, plan)
+  local f = nil
+  local run = plan.one
+  if run ~= nil and not run.timed and run.sh.costs[1] == 1 and has_op(run.rules[1]) then
+    f = LONE_MAKERS[run.rules[1].algo](plan, run.rules[1], run.consume)
+  else f = plan_stack(plan) end
+  -- Emptied in place: the library's entry holds this table (see src/lua/index.ts).
+  if NFAST >= CACHED_MAX then
+    for k in pairs(FAST) do FAST[k] = nil end
+    NFAST = 0
+  end
+  FAST[text] = f
+  NFAST = NFAST + 1
+  return f
+end
+`;
+
+/** packages/redis/lua/ops.lua */
+export const OPS_LUA = `-- The cost-1 op closures: one op of cost 1 on Redis time under a sliding-window counter, a
+-- fixed window on the clock or a token bucket, checked by its algorithm's kernel (the
+-- inline/<algorithm>-kernel.lua that ALG.<code>.check includes too) with the rule's
+-- numbers as upvalues: no table lookup, no dispatch, no state table. Runs after the
+-- algorithm sections; the stack decision (stack.lua) asks them first.
+--
+-- An op closure decides the value v that MGET or GET replied for its key, at now:
+-- - admitted: true, remaining, resetMs, the entry to write (packed; nil for a peek), its
+--   expiry, the expiry the key's TTL was set for, and whether the expiry is a window's end;
+-- - refused: false, then its kernel's refusal (r.alg.refused, countRejected's figures
+--   included): remaining, resetMs, retryAfterMs, the state it writes (nil: none), and the
+--   state read and the expiry its key's TTL was set for, which check_rule finishes (blockFor);
+-- - nil, before its kernel runs, for a value that is not a plain entry of the rule (read
+--   as absent or as a block alone by read) or holds a block in force: the general check
+--   decides it.
+--
+-- Every number is worked out with the operations of the algorithm's check in the same
+-- order, so the results are the same doubles.
+
+local pcall_, type = redis.pcall, type
+
+-- An absent key's value as the sliding-window and fixed-window closures read it (one unpack
+-- either way, no moves): no block, no TTL expiry, and a window start (-1e15) that no window
+-- on Redis time matches.
+local NONE_W = pack('<ddddd', 0, NO_EXPIRY, -1e15, 0, 0)
+local NONE_F = pack('<dddd', 0, NO_EXPIRY, -1e15, 0)
+
+-- A kernel's refusal as an op closure returns it (see above): the state read s and x0, then
+-- r.alg.refused's values.
+local function op_refused(s, x0, _, rem, reset, retry, _, nx)
+  return false, rem, reset, retry, nx, s, x0
+end
+
+local OP_MAKERS = {}
+
 OP_MAKERS['w'] = function(r, consume)
   local L, W = r.L, r.W
   local room, cap, need = (L - 1 + 1) * W, r.B * W, 1 * W
@@ -962,9 +769,9 @@ OP_MAKERS['w'] = function(r, consume)
   return function(v, now)
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
-    if v ~= false and #v ~= 40 then return false end
+    if v ~= false and #v ~= 40 then return nil end
     local b, x0, s0, p, c = unpack_bin('<ddddd', v or NONE_W)
-    if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then return false end
+    if not (b * b + s0 * s0 + p * p + c * c <= SANE2) or p < 0 or c < 0 or b > now then return nil end
     local t, prev, cur = now, 0, 0
     if s0 >= start then
       start = s0
@@ -974,7 +781,7 @@ OP_MAKERS['w'] = function(r, consume)
     elseif s0 == start - W then prev = c end
     local e = t - start
     local scaled = prev * (W - e) + cur * W
-    if not (scaled < room) then return false end
+    if not (scaled < room) then return op_refused(v and { s0, p, c } or nil, x0, r.alg.refused(start, prev, cur, now, r, 1, scaled, e)) end
     local after = cur + 1
     local reset = 0
     if after >= 1 then
@@ -999,14 +806,14 @@ OP_MAKERS['f'] = function(r, consume)
   return function(v, now)
     local start
     if WI then start = now - now % W else start = now - fmod(now, W) end
-    if v ~= false and #v ~= 32 then return false end
+    if v ~= false and #v ~= 32 then return nil end
     local b, x0, s0, c = unpack_bin('<dddd', v or NONE_F)
-    if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then return false end
+    if not (b * b + s0 * s0 + c * c <= SANE2) or c < 0 or b > now then return nil end
     local count = 0
     if s0 >= start and c > 0 then start = s0; count = c end
     local e = start + W
     local used = count + 1
-    if not (used <= L) then return false end
+    if not (used <= L) then return op_refused(v and { s0, c } or nil, x0, r.alg.refused(start, count, used, e, now, r)) end
     local reset = 0
     if used > 0 then reset = e - now end
     local rem = L - used
@@ -1027,9 +834,9 @@ OP_MAKERS['t'] = function(r, consume)
     elseif #v == 32 then
       local b, x
       b, x, last, s2 = unpack_bin('<dddd', v)
-      if not (b * b + last * last + s2 * s2 <= SANE2) or b > now then return false end
+      if not (b * b + last * last + s2 * s2 <= SANE2) or b > now then return nil end
       x0 = x
-    else return false end
+    else return nil end
     local tn, scaled = now, cap
     if last ~= nil then
       if now <= last then
@@ -1041,7 +848,7 @@ OP_MAKERS['t'] = function(r, consume)
         if gained >= cap - scaled then scaled = cap else scaled = scaled + gained end
       end
     end
-    if not (scaled >= need) then return false end
+    if not (scaled >= need) then return op_refused(last and { last, s2 } or nil, x0, r.alg.refused(tn, scaled, need, now, r, cap)) end
     local left = scaled - need
     local q = -((cap - left) / L)
     local up = -(q - q % 1)
@@ -1059,6 +866,11 @@ OP_MAKERS['t'] = function(r, consume)
   end
 end
 
+-- Whether a rule has op closures: their algorithms, cost 1 within maxCost, windows on the clock.
+local function has_op(r)
+  return OP_MAKERS[r.algo] ~= nil and r.maxCost >= 1 and not r.first and not r.month
+end
+
 -- A rule's op closure for cost 1 on Redis time (consume or peek), kept with the rule; false
 -- when its algorithm or options have none.
 local function op_of(r, consume)
@@ -1067,116 +879,10 @@ local function op_of(r, consume)
   local d = r[k]
   if d == nil then
     d = false
-    local make = OP_MAKERS[r.algo]
-    if make ~= nil and r.maxCost >= 1 and not r.first and not r.month then d = make(r, consume) end
+    if has_op(r) then d = OP_MAKERS[r.algo](r, consume) end
     r[k] = d
   end
   return d
-end
-
--- Per op of a stack or batch decided straight through (reused by every call): the entry to
--- write, its expiry, the expiry its key's TTL was set for, and whether it is a window's end.
-local NV, NX, N0, NA = {}, {}, {}, {}
--- The reply: now, then remaining and resetMs per op.
-local OUT = {}
-
--- The closure of a plan whose runs are all on Redis time, ops of cost 1 with op closures,
--- and no key named twice; false for other plans.
-local function multi_of(plan)
-  if #plan.hot > 0 then return false end
-  local runs = plan.runs
-  local nrun = #runs
-  local DS, NS, CS = {}, {}, {}
-  -- The reply's length in doubles.
-  local K = 1
-  for ri = 1, nrun do
-    local run = runs[ri]
-    if run.timed then return false end
-    local sh = run.sh
-    local ds = {}
-    for i = 1, sh.n do
-      if sh.costs[i] ~= 1 then return false end
-      local d = op_of(run.rules[i], run.consume)
-      if not d then return false end
-      ds[i] = d
-    end
-    DS[ri], NS[ri], CS[ri] = ds, sh.n, run.count
-    K = K + 2 * sh.n * run.count
-  end
-  -- The reply's format when one pack takes it (see pack_list).
-  local RF = false
-  if K <= 128 then RF = fmt_of(K) end
-  return function(keys, argv)
-    local t = call('TIME')
-    local ts, us = t[1], t[2]
-    if ts ~= last_s then last_s, last_ms = ts, tonumber(ts) * 1000 end
-    local ms, n = 0, #us
-    if n > 3 then
-      local d1, d2, d3 = byte(us, 1, n - 3)
-      ms = d1 - 48
-      if d2 ~= nil then
-        ms = ms * 10 + d2 - 48
-        if d3 ~= nil then ms = ms * 10 + d3 - 48 end
-      end
-    end
-    local now = last_ms + ms
-    local vals = call('MGET', unpack(keys))
-    local k = 0
-    OUT[1] = now
-    for ri = 1, nrun do
-      local ds, n = DS[ri], NS[ri]
-      for _ = 1, CS[ri] do
-        for i = 1, n do
-          k = k + 1
-          local ok, rem, reset, nv, xn, x0, at = ds[i](vals[k], now)
-          if not ok then return store_rest(plan, keys, argv, now, vals) end
-          OUT[2 * k], OUT[2 * k + 1], NV[k], NX[k], N0[k], NA[k] = rem, reset, nv, xn, x0, at
-        end
-      end
-    end
-    for j = 1, k do
-      local nv = NV[j]
-      if nv then
-        local xn = NX[j]
-        if xn == N0[j] and xn > now then
-          if pcall_('SETRANGE', keys[j], '0', nv) ~= #nv then call('SET', keys[j], nv, 'KEEPTTL') end
-        elseif NA[j] or xn <= now then one_write(keys[j], nv, xn, now, NA[j])
-        else
-          -- A bucket's new expiry, as NEW_EXPIRY.t.
-          local d = now - xn
-          local ms = -(d - d % 1)
-          call('SET', keys[j], nv, 'PX', TTL_TEXT[ms] or ttl_text(ms))
-        end
-        NV[j] = nil
-      end
-    end
-    if RF then return pack(RF, unpack(OUT, 1, K)) end
-    return pack_list(OUT, K)
-  end
-end
-
--- Straight-through closures by plan text, for plans that fit (see the header); false for
--- the others.
-local FAST, NFAST = {}, 0
-
-local function fast_of(text, plan)
-  local f = false
-  local run = plan.one
-  if run ~= nil then
-    if not run.timed and run.sh.costs[1] == 1 then
-      local r = run.rules[1]
-      local make = LONE_MAKERS[r.algo]
-      if make ~= nil and r.maxCost >= 1 and not r.first and not r.month then f = make(plan, r, run.consume) end
-    end
-  elseif plan.mode == 'd' and not plan.settles then f = multi_of(plan) end
-  -- Emptied in place: the library's entry holds this table (see src/lua/index.ts).
-  if NFAST >= CACHED_MAX then
-    for k in pairs(FAST) do FAST[k] = nil end
-    NFAST = 0
-  end
-  FAST[text] = f
-  NFAST = NFAST + 1
-  return f
 end
 `;
 
@@ -1200,8 +906,8 @@ export const PARSE_LUA = `-- The wire format of the store calls, and the parsing
 --   keys (see read in stack.lua). Stacks are decided one after the other, each
 --   all-or-nothing, as if they had arrived in that order; TIME is read once. The reply is
 --   one string of little-endian doubles: per stack allowed (1/0) and now, then OUT_FIELDS
---   per op (see OUT_FIELDS in src/lua/index.ts); a call that a straight-through closure
---   (one.lua) admits whole replies now, then remaining and resetMs per op. Doubles are
+--   per op (see OUT_FIELDS in src/lua/index.ts); a call on Redis time whose ops are all
+--   admitted with no delay replies now, then remaining and resetMs per op. Doubles are
 --   exact and cost Redis and Node less than an array of integer and text replies.
 -- - r (refund): one line, the ops' shape (r1:1,2:1); ARGV[2] is now (empty: Redis
 --   TIME) and ARGV[3] at; the reply is now.
@@ -1300,6 +1006,21 @@ local function rule_of(text)
   return r
 end
 
+-- r without countRejected: a check then reports the state as it is (under a block, or a
+-- key's figures: nothing is counted), where a counted refusal's figures describe the state
+-- it would leave.
+local function uncounted(r)
+  if not r.cr then return r end
+  local u = r.uncounted
+  if u == nil then
+    u = {}
+    for k, v in pairs(r) do u[k] = v end
+    u.cr = false
+    r.uncounted = u
+  end
+  return u
+end
+
 -- A shape's ops: rule numbers, costs, key references (0: the next new key), count, and
 -- the references to keys named again (hot keys, see read in stack.lua).
 local function shape_of(str)
@@ -1359,7 +1080,7 @@ local function plan_of(text)
     end
     p.runs, p.hot = runs, hot
     -- One stack of one op (a request alone in its tick, one rule): the common call, which
-    -- store() decides without the batch's machinery (see decide_one).
+    -- one.lua decides straight through where it can.
     if #runs == 1 and runs[1].count == 1 and runs[1].sh.n == 1 and not p.settles then p.one = runs[1] end
   end
   if NPLANS >= CACHED_MAX then PLANS, NPLANS = {}, 0 end
@@ -1515,6 +1236,18 @@ local function entries_retry_at(state, first, sum, cost, L, W, t)
   return t
 end
 
+local function entries_refused(state, first, sum, t, at, r, cost, t0)
+  local W, L = r.W, r.L
+  local newest = t - W
+  if state ~= nil and #state > 0 then newest = state[#state - 1] end
+  if not r.cr then return false, max(0, L - sum), newest + W - at, entries_retry_at(state, first, sum, cost, L, W, t0) - at, 0, nil end
+  local nx = entries_append(state, first, t, cost)
+  local left = 0
+  for i = 2, #nx, 2 do left = left + nx[i] end
+  if #nx > 0 and nx[#nx - 1] > newest then newest = nx[#nx - 1] end
+  return false, max(0, min(L - sum, L - left)), newest + W - at, entries_retry_at(nx, 1, left, cost, L, W, t0) - at, 0, nx
+end
+
 local function entries_take_at(state, t, cost)
   for i = #state - 1, 1, -2 do
     if state[i] == t then
@@ -1594,14 +1327,8 @@ ALG['b'] = {
       if m > 0 then x = nx[m - 1] + W; reset = x - at end
       return true, r.L - sum - cost, reset, 0, 0, nx, x
     end
-    -- The first boundary at which enough of the oldest blocks have left (cost <= L).
-    local retryAt = entries_retry_at(state, first, sum, cost, r.L, W, at)
-    local nx = nil
-    if r.cr then nx = entries_append(state, first, k, cost) end
-    -- No block: a charge beyond the limit (a settle's) on a key with nothing counted.
-    local newest = k - W
-    if n > 0 then newest = state[n - 1] end
-    return false, max(0, r.L - sum), newest + W - at, retryAt - at, 0, nx
+    -- Retry at the first boundary at which enough of the oldest blocks have left (cost <= L).
+    return entries_refused(state, first, sum, k, at, r, cost, at)
   end,
   refund = function(state, now, r, cost, at)
     local b = r.W / r.Q
@@ -1648,6 +1375,18 @@ local function entries_retry_at(state, first, sum, cost, L, W, t)
     if sum - freed + cost <= L then return state[i] + W end
   end
   return t
+end
+
+local function entries_refused(state, first, sum, t, at, r, cost, t0)
+  local W, L = r.W, r.L
+  local newest = t - W
+  if state ~= nil and #state > 0 then newest = state[#state - 1] end
+  if not r.cr then return false, max(0, L - sum), newest + W - at, entries_retry_at(state, first, sum, cost, L, W, t0) - at, 0, nil end
+  local nx = entries_append(state, first, t, cost)
+  local left = 0
+  for i = 2, #nx, 2 do left = left + nx[i] end
+  if #nx > 0 and nx[#nx - 1] > newest then newest = nx[#nx - 1] end
+  return false, max(0, min(L - sum, L - left)), newest + W - at, entries_retry_at(nx, 1, left, cost, L, W, t0) - at, 0, nx
 end
 
 local function entries_take_at(state, t, cost)
@@ -1712,13 +1451,7 @@ ALG['s'] = {
       if cost > 0 then newest = now elseif sum > 0 then newest = state[n - 1] else newest = now - W end
       return true, r.L - sum - cost, newest + W - at, 0, 0, entries_append(state, first, now, cost)
     end
-    local retryAt = entries_retry_at(state, first, sum, cost, r.L, W, now)
-    local nx = nil
-    if r.cr then nx = entries_append(state, first, now, cost) end
-    -- No entry: a charge beyond the limit (a settle's) on a key with nothing logged.
-    local newest = now - W
-    if n > 0 then newest = state[n - 1] end
-    return false, max(0, r.L - sum), newest + W - at, retryAt - at, 0, nx
+    return entries_refused(state, first, sum, now, at, r, cost, now)
   end,
   refund = function(state, now, r, cost, at)
     -- A clock behind the newest entry (it stepped back): the request was merged into it.
@@ -1751,13 +1484,18 @@ local function sw_retry_at(start, prev, cur, W, room)
   return start + W + floor((W * (cur - room)) / cur) + 1
 end
 
--- A refusal (the kernel's REFUSED): the figures of the state read, and what countRejected writes.
-local function sw_refused(start, prev, cur, now, r, cost, scaled)
+-- A refusal (the kernel's REFUSED, e its time into the window): the figures of the state
+-- read; with countRejected the refusal is written, and its figures describe the state it
+-- leaves too (sliding-window.ts).
+local function sw_refused(start, prev, cur, now, r, cost, scaled, e)
   local W, L = r.W, r.L
-  local nx = nil
-  if r.cr then nx = { start, prev, cur + cost } end
+  local remaining = L - floor(scaled / W)
   local reset = sw_retry_at(start, prev, cur, W, 1) - now
-  return false, max(0, L - floor(scaled / W)), reset, sw_retry_at(start, prev, cur, W, L - cost + 1) - now, 0, nx
+  if not r.cr then return false, max(0, remaining), reset, sw_retry_at(start, prev, cur, W, L - cost + 1) - now, 0, nil end
+  local counted = cur + cost
+  local left = floor((prev * (W - e) + counted * W) / W)
+  reset = max(reset, sw_retry_at(start, prev, counted, W, 1) - now)
+  return false, max(0, min(remaining, L - left)), reset, sw_retry_at(start, prev, counted, W, L - cost + 1) - now, 0, { start, prev, counted }
 end
 
 -- A sliding window's estimate falls by units: the current count first, then the previous
@@ -1811,7 +1549,7 @@ ALG['w'] = {
     elseif s0 == start - W then prev = c end
     local e = t - start
     local scaled = prev * (W - e) + cur * W
-    if not (scaled < room) then return sw_refused(start, prev, cur, now, r, cost, scaled) end
+    if not (scaled < room) then return sw_refused(start, prev, cur, now, r, cost, scaled, e) end
     local after = cur + cost
     local reset = 0
     if after >= 1 then
@@ -1886,8 +1624,10 @@ return {0, redis.call('ZCARD', key)}
 `;
 
 /** packages/redis/lua/stack.lua */
-export const STACK_LUA = `-- The stack decision and the call's entry point, store(KEYS, ARGV), which the
--- assembly returns (see src/lua/index.ts). Runs after the algorithm sections.
+export const STACK_LUA = `-- The stack decision: every decide call (a lone op, a stack, a batch of stacks; any cost,
+-- Redis or supplied time, every algorithm, blockFor, countRejected, dryRun) is decided by
+-- its plan's closure (stack_of, below), on the entries read here and written here. Runs
+-- after the algorithm sections and the op closures (ops.lua).
 
 -- Entries travel as two values: the state s (nil for none) and the block deadline b.
 local function expires_at(s, b, r)
@@ -2078,33 +1818,25 @@ local function flush()
   end
 end
 
--- A refusal of one rule: cost above maxCost, a block, a refusal that is written
--- (countRejected) or starts a block. ran: the algorithm's check already ran and refused,
--- with the figures given (a refusal computes each rule's check once); else it runs here
--- (under a block, for its retry time). Returns the outcome as values (allowed, remaining,
--- resetMs, retryAfterMs, delayMs, reason), then whether to write and what (state, block
--- deadline) if committed. See inline/op-check.lua, which handles the admitted case itself.
-local function check_rule(s, b, now, r, cost, ran, remaining, reset, retry, nx)
+-- A refusal of one rule, past its check: cost above maxCost; a block in force (b), under
+-- which the check runs here, without countRejected since nothing is written; else the
+-- refusal the check gave (its figures and nx, the state a counted refusal writes), and a
+-- block it starts. The check is not run again: a counted refusal's figures are its own.
+-- Returns the outcome as values (allowed, remaining, resetMs, retryAfterMs, delayMs,
+-- reason), then whether to write and what (state, block deadline) if committed.
+local function check_rule(s, b, now, r, cost, remaining, reset, retry, nx)
   if cost > r.maxCost then return false, 0, 0, 0, 0, 'c', false end
-  local ok, delay = false, 0
-  if not ran then ok, remaining, reset, retry, delay, nx = r.alg.check(s, now, r, cost) end
   local blockedUntil = b or 0
   if blockedUntil > now then
+    local ok
+    ok, remaining, reset, retry = r.alg.check(s, now, uncounted(r), cost)
     local wait = blockedUntil - now
     local rt = wait
     if not ok then rt = max(wait, retry) end
     return false, 0, max(reset, wait), rt, 0, 'b', false
   end
   local has = nx ~= nil
-  if ok then return true, remaining, reset, retry, delay, '', has, nx, 0 end
   local ws, wb = nx, 0
-  if has then
-    -- countRejected: the refusal is written, so the figures describe the state it leaves.
-    local _, aRemaining, aReset, aRetry = r.alg.check(nx, now, r, cost)
-    remaining = max(0, min(remaining, aRemaining))
-    reset = max(reset, aReset)
-    retry = aRetry
-  end
   if r.block > 0 then
     if ws == nil then ws = s end
     wb = now + r.block
@@ -2113,7 +1845,7 @@ local function check_rule(s, b, now, r, cost, ran, remaining, reset, retry, nx)
     reset = max(reset, r.block)
     remaining = 0
   end
-  return false, remaining, reset, retry, delay, 'l', has, ws, wb
+  return false, remaining, reset, retry, 0, 'l', has, ws, wb
 end
 
 -- A run's time: supplied (TTLs of at least MIN_TTL_SUPPLIED) or Redis TIME (exact TTLs).
@@ -2128,67 +1860,19 @@ local function stack_now(given)
   return time_now(), false
 end
 
--- Per op of the stack being decided (arrays reused by every stack and call): whether its
--- rule admitted, and what it would write: state, block deadline (false: nothing), and the
--- expiry its key's TTL was set for (see read); and the state it read (nil: none).
-local OK, WS, WB, X0, XS, S0 = {}, {}, {}, {}, {}, {}
--- The ops' keys and their indexes in KEYS.
-local KEY, KIDX = {}, {}
--- The reply: numbers, packed as little-endian doubles at the end (see OUT_FIELDS).
-local R = {}
 -- Whether the previous call had hot keys.
 local HAD_HOT = false
 
--- A stack of one op (its rule is the stack: admitted exactly when the rule admits, or is
--- a dry run): reads the entry under key (KEYS[idx]; hot: whether the call has hot keys),
--- checks it, writes what the rule would when consume, and returns the stack's reply
--- fields but now: allowed (1/0), then the op's OUT_FIELDS. The main loop of store() does
--- the same for longer stacks, keeping each op's outcome until all are known.
-local function single(key, idx, r, cost, now, drop, consume, hot)
-  local s, b, x0
-  local e = nil
-  if hot then e = CACHE[key] end
-  if e ~= nil and not drop then s, b = e.s, e.b
-  else s, b, x0 = read(key, r, now, drop, idx) end
-  local ok, rem, reset, retry, delay, nx, reason, wb, xs
-  local ran = false
-  if cost <= r.maxCost and (b == nil or b <= now) then
-    ran = true
-    ok, rem, reset, retry, delay, nx, xs = r.alg.check(s, now, r, cost)
-    if ok then
-      wb = false
-      if nx ~= nil then wb = 0 end
-    end
+-- A call's state reset, as every call starts (a function library keeps it from call to
+-- call): its keys and arguments, least TTL on supplied time, Redis' TIME when already read.
+local function begin_call(keys, argv, minTtl, now)
+  KEYS, ARGV = keys, argv
+  MIN_TTL_SUPPLIED = minTtl
+  redis_now = now
+  if HAD_HOT then
+    HOT, CACHE = {}, {}
+    HAD_HOT = false
   end
-  if not ok then
-    local has
-    ok, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, b, now, r, cost, ran, rem, reset, retry, nx)
-    xs = nil
-    if not has then wb = false end
-  end
-  if consume and wb ~= false then write(key, nx, wb, r, now, x0, xs) end
-  if ok then return 1, 1, rem, reset, delay end
-  local a = 0
-  if r.dry then a = 1 end
-  if reason == 'l' then return a, 2, rem, reset, retry end
-  if reason == 'b' then return a, 3, rem, reset, retry end
-  return a, 4, rem, reset, retry
-end
-
--- The read of a call with one key (decide_one): VALS as read() takes it, reused.
-local ONE_VAL = {}
-
--- A call deciding one stack of one op (run: the plan's only run), the common call, at now
--- with the value v that GET replied for key: no loop, and GET rather than MGET (it costs
--- Redis less); a key of another type (a hash, a list), which GET refuses, reads as absent
--- as with MGET.
-local function decide_one(run, key, now, v, drop)
-  if type(v) ~= 'string' then v = false end
-  ONE_VAL[1] = v
-  VALS = ONE_VAL
-  local a, c, rem, reset, last = single(key, 1, run.rules[1], run.sh.costs[1], now, drop, run.consume, false)
-  ONE_VAL[1] = nil
-  return pack('<dddddd', a, now, c, rem, reset, last)
 end
 
 -- The first k numbers of R as little-endian doubles, packed in chunks: unpack() puts
@@ -2207,9 +1891,426 @@ local function pack_list(R, k)
   return table.concat(parts)
 end
 
--- The general path of a decide or refund call (defined in the entry below); the
--- straight-through closures (one.lua) hand it a call with its time and values already read.
-local store_rest
+-- Writes an admitted entry v, packed, on Redis time (block 0), with the expiry x (as
+-- write() does; at: x is a window's end, set as the instant).
+local function write_packed(key, v, x, now, at)
+  if x <= now then call('DEL', key); return end
+  set_expiring(key, v, x, now, 0, at)
+end
+
+-- The state after charging units at now without refusing (core's chargeState): the
+-- algorithm's check with countRejected forced on, its next state written whatever it
+-- says; no number beyond CHARGE_MAX (a sliding-log entry or block: LOG_CHARGE_MAX), far below SANE2.
+local CHARGE_MAX, LOG_CHARGE_MAX = 2 ^ 50, 2 ^ 40
+local function charge(s, now, r, units)
+  if r.algo == 'k' then
+    local base = now
+    if s ~= nil and s[1] > now then base = s[1] end
+    return { min(base + units * (r.W / r.L), now + CHARGE_MAX) }
+  end
+  local f = r.forced
+  if f == nil then
+    f = {}
+    for k, v in pairs(r) do f[k] = v end
+    f.cr = true
+    r.forced = f
+  end
+  local _, _, _, _, _, nx = r.alg.check(s, now, f, units)
+  if r.algo == 't' then nx[2] = max(nx[2], -CHARGE_MAX)
+  elseif r.algo == 'f' then nx[2] = min(nx[2], CHARGE_MAX)
+  elseif r.algo == 'w' then nx[3] = min(nx[3], CHARGE_MAX)
+  elseif r.algo == 's' or r.algo == 'b' then nx[#nx] = min(nx[#nx], LOG_CHARGE_MAX) end
+  return nx
+end
+
+-- Gives back (refund) or settles one op under key (KEYS[idx]) decided at time at. A
+-- settle's cost c is the actual cost less the estimate: above zero a charge (core's
+-- settleEntry), below zero a refund of the difference.
+local function give_back(key, idx, r, c, now, drop, at, settle)
+  local s, b = read(key, r, now, drop, idx)
+  if settle and c > 0 then
+    write(key, charge(s, now, r, c), b or 0, r, now)
+    return
+  end
+  if s == nil then return end
+  if settle then c = -c end
+  local nx = r.alg.refund(s, now, r, c, at)
+  if nx ~= nil or b ~= 0 then
+    write(key, nx, b, r, now)
+    return
+  end
+  -- Nothing left: a hot key's entry goes (flush deletes it), any other key now.
+  local e = CACHE[key]
+  if e ~= nil then e.s, e.b, e.dirty, e.gone = nil, nil, false, true else call('DEL', key) end
+end
+
+-- Per op of the stack being decided (op i; arrays reused by every stack and call): the
+-- index of its key in KEYS, and what it writes when committed. Admitted by its op
+-- closure: NV its entry packed (nil for a peek), NX its expiry, N0 the one read, NA whether
+-- it is a window's end. Else NV is false, and WB the block deadline (false: nothing), WS
+-- the state, X0 the expiry its key's TTL was set for (see read), XS the state's expiry;
+-- S0 the state it read.
+local KIDX, NV, NX, N0, NA, WB, WS, X0, XS, S0 = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+-- The same of each op a call run straight through admitted (op j of the call; see stack_of).
+local SNV, SNX, SN0, SNA = {}, {}, {}, {}
+-- The reply, gathered while deciding: OUT holds now, then remaining and resetMs per op of
+-- the call (op j at 2j and 2j + 1); an op that is not a plain admission (refused, or
+-- admitted with a delay) also has its reply code and last field (retryAfterMs or delayMs)
+-- in CODE and LAST, a refused stack a mark in STACK_REFUSED (by stack), each run its time
+-- in NOWS. CODE and STACK_REFUSED are cleared with false, not nil: a slot set to nil and
+-- set again after a garbage collection step is a new key, and a table of a few hundred
+-- such slots is rebuilt again and again.
+local OUT, CODE, LAST, STACK_REFUSED, NOWS = {}, {}, {}, {}, {}
+-- Whether a call left them unfinished (an error in a command stops a script midway).
+local UNFINISHED = false
+-- The read of a call with one key: VALS as read() takes it, reused.
+local ONE_VAL = {}
+-- The general reply, built from the above (long_reply).
+local R = {}
+
+-- The reply of a call with a refusal, a delay or supplied time: per stack allowed (1/0)
+-- and now, then per op OUT_FIELDS (see src/lua/index.ts): 1 or the refusal's reason code,
+-- remaining, resetMs, then the delay or the retry time. A settle in the batch replies
+-- allowed and now alone. Clears CODE and STACK_REFUSED for the next call.
+local function long_reply(runs)
+  local k, j, st = 0, 0, 0
+  for ri = 1, #runs do
+    local run = runs[ri]
+    local now = NOWS[ri]
+    if run.settle then
+      R[k + 1], R[k + 2] = 1, now
+      k = k + 2
+    else
+      local n = run.sh.n
+      for _ = 1, run.count do
+        st = st + 1
+        local a = 1
+        if STACK_REFUSED[st] then a, STACK_REFUSED[st] = 0, false end
+        R[k + 1], R[k + 2] = a, now
+        k = k + 2
+        for _ = 1, n do
+          j = j + 1
+          local code, last = CODE[j], 0
+          if not code then code = 1 else last, CODE[j] = LAST[j], false end
+          R[k + 1], R[k + 2], R[k + 3], R[k + 4] = code, OUT[2 * j], OUT[2 * j + 1], last
+          k = k + 4
+        end
+      end
+    end
+  end
+  if k == 6 then return pack('<dddddd', R[1], R[2], R[3], R[4], R[5], R[6]) end
+  return pack_list(R, k)
+end
+
+-- The closure that decides the calls of a decide plan (kept with it, see plan_stack):
+-- called with the call's keys and arguments, and Redis' TIME and the values of its keys
+-- when they were already read (now0, vals0). Stacks are decided one after the other, each
+-- all-or-nothing, as if they had arrived in that order, and each stack's writes are made
+-- before the next is decided. Each op is checked once: by its rule's op closure (ops.lua)
+-- where it has one and its value is a plain entry, else by its algorithm's check; a
+-- refusal is answered from that check (check_rule). A call on Redis time whose ops are all
+-- admitted with no delay replies now, then remaining and resetMs per op (parseDecisions in
+-- args.ts reads a reply of that length so), else long_reply.
+local function stack_of(plan)
+  local runs, hotRefs = plan.runs, plan.hot
+  local nrun = #runs
+  -- Per run, each op's closure (false: the general check): ops of cost 1 on Redis time, in
+  -- a call that names no key twice (an op closure reads the value MGET replied).
+  local DS = {}
+  -- Whether the call is on Redis time throughout (one now: the short reply is possible),
+  -- and the short reply's length in doubles.
+  local onRedisTime, K = true, 1
+  for ri = 1, nrun do
+    local run = runs[ri]
+    local sh = run.sh
+    local ds = {}
+    if run.timed then onRedisTime = false end
+    for i = 1, sh.n do
+      ds[i] = #hotRefs == 0 and not run.timed and not run.settle and sh.costs[i] == 1 and op_of(run.rules[i], run.consume)
+    end
+    DS[ri] = ds
+    if not run.settle then K = K + 2 * sh.n * run.count end
+  end
+  local RF = false
+  if K <= 128 then RF = fmt_of(K) end
+  -- A call whose ops all have op closures (on Redis time, no key named twice, no settle)
+  -- is run straight through first: its op closures one after the other (FLAT, by op of the
+  -- call), no stack machinery, and when all admit, their writes. At the first op that does
+  -- not, the stack loop takes over with the outcomes so far: nothing is decided again.
+  local FLAT = #hotRefs == 0 and not plan.settles and onRedisTime and {}
+  if FLAT then
+    for ri = 1, nrun do
+      local ds = DS[ri]
+      for _ = 1, runs[ri].count do
+        for i = 1, #ds do
+          if not ds[i] then FLAT = false; break end
+          FLAT[#FLAT + 1] = ds[i]
+        end
+        if not FLAT then break end
+      end
+      if not FLAT then break end
+    end
+  end
+  local NFLAT = FLAT and #FLAT
+  return function(keys, argv, now0, vals0)
+    -- begin_call, inlined (a Lua call costs about a dozen arithmetic operations).
+    KEYS, ARGV = keys, argv
+    MIN_TTL_SUPPLIED = plan.minTtl
+    redis_now = now0
+    if HAD_HOT then
+      HOT, CACHE = {}, {}
+      HAD_HOT = false
+    end
+    -- Keys that a later stack names again are hot (kept in CACHE) from their first read on.
+    -- So each key of the call is read from Redis once, before anything is written.
+    local hot = false
+    for i = 1, #hotRefs do
+      HOT[keys[hotRefs[i]]] = true
+      hot = true
+      HAD_HOT = true
+    end
+    if vals0 then VALS = vals0
+    elseif keys[2] == nil then
+      -- One key: GET costs Redis less than MGET. A key of another type (a hash, a list),
+      -- which GET refuses, reads as absent, as with MGET.
+      local v = pcall_('GET', keys[1])
+      if type(v) ~= 'string' then v = false end
+      ONE_VAL[1] = v
+      VALS = ONE_VAL
+    else VALS = call('MGET', unpack(keys)) end
+    if UNFINISHED then
+      for k in pairs(CODE) do CODE[k] = false end
+      for k in pairs(STACK_REFUSED) do STACK_REFUSED[k] = false end
+    end
+    UNFINISHED = true
+    -- The op the straight run stopped at (0: none) and its op closure's values.
+    local pre, pa, p2, p3, p4, p5, p6, p7 = 0
+    if FLAT then
+      if redis_now == nil then
+        local t = call('TIME')
+        local ts, us = t[1], t[2]
+        if ts ~= last_s then last_s, last_ms = ts, tonumber(ts) * 1000 end
+        local ms, n = 0, #us
+        if n > 3 then
+          local d1, d2, d3 = byte(us, 1, n - 3)
+          ms = d1 - 48
+          if d2 ~= nil then
+            ms = ms * 10 + d2 - 48
+            if d3 ~= nil then ms = ms * 10 + d3 - 48 end
+          end
+        end
+        local now = last_ms + ms
+        redis_now = now
+      end
+      local now = redis_now
+      for k = 1, NFLAT do
+        local a, v2, v3, v4, v5, v6, v7 = FLAT[k](VALS[k], now)
+        if not a then
+          pre, pa, p2, p3, p4, p5, p6, p7 = k, a, v2, v3, v4, v5, v6, v7
+          break
+        end
+        OUT[2 * k], OUT[2 * k + 1], SNV[k], SNX[k], SN0[k], SNA[k] = v2, v3, v4, v5, v6, v7
+      end
+      if pre == 0 then
+        for k = 1, NFLAT do
+          local nv = SNV[k]
+          if nv then
+            local key, xn, x0, at = keys[k], SNX[k], SN0[k], SNA[k]
+            if xn == x0 and xn > now then
+              if pcall_('SETRANGE', key, '0', nv) ~= #nv then call('SET', key, nv, 'KEEPTTL') end
+            elseif at or xn <= now then write_packed(key, nv, xn, now, at)
+            else
+              local dt = now - xn
+              local ms = -(dt - dt % 1)
+              call('SET', key, nv, 'PX', TTL_TEXT[ms] or ttl_text(ms))
+            end
+            SNV[k] = nil
+          end
+        end
+        ONE_VAL[1] = nil
+        UNFINISHED = false
+        OUT[1] = now
+        if RF then return pack(RF, unpack(OUT, 1, K)) end
+        return pack_list(OUT, K)
+      end
+    end
+    -- Every op so far a plain admission (the short reply).
+    local plain = onRedisTime
+    -- Ops, stacks and new keys so far; the index of the last time read from ARGV.
+    local j, st, nextKey, ti = 0, 0, 0, 1
+    local now, drop
+    for ri = 1, nrun do
+      local run = runs[ri]
+      if run.timed then
+        ti = ti + 1
+        now, drop = stack_now(argv[ti])
+      else
+        -- stack_now on Redis time, inlined.
+        MIN_TTL, REDIS_TIME, drop = 0, true, false
+        if redis_now == nil then
+          local t = call('TIME')
+          local ts, us = t[1], t[2]
+          if ts ~= last_s then last_s, last_ms = ts, tonumber(ts) * 1000 end
+          local ms, n = 0, #us
+          if n > 3 then
+            local d1, d2, d3 = byte(us, 1, n - 3)
+            ms = d1 - 48
+            if d2 ~= nil then
+              ms = ms * 10 + d2 - 48
+              if d3 ~= nil then ms = ms * 10 + d3 - 48 end
+            end
+          end
+          local now = last_ms + ms
+          redis_now = now
+        end
+        now = redis_now
+      end
+      NOWS[ri] = now
+      local ds, sh = DS[ri], run.sh
+      local rules, costs, refs, n, count = run.rules, sh.costs, sh.refs, sh.n, run.count
+      if run.settle then
+        -- A settle in the batch (one stack a run): its ops given back or charged, in its
+        -- place among the stacks.
+        ti = ti + 1
+        local at = tonumber(argv[ti])
+        for i = 1, n do
+          local idx = refs[i]
+          if idx == 0 then
+            nextKey = nextKey + 1
+            idx = nextKey
+          end
+          give_back(keys[idx], idx, rules[i], costs[i], now, drop, at, true)
+        end
+        count = 0
+      end
+      local consume = run.consume
+      for _ = 1, count do
+        st = st + 1
+        local allowed = true
+        local j0 = j
+        for i = 1, n do
+          local idx = refs[i]
+          if idx == 0 then
+            nextKey = nextKey + 1
+            idx = nextKey
+          end
+          KIDX[i] = idx
+          j = j + 1
+          local d = ds[i]
+          local a, v2, v3, v4, v5, v6, v7
+          if j < pre then
+            a, v2, v3, v4, v5, v6, v7 = true, OUT[2 * j], OUT[2 * j + 1], SNV[j], SNX[j], SN0[j], SNA[j]
+            SNV[j] = nil
+          elseif j == pre then a, v2, v3, v4, v5, v6, v7 = pa, p2, p3, p4, p5, p6, p7
+          elseif d then a, v2, v3, v4, v5, v6, v7 = d(VALS[idx], now) end
+          if a then
+            NV[i], NX[i], N0[i], NA[i] = v4, v5, v6, v7
+            OUT[2 * j], OUT[2 * j + 1] = v2, v3
+          else
+            local r, cost, key = rules[i], costs[i], keys[idx]
+            local ok, rem, reset, retry, delay, nx, reason, wb, xs, s, b, x0
+            if a == false then
+              -- Refused by its op closure's kernel, whose figures check_rule finishes.
+              rem, reset, retry, nx, s, x0 = v2, v3, v4, v5, v6, v7
+            else
+              -- The general check: the entry read (a hot key's from CACHE), checked once.
+              local e = nil
+              if hot then e = CACHE[key] end
+              if e ~= nil and not drop then s, b = e.s, e.b
+              else s, b, x0 = read(key, r, now, drop, idx) end
+              if cost <= r.maxCost and (b == nil or b <= now) then
+                ok, rem, reset, retry, delay, nx, xs = r.alg.check(s, now, r, cost)
+                if ok then
+                  wb = false
+                  if nx ~= nil then wb = 0 end
+                end
+              end
+            end
+            if not ok then
+              local has
+              ok, rem, reset, retry, delay, reason, has, nx, wb = check_rule(s, b, now, r, cost, rem, reset, retry, nx)
+              xs = nil
+              if not has then wb = false end
+              if not r.dry then allowed = false end
+            end
+            NV[i], WB[i], WS[i], X0[i], XS[i], S0[i] = false, wb, nx, x0, xs or false, s
+            OUT[2 * j], OUT[2 * j + 1] = rem, reset
+            if not ok then
+              -- The refusal's reason code: 2 limit, 3 blocked, 4 cost above maxCost.
+              local c = 4
+              if reason == 'l' then c = 2 elseif reason == 'b' then c = 3 end
+              CODE[j], LAST[j] = c, retry
+              plain = false
+            elseif delay ~= 0 then
+              CODE[j], LAST[j] = 1, delay
+              plain = false
+            end
+          end
+        end
+        if not allowed then
+          STACK_REFUSED[st] = true
+          -- An admitting rule of a refused stack consumed nothing: report it untouched, with
+          -- no delay, and the resetMs of the state it read (a check of cost 0), as core's.
+          for i = 1, n do
+            local jj = j0 + i
+            local code = CODE[jj]
+            if not code or code == 1 then
+              local r = rules[i]
+              local s0 = S0[i]
+              if NV[i] ~= false then s0 = read(keys[KIDX[i]], r, now, drop, KIDX[i]) end
+              local _, _, reset0 = r.alg.check(s0, now, r, 0)
+              OUT[2 * jj] = OUT[2 * jj] + costs[i]
+              OUT[2 * jj + 1] = reset0
+              CODE[jj] = false
+            end
+          end
+        end
+        -- The stack's writes: an admitting rule's only when the whole stack is admitted; a
+        -- refusing rule's block or penalty either way.
+        if consume then
+          for i = 1, n do
+            local key = keys[KIDX[i]]
+            local nv = NV[i]
+            if nv then
+              if allowed then
+                local xn, x0, at = NX[i], N0[i], NA[i]
+                if xn == x0 and xn > now then
+                  if pcall_('SETRANGE', key, '0', nv) ~= #nv then call('SET', key, nv, 'KEEPTTL') end
+                elseif at or xn <= now then write_packed(key, nv, xn, now, at)
+                else
+                  local dt = now - xn
+                  local ms = -(dt - dt % 1)
+                  call('SET', key, nv, 'PX', TTL_TEXT[ms] or ttl_text(ms))
+                end
+              end
+              NV[i] = nil
+            elseif nv == false then
+              local wb = WB[i]
+              if wb ~= false and (allowed or CODE[j0 + i]) then write(key, WS[i], wb, rules[i], now, X0[i], XS[i]) end
+            end
+          end
+        end
+      end
+    end
+    if hot then flush() end
+    ONE_VAL[1] = nil
+    UNFINISHED = false
+    if not plain then return long_reply(runs) end
+    OUT[1] = now
+    if RF then return pack(RF, unpack(OUT, 1, K)) end
+    return pack_list(OUT, K)
+  end
+end
+
+-- A decide plan's closure (stack_of), kept with the plan.
+local function plan_stack(plan)
+  local f = plan.stack
+  if f == nil then
+    f = stack_of(plan)
+    plan.stack = f
+  end
+  return f
+end
 `;
 
 /** packages/redis/lua/token-bucket.lua */
@@ -2234,10 +2335,14 @@ local function tb_level(state, now, r)
   return tn, scaled
 end
 
--- A refusal (the kernel's REFUSED): the figures of the level read, and what countRejected writes.
+-- A refusal (the kernel's REFUSED): the figures of the level read; with countRejected the
+-- refusal is written (a debt), and its figures describe the level it leaves.
 local function tb_refused(tn, scaled, need, now, r, cap)
   local nx = nil
-  if r.cr then nx = { tn, scaled - need } end
+  if r.cr then
+    scaled = scaled - need
+    nx = { tn, scaled }
+  end
   -- Never below 0: a bucket in debt (countRejected, a settle) has no tokens to offer.
   return false, max(0, floor(scaled / r.W)), ceil((cap - scaled) / r.L) + (tn - now), ceil((need - scaled) / r.L) + (tn - now), 0, nx
 end

@@ -28,6 +28,7 @@ import {
   LEASE_LUA,
   LIBRARY_LUA,
   ONE_LUA,
+  OPS_LUA,
   PARSE_LUA,
   PRELUDE_LUA,
   SCRIPT_ENTRY_LUA,
@@ -58,7 +59,7 @@ const ALGORITHM_SECTIONS = ALGORITHM_NAMES.map((a) => {
 /**
  * `init(NEED, NEED_MONTH)`: builds every definition (the algorithms in NEED, calendar
  * months when NEED_MONTH) and returns the entry `store(KEYS, ARGV)` and the table of the
- * common calls' closures by plan (one.lua); `tail` ends it. The library's also builds the
+ * decide plans' closures by plan text (one.lua); `tail` ends it. The library's also builds the
  * operations by key over the same definitions (one copy of the algorithms in its heap,
  * which each of Redis' garbage collection steps traverses) and returns their entry too.
  */
@@ -69,6 +70,7 @@ function initOf(name: string, tail: readonly string[]): string {
     PRELUDE_LUA,
     PARSE_LUA,
     ...ALGORITHM_SECTIONS,
+    OPS_LUA,
     STACK_LUA,
     ONE_LUA,
     LEASE_LUA,
