@@ -1,118 +1,69 @@
 // The error of leased decisions against exact ones on realistic traces (docs/distributed.md,
-// "Leases"): N simulated instances share one real Redis, each its own RedisStore with
-// `lease`, and one RedisStore without a lease decides the same trace exactly. Arrivals are
-// Poisson (a steady rate around the limit) or bursts (quiet, then a burst far above it),
-// each request at a random instance; time is supplied (a clock stepped through the trace),
-// so a run is deterministic and fast. Reported per algorithm: units admitted by both, the
-// difference, and the most admitted in any window W (and in W - ttl) against L.
+// "Leases"), as tables for the docs: `tollgate compare --lease` (packages/cli/src/lease.ts:
+// the real RedisStore on supplied time, one store deciding exactly, then one store with
+// `lease` per instance, each request at a random instance) on a private redis-server, for
+// Poisson arrivals at the limit and at three times it, and for bursts (2/s for 20 s, then
+// 200/s for 2 s, over and over). Each trace is one command a user can run on their own.
 //
-//   pnpm --filter @tollgate/core --filter @tollgate/redis build
-//   node test/bench/lease-error.mjs [--instances 4] [--seconds 120]
+//   pnpm build
+//   node test/bench/lease-error.mjs [--instances 4] [--seconds 60]
 import { parseArgs } from 'node:util';
 import { startRedis } from './util.mjs';
 
-const { createLimiter, ManualClock } = await import(new URL('../../packages/core/dist/index.mjs', import.meta.url).href);
-const { RedisStore } = await import(new URL('../../packages/redis/dist/index.mjs', import.meta.url).href);
+const { run, defaultIo } = await import(new URL('../../packages/cli/dist/index.mjs', import.meta.url).href);
 
 const { values } = parseArgs({
-  options: { instances: { type: 'string', default: '4' }, seconds: { type: 'string', default: '120' } },
+  options: { instances: { type: 'string', default: '4' }, seconds: { type: 'string', default: '60' } },
 });
-const N = Number(values.instances);
 const SECONDS = Number(values.seconds);
-const L = 100;
-const W = 10_000;
-const LEASE = { max: 20, ttl: 1000 };
-const ALGORITHMS = ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket', 'sliding-buckets'];
+const ALGORITHMS = ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-meter', 'sliding-buckets'];
+const POLICY = ['--limit', '100', '--window', '10s', '--lease', 'max=20,ttl=1s', '--instances', values.instances];
 
-function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** [time ms, instance] of each request. */
-function poisson(perSecond, seed) {
-  const rnd = prng(seed);
+/** Quiet (2/s) for 20 s, then 2 s at 200/s, over and over, as arrival patterns. */
+function bursts() {
   const out = [];
-  for (let t = 0; t < SECONDS * 1000; t += -Math.log(1 - rnd()) * (1000 / perSecond)) out.push([Math.floor(t), Math.floor(rnd() * N)]);
-  return out;
-}
-
-/** Quiet (2/s) for 20 s, then 2 s at 200/s, over and over. */
-function bursts(seed) {
-  const rnd = prng(seed);
-  const out = [];
-  let t = 0;
-  while (t < SECONDS * 1000) {
-    const inBurst = t % 22_000 >= 20_000;
-    t += -Math.log(1 - rnd()) * (1000 / (inBurst ? 200 : 2));
-    out.push([Math.floor(t), Math.floor(rnd() * N)]);
+  for (let t = 0, seed = 3; t < SECONDS; t += 22) {
+    out.push('-p', `poisson 2/s for ${Math.min(20, SECONDS - t)}s from ${t}s seed ${seed++}`);
+    if (t + 20 < SECONDS) out.push('-p', `poisson 200/s for ${Math.min(2, SECONDS - t - 20)}s from ${t + 20}s seed ${seed++}`);
   }
   return out;
 }
 
-/** The most units admitted in any interval of `span` ms (half-open). */
-function most(times, span) {
-  let from = 0;
-  let best = 0;
-  for (let j = 0; j < times.length; j++) {
-    while (times[from] <= times[j] - span) from++;
-    best = Math.max(best, j - from + 1);
-  }
-  return best;
-}
+const traces = {
+  'Poisson at the limit (10/s)': ['-p', `poisson 10/s for ${SECONDS}s seed 1`],
+  'Poisson at 3× the limit': ['-p', `poisson 30/s for ${SECONDS}s seed 2`],
+  'bursts (2/s, then 200/s for 2 s)': bursts(),
+};
 
 const redis = await startRedis();
-let run = 0;
-async function admittedTimes(algorithm, trace, leased) {
-  const prefix = `e${++run}:`;
-  const clock = new ManualClock(1_700_000_000_000);
-  const start = clock.now();
-  const clients = [];
-  const stores = [];
-  for (let i = 0; i < (leased ? N : 1); i++) {
-    const client = redis.client();
-    clients.push(client);
-    stores.push(new RedisStore({ client, prefix, timeoutMs: 5000, instances: N, ...(leased ? { lease: LEASE } : {}) }));
-  }
-  const limiters = stores.map((store) =>
-    createLimiter({ rules: [{ name: 'r', algorithm, limit: L, window: W, key: () => 'k' }], store, clock }),
-  );
-  const times = [];
-  for (const [t, inst] of trace) {
-    clock.set(start + t);
-    const d = await limiters[leased ? inst : 0].consume({});
-    if (d.allowed) times.push(t);
-  }
-  for (const s of stores) await s.close();
-  for (const c of clients) c.disconnect();
-  return times;
-}
-
-console.log(`${N} instances, L = ${L} per ${W / 1000} s, lease { max: ${LEASE.max}, ttl: ${LEASE.ttl} ms }, ${SECONDS} s of arrivals`);
-console.log('| trace | algorithm | exact admitted | leased admitted | difference | most in W (exact / leased) | most in W - ttl, leased |');
-console.log('| --- | --- | --- | --- | --- | --- | --- |');
-const traces = {
-  'Poisson 10/s (the limit)': poisson(10, 1),
-  'Poisson 30/s (3× the limit)': poisson(30, 2),
-  'bursts (2/s, then 200/s for 2 s)': bursts(3),
-};
+const rows = [];
 try {
-  for (const [name, trace] of Object.entries(traces)) {
-    for (const algorithm of ALGORITHMS) {
-      const exact = await admittedTimes(algorithm, trace, false);
-      const leased = await admittedTimes(algorithm, trace, true);
-      const diff = leased.length - exact.length;
-      console.log(
-        `| ${name} | ${algorithm} | ${exact.length} | ${leased.length} | ${diff >= 0 ? '+' : ''}${diff} (${((diff / exact.length) * 100).toFixed(2)} %) | ${most(exact, W)} / ${most(leased, W)} | ${most(leased, W - LEASE.ttl)} |`,
-      );
-    }
+  for (const [name, patterns] of Object.entries(traces)) {
+    const argv = ['compare', '-a', ALGORITHMS.join(','), ...POLICY, ...patterns, '--redis', `redis://127.0.0.1:${redis.port}`];
+    console.error(`tollgate ${argv.map((a) => (/[\s,]/.test(a) && !a.startsWith('max=') ? `"${a}"` : a)).join(' ')}`);
+    const out = [];
+    const code = await run([...argv, '--json'], { ...defaultIo, stdout: (t) => out.push(t) });
+    if (code !== 0) throw new Error(`tollgate compare exited with ${code}: ${out.join('')}`);
+    rows.push([name, JSON.parse(out.join(''))]);
   }
 } finally {
   await redis.stop();
+}
+
+const [, first] = rows[0];
+console.log(
+  `${first.lease.instances} instances, L = 100 per 10 s, lease { max: ${first.lease.max}, ttl: ${first.lease.ttlMs} ms }, ${SECONDS} s of arrivals\n`,
+);
+const signed = (d, of) =>
+  `${d > 0 ? '+' : d < 0 ? '−' : ''}${Math.abs(d)}${d === 0 ? '' : ` (${d > 0 ? '+' : '−'}${Math.abs((100 * d) / of).toFixed(1)} %)`}`;
+console.log(`| trace | ${ALGORITHMS.join(' | ')} |`);
+console.log(`| --- |${' --- |'.repeat(ALGORITHMS.length)}`);
+for (const [name, j] of rows)
+  console.log(`| ${name} | ${j.policies.map((p) => signed(p.leased.difference, p.summary.admitted)).join(' | ')} |`);
+console.log('\nmost admitted in any W, exact / leased (and leased in W − ttl):\n');
+console.log(`| trace | ${ALGORITHMS.join(' | ')} |`);
+console.log(`| --- |${' --- |'.repeat(ALGORITHMS.length)}`);
+for (const [name, j] of rows) {
+  const cells = j.policies.map((p) => `${p.summary.busiest.count} / ${p.leased.summary.busiest.count} (${p.leased.shortened.count})`);
+  console.log(`| ${name} | ${cells.join(' | ')} |`);
 }

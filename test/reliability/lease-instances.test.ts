@@ -21,6 +21,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prng } from '../conformance/store-contract.js';
 import { type RedisServer, startRedis } from '../setup/redis.js';
+import { bucketExcess, mostInAny } from './helpers/lease-guarantee.js';
 import type { InstanceConfig, InstanceReport } from './helpers/lease-instance.js';
 
 const loader = fileURLToPath(new URL('./helpers/ts-loader.mjs', import.meta.url));
@@ -167,28 +168,11 @@ describe('four instances in separate processes share one Redis through leases', 
         // At most L in any interval of W - ttl (sliding log); of W - b (sliding buckets: a
         // lease ends with the block it was counted in, so its bound is unchanged).
         const span = name === 'sl' ? W - TTL : W - B_MS;
-        let from = 0;
-        let sum = 0;
-        let most = 0;
-        for (let j = 0; j < admitted.length; j++) {
-          const [t, c] = admitted[j] as [number, number];
-          sum += c;
-          while ((admitted[from] as [number, number])[0] <= t - span) sum -= (admitted[from++] as [number, number])[1];
-          most = Math.max(most, sum);
-        }
+        const most = mostInAny(admitted, span);
         expect(most, `${name}: most admitted in any ${span} ms`).toBeLessThanOrEqual(L);
       } else {
         // At most B + r·(T + ttl) in any interval T.
-        const r = L / W;
-        let worst = Number.NEGATIVE_INFINITY;
-        for (let i = 0; i < admitted.length; i++) {
-          let sum = 0;
-          for (let j = i; j < admitted.length; j++) {
-            sum += (admitted[j] as [number, number])[1];
-            const T = (admitted[j] as [number, number])[0] - (admitted[i] as [number, number])[0];
-            worst = Math.max(worst, sum - (L + r * (T + TTL)));
-          }
-        }
+        const worst = bucketExcess(admitted, L, W, TTL);
         expect(worst, `${name}: most admitted in T less B + r·(T + ttl)`).toBeLessThanOrEqual(1e-9);
       }
       const exact = await exactAdmitted(

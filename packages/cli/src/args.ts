@@ -24,7 +24,13 @@ const POLICY_OPTIONS = {
 } as const;
 
 export const SIMULATE_OPTIONS = { ...POLICY_OPTIONS, algorithm: { type: 'string', short: 'a' }, rows: { type: 'string' } } as const;
-export const COMPARE_OPTIONS = { ...POLICY_OPTIONS, algorithms: { type: 'string', short: 'a' } } as const;
+export const COMPARE_OPTIONS = {
+  ...POLICY_OPTIONS,
+  algorithms: { type: 'string', short: 'a' },
+  lease: { type: 'string' },
+  instances: { type: 'string' },
+  redis: { type: 'string' },
+} as const;
 
 export const RATE_TIMELINE_OPTIONS = {
   rate: { type: 'string', short: 'r' },
@@ -109,7 +115,7 @@ Usage:
   tollgate help <command>       help for a command
 
 simulate and compare run the real @tollgate/core limiter (memory store, same code
-as production) on simulated time. Run "tollgate <command> --help" for the options.
+as production) on simulated time; compare --lease runs RedisStore's leases on a real Redis. Run "tollgate <command> --help" for the options.
 `,
   'rate-timeline': `Usage: tollgate rate-timeline --rate <R> [options]
 
@@ -209,6 +215,15 @@ Policies:
 ${POLICY_HELP}
                           (repeatable: every file's policies are added)
 
+Leases (RedisStore's lease option; see docs/distributed.md):
+      --lease max=N,ttl=D decide each policy exactly, then with leases at
+                          --instances instances, side by side (e.g. max=20,ttl=1s)
+      --instances <n>     instances sharing the limits (default 1); each request
+                          goes to one drawn at random (seeded: a run repeats)
+      --redis <url>       required with --lease: leases are decided in Redis, so
+                          the run uses the real RedisStore on a real Redis (its
+                          keys get a prefix of their own and expire)
+
 Arrivals and output:
 ${OUTPUT_HELP}
 
@@ -216,6 +231,7 @@ ${PATTERNS}
 
 Examples:
   tollgate compare -r 10/s -p "burst 80 over 4s" --svg burst.svg
+  tollgate compare -r 100/10s -p "poisson 30/s for 60s" --instances 4 --lease max=20,ttl=1s --redis redis://127.0.0.1:6379
   tollgate compare -a fixed-window,sliding-log -r 10/s -p boundary
   tollgate compare -a fixed-window,sliding-buckets,sliding-log -r 10/s --buckets 5 -p boundary
   tollgate compare -c strict.yaml -c lenient.yaml --trace access.csv

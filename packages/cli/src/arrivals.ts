@@ -265,3 +265,15 @@ export function generateArrivals(patterns: readonly Pattern[], target: PatternTa
   // Array.prototype.sort is stable, so equal times keep their pattern order.
   return all.sort((a, b) => a.t - b.t);
 }
+
+/**
+ * The instance each of `count` arrivals goes to, as a load balancer choosing at random
+ * would send it: drawn from `seededRandom(seed)`, so a run repeats.
+ * @example instancesOf(3, 4) // e.g. Uint16Array [2, 0, 3]
+ */
+export function instancesOf(count: number, instances: number, seed = 1): Uint16Array {
+  const random = seededRandom(seed);
+  const out = new Uint16Array(count);
+  for (let i = 0; i < count; i++) out[i] = Math.floor(random() * instances);
+  return out;
+}

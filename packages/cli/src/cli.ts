@@ -4,7 +4,7 @@
  * and `bin/tollgate.js` calls it with the real process.
  *
  * Exit codes: 0 done, 1 unexpected failure, 2 bad usage or configuration, 3 Redis
- * unreachable or failed (`tollgate keys`).
+ * unreachable or failed (`tollgate keys`, `compare --lease`).
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { compileRules, TollgateError, unknownOptionFix } from '@tollgate/core';
@@ -14,12 +14,13 @@ import { byteRateSvg, byteRateTable, simulateByteRate } from './byte-rate.js';
 import { parseConfig } from './config.js';
 import { CliError, cliError, show } from './errors.js';
 import { keysCommand } from './keys.js';
+import { compareLeased, type LeasePlan, parseLease } from './lease.js';
 import { ALGORITHM_CHOICES, describePolicy, keyLabel, type Policy, policyFromFlags, ruleFlags } from './policy.js';
 import { createProgress } from './progress.js';
 import { firstWindow, type SimulationResult, simulate } from './simulate.js';
 import { panelOf, timelineSvg } from './svg.js';
-import { compareTable, requestTable, summaryLines } from './table.js';
-import { parseTime } from './time.js';
+import { againstExact, compareTable, leaseTable, requestTable, summaryLines } from './table.js';
+import { humanDuration, parseTime } from './time.js';
 import { parseTrace } from './trace.js';
 
 /** Where the command reads and writes. `defaultIo` is the real process. */
@@ -233,13 +234,97 @@ async function simulateCommand(args: string[], io: Io): Promise<number> {
   return 0;
 }
 
+/** `--lease` with `--redis` and `--instances`, or undefined; either of those without `--lease` is a usage error. */
+function leasePlanOf(v: Values): { plan: LeasePlan; url: string } | undefined {
+  if (v.lease === undefined) {
+    const stray = ['redis', 'instances'].find((k) => v[k] !== undefined);
+    if (stray === undefined) return undefined;
+    throw cliError('TG_CLI_INVALID_ARGUMENT', {
+      path: `--${stray}`,
+      expected: `--${stray} only with --lease`,
+      received: `--${stray} without --lease`,
+      fix: 'Add the lease to simulate, e.g. --lease max=20,ttl=1s, or leave it out.',
+    });
+  }
+  if (typeof v.redis !== 'string') {
+    throw cliError('TG_CLI_INVALID_ARGUMENT', {
+      path: '--lease',
+      expected: '--redis with --lease: leases are decided in Redis, so the simulation runs the real RedisStore on a real Redis',
+      received: 'no --redis',
+      fix: 'Pass a Redis the run may write to, e.g. --redis redis://127.0.0.1:6379 (its keys get a prefix of their own and expire).',
+    });
+  }
+  return { plan: parseLease(v.lease as string, v.instances as string | undefined), url: v.redis };
+}
+
+/** `compare --lease`: each policy decided exactly and by `instances` instances holding leases. */
+async function leaseCompare(s: Setup, lease: { plan: LeasePlan; url: string }, v: Values, io: Io): Promise<number> {
+  const { plan } = lease;
+  const progress = createProgress({ write: io.stderr, now: io.now, tty: io.isTTY });
+  let runs: Awaited<ReturnType<typeof compareLeased>>;
+  try {
+    runs = await compareLeased(s.policies, s.arrivals, plan, lease.url, {
+      intervalMs: s.intervalMs,
+      progressEvery: 5000,
+      onProgress: (done, total) => progress.update(done, total),
+    });
+  } finally {
+    progress.finish();
+  }
+  const how = `${plan.instances} instance${plan.instances === 1 ? '' : 's'} (each request at one drawn at random), lease max ${plan.max}, ttl ${humanDuration(plan.ttlMs)}`;
+  if (v.svg !== undefined) {
+    const panels = s.policies.flatMap((p, k) => {
+      const r = runs[k] as (typeof runs)[number];
+      return [
+        { ...panelOf(p, r.exact), title: `${describePolicy(p)}: exact` },
+        { ...panelOf(p, r.leased), title: `${describePolicy(p)}: leased (${againstExact(r)} against exact)` },
+      ];
+    });
+    const title = `tollgate compare --lease: ${s.policies.map((p) => p.name).join(', ')}`;
+    await io.writeFile(v.svg as string, timelineSvg(panels, { title, note: `${arrivalsLine(s)}; ${how}` }));
+  }
+  if (v.json) {
+    const policies = s.policies.map((p, k) => {
+      const r = runs[k] as (typeof runs)[number];
+      const shortened = (b: typeof r.shortened.exact) => ({ intervalMs: r.shortenedMs, ...b });
+      return {
+        ...policyJson(p),
+        summary: r.exact.summary,
+        shortened: shortened(r.shortened.exact),
+        requests: r.exact.records,
+        leased: {
+          summary: r.leased.summary,
+          shortened: shortened(r.shortened.leased),
+          difference: r.leased.summary.admitted - r.exact.summary.admitted,
+          requests: r.leased.records,
+        },
+      };
+    });
+    const arrivals = { ...s.source, count: s.arrivals.length };
+    io.stdout(`${JSON.stringify({ command: 'compare', arrivals, intervalMs: s.intervalMs, lease: plan, policies })}\n`);
+    return 0;
+  }
+  io.stdout(`${arrivalsLine(s)}\n${how}\n\n${leaseTable(runs)}\n\n`);
+  for (const p of s.policies) io.stdout(`  ${describePolicy(p)}\n`);
+  const shortened = humanDuration(runs[0]?.shortenedMs ?? s.intervalMs);
+  io.stdout(
+    `\nexact: one RedisStore decides every request; leased: each instance decides on its own store with the lease.
+A leased unit is counted in Redis up to ttl before it is used: a sliding log keeps its limit in any
+${shortened} (the interval less ttl), a token bucket admits at most B + r·(T + ttl) in any T.\n`,
+  );
+  if (v.svg !== undefined) io.stdout(`timeline written to ${v.svg}\n`);
+  return 0;
+}
+
 async function compareCommand(args: string[], io: Io): Promise<number> {
   const { values: v } = parse(args, COMPARE_OPTIONS, 'compare');
   if (v.help) {
     io.stdout(HELP.compare);
     return 0;
   }
+  const lease = leasePlanOf(v);
   const s = await setup(v, io, 'compare');
+  if (lease !== undefined) return await leaseCompare(s, lease, v, io);
   const results = await runAll(s, io);
   if (v.svg !== undefined) {
     const panels = s.policies.map((p, k) => panelOf(p, results[k] as SimulationResult));

@@ -16,8 +16,8 @@ export const CLI_ERROR_CODES = {
   TG_CLI_INVALID_PATTERN: 'An arrival pattern cannot be understood.',
   TG_CLI_INVALID_TRACE: 'A CSV trace has a malformed line.',
   TG_CLI_INVALID_CONFIG: 'A config file cannot be read or parsed, or has the wrong shape.',
-  TG_CLI_REDIS_FAILED: 'tollgate keys could not reach Redis, or Redis failed the operation.',
-  TG_CLI_NO_REDIS_CLIENT: 'tollgate keys found no Redis client package (ioredis or redis) installed.',
+  TG_CLI_REDIS_FAILED: 'tollgate keys or compare --lease could not reach Redis, or Redis failed the operation.',
+  TG_CLI_NO_REDIS_CLIENT: 'tollgate keys or compare --lease found no Redis client package (ioredis or redis) installed.',
 } as const;
 
 export type CliErrorCode = keyof typeof CLI_ERROR_CODES;

@@ -1,8 +1,9 @@
 /**
- * The Redis client `tollgate keys` talks through: the one the application already has.
- * ioredis and node-redis (`redis`) are optional peer dependencies of @tollgate/cli, loaded
- * here when `keys` runs (ioredis first when both are installed), so the CLI never adds a
- * second client to an app; with neither installed the command says how to add one.
+ * The Redis client `tollgate keys` and `compare --lease` talk through: the one the
+ * application already has. ioredis and node-redis (`redis`) are optional peer dependencies
+ * of @tollgate/cli, loaded here when such a command runs (ioredis first when both are
+ * installed), so the CLI never adds a second client to an app; with neither installed the
+ * command says how to add one.
  */
 import { cliError, show } from './errors.js';
 
@@ -25,7 +26,7 @@ export interface RedisTarget {
 export const CLIENT_PACKAGES = ['ioredis', 'redis'] as const;
 
 /** Loads the first installed client package and builds a client for `target`, not yet connected. */
-export async function openRedis(target: RedisTarget): Promise<CliRedis> {
+export async function openRedis(target: RedisTarget, command = 'tollgate keys'): Promise<CliRedis> {
   for (const name of CLIENT_PACKAGES) {
     const loaded = await loadOptional(name);
     if (loaded === undefined) continue;
@@ -41,7 +42,7 @@ export async function openRedis(target: RedisTarget): Promise<CliRedis> {
     }
   }
   throw cliError('TG_CLI_NO_REDIS_CLIENT', {
-    path: 'tollgate keys',
+    path: command,
     expected: `a Redis client installed beside @tollgate/cli: ${CLIENT_PACKAGES.join(' or ')}`,
     received: 'neither',
     fix: 'Install the client your application uses: npm install ioredis, or npm install redis (node-redis).',

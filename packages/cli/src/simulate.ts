@@ -4,7 +4,8 @@
  * It is production code on a `ManualClock`: `createLimiter` with a `MemoryStore`, the
  * same stack engine and algorithms the middleware uses, and core's `createThrottle`
  * for a policy with a throttle. Nothing is re-implemented, so the prediction is what
- * a single instance with the memory store decides.
+ * a single instance with the memory store decides. Given stores (`compare --lease`: one
+ * RedisStore per instance), each instance is its own limiter on its own store.
  *
  * Without a throttle, each arrival is decided at its arrival time. With one, the
  * throttle counts the arrival when it arrives and the rules decide the request when
@@ -22,9 +23,11 @@ import {
   type Limiter,
   ManualClock,
   MemoryStore,
+  type Store,
+  type Throttle,
 } from '@tollgate/core';
 import type { Arrival } from './arrivals.js';
-import type { Policy } from './policy.js';
+import type { Policy, PolicyThrottle } from './policy.js';
 import { type RequestRecord, type Summary, summarize } from './stats.js';
 
 export interface SimulateOptions {
@@ -34,6 +37,14 @@ export interface SimulateOptions {
   onProgress?: (done: number, total: number) => void;
   /** @default 10_000 */
   progressEvery?: number;
+  /**
+   * Instances deciding on shared stores (`compare --lease`): one limiter (and throttle) per
+   * store, each arrival decided by the instance `instanceOf[i]`. The caller closes them.
+   * @default one instance on a fresh MemoryStore
+   */
+  stores?: readonly Store[];
+  /** The instance of each arrival, with `stores`. @default all at the first */
+  instanceOf?: ArrayLike<number>;
 }
 
 export interface SimulationResult {
@@ -122,9 +133,15 @@ async function reserved(limiter: Limiter<Arrival>, a: Arrival, actual: number): 
  */
 export async function simulate(policy: Policy, arrivals: readonly Arrival[], options: SimulateOptions = {}): Promise<SimulationResult> {
   const clock = new ManualClock(0);
-  const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
-  const limiter = policy.rules.length > 0 ? createLimiter<Arrival>({ rules: policy.rules, store, clock }) : undefined;
-  const throttle = policy.throttle ? createThrottle<Arrival>({ ...policy.throttle, store, clock }) : undefined;
+  const own = options.stores === undefined ? new MemoryStore({ clock, sweepIntervalMs: 0 }) : undefined;
+  const stores = options.stores ?? [own as Store];
+  const instanceOf = options.instanceOf;
+  const limiters = policy.rules.length > 0 ? stores.map((store) => createLimiter<Arrival>({ rules: policy.rules, store, clock })) : [];
+  const throttles: Throttle<Arrival>[] = policy.throttle
+    ? stores.map((store) => createThrottle<Arrival>({ ...(policy.throttle as PolicyThrottle), store, clock }))
+    : [];
+  const limiter = limiters[0];
+  const throttle = throttles[0];
   const intervalMs = options.intervalMs ?? limiter?.rules[0]?.spec.windowMs ?? throttle?.windowMs ?? 1000;
   const every = options.progressEvery ?? 10_000;
   const records: RequestRecord[] = new Array(arrivals.length);
@@ -133,6 +150,7 @@ export async function simulate(policy: Policy, arrivals: readonly Arrival[], opt
   /** The rules decide arrival `i` now, after `held` ms in the throttle. */
   async function decide(i: number, held: number): Promise<void> {
     const a = arrivals[i] as Arrival;
+    const instance = instanceOf === undefined ? 0 : (instanceOf[i] as number);
     const heldBy = held > 0 && throttle ? [throttle.name] : [];
     if (!limiter) {
       records[i] = {
@@ -148,7 +166,8 @@ export async function simulate(policy: Policy, arrivals: readonly Arrival[], opt
       };
     } else {
       // A trace's actual cost: the arrival's cost is reserved, then settled at once.
-      const d = a.actual === undefined ? await limiter.consume(a) : await reserved(limiter, a, a.actual);
+      const deciding = limiters[instance] as Limiter<Arrival>;
+      const d = a.actual === undefined ? await deciding.consume(a) : await reserved(deciding, a, a.actual);
       const delayMs = d.allowed ? held + d.delayMs : held;
       records[i] = {
         i,
@@ -162,6 +181,7 @@ export async function simulate(policy: Policy, arrivals: readonly Arrival[], opt
         retryAfterMs: d.retryAfterMs,
       };
     }
+    if (instanceOf !== undefined) (records[i] as RequestRecord).instance = instance;
     done++;
     if (options.onProgress && done % every === 0) options.onProgress(done, arrivals.length);
   }
@@ -180,12 +200,13 @@ export async function simulate(policy: Policy, arrivals: readonly Arrival[], opt
       }
       const i = next++;
       clock.set((a as Arrival).t);
-      const delay = throttle ? ((await throttle.hit(a as Arrival))?.delayMs ?? 0) : 0;
+      const counting = throttles[instanceOf === undefined ? 0 : (instanceOf[i] as number)];
+      const delay = counting ? ((await counting.hit(a as Arrival))?.delayMs ?? 0) : 0;
       if (delay > 0 && limiter) waiting.push({ at: (a as Arrival).t + delay, i, delay });
       else await decide(i, delay);
     }
   } finally {
-    await store.close();
+    await own?.close();
   }
   options.onProgress?.(arrivals.length, arrivals.length);
   return { policy: policy.name, records, summary: summarize(records, intervalMs) };

@@ -23,6 +23,8 @@ export interface RequestRecord {
   rules: string[];
   /** For a rejected request: how long until the same request would be admitted (0: never). */
   retryAfterMs: number;
+  /** The instance that decided it, when several did (`compare --lease`). */
+  instance?: number;
 }
 
 /** The busiest interval of the run. */

@@ -2,6 +2,7 @@
  * Plain-text tables for the terminal: the per-request table of `simulate`
  * and the side-by-side table of `compare`.
  */
+import type { LeaseComparison } from './lease.js';
 import type { SimulationResult } from './simulate.js';
 import type { RequestRecord, Summary } from './stats.js';
 import { humanDuration, seconds } from './time.js';
@@ -64,4 +65,38 @@ export function compareTable(results: readonly SimulationResult[]): string {
     String(s.worstWaitMs),
   ]);
   return table(headers, rows, ['l', 'r', 'r', 'r', 'r', 'r']);
+}
+
+/** Units admitted with leases less units admitted exactly, signed, with the share of exact: `+3 (+0.6 %)`, `0`. */
+export function againstExact(c: LeaseComparison): string {
+  const d = c.leased.summary.admitted - c.exact.summary.admitted;
+  const exact = c.exact.summary.admitted;
+  if (d === 0 || exact === 0) return `${d > 0 ? '+' : ''}${d}`;
+  return `${d > 0 ? '+' : ''}${d} (${d > 0 ? '+' : ''}${((100 * d) / exact).toFixed(1)} %)`;
+}
+
+/**
+ * The table of `compare --lease`: per policy, the exact run and the leased one, the
+ * difference, and the most admitted in any interval and in that interval less `ttl`.
+ */
+export function leaseTable(comparisons: readonly LeaseComparison[]): string {
+  const interval = comparisons[0]?.exact.summary.intervalMs ?? 1000;
+  const shortened = humanDuration(comparisons[0]?.shortenedMs ?? interval);
+  const headers = ['policy', 'run', 'admitted', 'rejected', 'vs exact', `max in ${humanDuration(interval)}`, `max in ${shortened}`];
+  const rows = comparisons.flatMap((c) => {
+    const row = (name: string, how: string, s: Summary, against: string, short: number) => [
+      name,
+      how,
+      String(s.admitted),
+      String(s.rejected),
+      against,
+      String(s.busiest.count),
+      String(short),
+    ];
+    return [
+      row(c.exact.policy, 'exact', c.exact.summary, '-', c.shortened.exact.count),
+      row('', 'leased', c.leased.summary, againstExact(c), c.shortened.leased.count),
+    ];
+  });
+  return table(headers, rows, ['l', 'l', 'r', 'r', 'r', 'r', 'r']);
 }

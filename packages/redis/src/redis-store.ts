@@ -174,14 +174,44 @@ export class RedisStore extends EventEmitter implements Store {
     }
     if (!this.#breaker.tryCall()) return { d: await this.#degraded('c', ops, t), grants: undefined };
     let r: { d: StoreDecision; grants: number[] };
+    const call = this.#slots.lease(ops, keys, t, max, share);
     try {
-      r = await this.#deadline(this.#slots.lease(ops, keys, t, max, share));
+      r = await this.#deadline(call);
     } catch (err) {
       this.#failed(err, 'consume', this.onStoreError);
+      // Redis may still run it: then what it leased beyond the request's cost goes back.
+      call.then(
+        (late) => this.#returnLate(ops, keys, late, t),
+        () => {},
+      );
       return { d: await this.#degraded('c', ops, t), grants: undefined };
     }
     this.#answered('c', ops, keys, t, r.d);
     return r;
+  }
+
+  /**
+   * A lease call answered after its deadline (the failure policy answered the request):
+   * the units it leased beyond the request's cost go back, so it costs what an exact call
+   * answered late costs. Sent whatever the breaker says: Redis has just answered.
+   */
+  #returnLate(ops: readonly StoreOp[], keys: readonly string[], late: { d: StoreDecision; grants: number[] }, t: number | undefined): void {
+    if (!late.d.allowed || this.#closed) return;
+    const back: StoreOp[] = [];
+    const backKeys: string[] = [];
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as StoreOp;
+      const extra = (late.grants[i] as number) - op.cost;
+      if (extra <= 0) continue;
+      back.push({ ...op, cost: extra });
+      backKeys.push(keys[i] as string);
+    }
+    if (back.length === 0) return;
+    this.#deny?.written(backKeys);
+    this.#deadline(this.#slots.giveBack(refundArgs, back, backKeys, late.d.now, t)).then(
+      () => this.#breaker.success(),
+      (err: unknown) => this.#failed(err, 'refund', 'none'),
+    );
   }
 
   /** The breaker's state: `'closed'` while Redis answers. */
@@ -264,8 +294,9 @@ export class RedisStore extends EventEmitter implements Store {
     const t = this.#time(now);
     checkTime(at, `RedisStore.${operation}: at`);
     if (!this.#breaker.tryCall()) {
-      // Decisions are being made locally: give back (or charge) there.
-      if (this.onStoreError === 'local') await this.#local.store[operation](this.#local.ops(ops), at, t);
+      // Decisions are being made locally: give back (or charge) there; a lease's units were
+      // never counted there, so they stay counted in Redis (as a give-back that failed).
+      if (this.onStoreError === 'local' && !lease) await this.#local.store[operation](this.#local.ops(ops), at, t);
       return;
     }
     const batches = this.#batches;

@@ -293,6 +293,60 @@ describe('failure policy', () => {
     c.disconnect();
     await store.close().catch(() => {});
   });
+  it("with 'local', a lease's units going back while the breaker is open stay counted in Redis: the local fallback is not credited with them", async () => {
+    const own = await startRedis();
+    const c = new Redis({ port: own.port, host: '127.0.0.1', maxRetriesPerRequest: 0, enableOfflineQueue: false });
+    c.on('error', () => {});
+    await new Promise((r) => c.once('ready', r));
+    // The start of a minute: every decision below falls in one fixed window.
+    const clock = new ManualClock(60_000 * 200_000);
+    const store = new RedisStore({
+      client: c,
+      prefix: prefix(),
+      timeoutMs: 200,
+      onStoreError: 'local',
+      breaker: { failures: 1, cooldownMs: 3000 },
+      // The local fallback's share of each limit: a tenth.
+      instances: 10,
+      clock,
+      lease: { max: 10, ttl: '1s' },
+    });
+    const limiter = createLimiter({
+      rules: [{ name: 'r', algorithm: 'fixed-window', limit: 100, window: '1m', key: () => 'k' }],
+      store,
+      clock,
+    });
+    const probe = createLimiter({ rules: [{ name: 'p', limit: 1000, window: '1m', key: () => 'p' }], store, clock });
+    const spec = limiter.rules[0]?.spec as RuleSpec;
+    let local = 0;
+    const take = async () => {
+      const d = await limiter.consume({});
+      if (d.allowed && d.degraded === 'local') local++;
+      return d;
+    };
+    try {
+      // Redis away: the local fallback admits its share of the key (10 of 100).
+      await own.stop();
+      for (let i = 0; i < 12; i++) await take();
+      expect(local).toBe(10);
+      // Redis back (empty): once the breaker lets calls through, this instance leases the key.
+      await own.start();
+      for (let i = 0; i < 600 && (await probe.consume({})).degraded !== undefined; i++) await new Promise((r) => setTimeout(r, 50));
+      for (let i = 0; i < 30 && store.leased(spec, 'k') < 3; i++) expect((await take()).degraded).toBeUndefined();
+      expect(store.leased(spec, 'k')).toBeGreaterThanOrEqual(3);
+      // Redis away again, the breaker open; the lease expires and its units go back.
+      await own.stop();
+      expect((await probe.consume({})).degraded).toBe('local');
+      clock.advance(1000);
+      for (let i = 0; i < 10; i++) await take();
+      // The local fallback admitted its share once: the lease's units were never counted there.
+      expect(local).toBe(10);
+    } finally {
+      await store.close().catch(() => {});
+      c.disconnect();
+      await own.destroy();
+    }
+  }, 60_000);
 });
 
 describe('peek and rules never leased', () => {
@@ -356,6 +410,41 @@ describe('slow Redis and clock steps', () => {
     await store.close();
     c.disconnect();
     await proxy.close();
+  });
+
+  it("a lease call answered after its deadline keeps only the request's cost counted: what it leased beyond that goes back", async () => {
+    const proxy = new DelayProxy(server.port);
+    const port = await proxy.listen();
+    const c = new Redis({ port, host: '127.0.0.1' });
+    await new Promise((r) => c.once('ready', r));
+    const p = prefix();
+    const store = new RedisStore({ client: c, prefix: p, timeoutMs: 1000, onStoreError: 'deny', lease: { max: 20, ttl: '5s' } });
+    const exact = new RedisStore({ client, prefix: p, timeoutMs: SLOW });
+    const rules: Rule<unknown>[] = [{ name: 'r', algorithm: 'sliding-log', limit: 1000, window: '1m', key: () => 'k' }];
+    const limiter = createLimiter({ rules, store });
+    const plain = createLimiter({ rules, store: exact });
+    const spec = limiter.rules[0]?.spec as RuleSpec;
+    try {
+      // Leases grow to 20; the last one is used up, so the next decision leases 20 again.
+      for (let i = 0; i < 40; i++) await limiter.consume({});
+      for (let i = 0; i < 40 && store.leased(spec, 'k') > 0; i++) await limiter.consume({});
+      expect(store.leased(spec, 'k')).toBe(0);
+      const counted = async () => 1000 - (await plain.get('r', 'k')).remaining;
+      const before = await counted();
+      proxy.delayMs = 2000;
+      const late = await limiter.consume({});
+      expect(late.degraded).toBe('deny');
+      proxy.delayMs = 0;
+      // Redis runs the call when the proxy lets it through: the request's own unit stays
+      // counted (as an exact call's would), the other 19 go back once the answer arrives.
+      for (let i = 0; i < 200 && (await counted()) !== before + 1; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(await counted()).toBe(before + 1);
+    } finally {
+      await store.close();
+      await exact.close();
+      c.disconnect();
+      await proxy.close();
+    }
   });
 
   it('a clock stepping back ends the lease (its units go back); one stepping past ttl too; nothing is admitted twice', async () => {

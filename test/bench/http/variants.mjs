@@ -107,12 +107,19 @@ const tgRules = async (n, limit, window) => {
   return rules;
 };
 
+/** kind: 'memory', 'redis', or 'redis lease' (the store's default lease, { max: 100, ttl: '1s' }). */
 const tgStore = async (kind, opts) => {
-  if (kind !== 'redis') return { store: undefined, close: async () => {} };
+  if (!kind.startsWith('redis')) return { store: undefined, close: async () => {} };
   const { RedisStore } = await import('@tollgate/redis');
   const client = await redisClient(opts.redisPort);
-  const store = new RedisStore({ client, prefix: `bench${process.pid}` });
-  return { store, close: async () => client.quit() };
+  const store = new RedisStore({ client, prefix: `bench${process.pid}`, ...(kind === 'redis lease' ? { lease: {} } : {}) });
+  return {
+    store,
+    close: async () => {
+      await store.close();
+      await client.quit();
+    },
+  };
 };
 
 function tgExpress(kind, n, reject, extra = {}) {
@@ -159,6 +166,7 @@ export const variants = {
   'express tollgate memory 4 rules': tgExpress('memory', 4, false),
   'express tollgate memory reject': tgExpress('memory', 1, true),
   'express tollgate redis 1 rule': tgExpress('redis', 1, false),
+  'express tollgate redis lease 1 rule': tgExpress('redis lease', 1, false),
   'express tollgate redis 4 rules': tgExpress('redis', 4, false),
   'express tollgate redis reject': tgExpress('redis', 1, true),
   'express express-rate-limit memory': expressServer(async (app) => {

@@ -1,17 +1,19 @@
 /**
- * Parent side of the reliability suite's child processes: starts the app (app.ts) and the
- * load generator (load.ts) with the TypeScript loader, collects what they report, and
- * stops them. Every child is killed when the test process exits, so a failed test leaves
- * nothing running.
+ * Parent side of the reliability suite's child processes: starts the app (app.ts), the
+ * load generator (load.ts) and lease instances (lease-worker.ts) with the TypeScript
+ * loader, collects what they report, and stops them. Every child is killed when the test
+ * process exits, so a failed test leaves nothing running.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { AppConfig, AppMessage } from './app.js';
+import type { LeaseWorkerCommand, LeaseWorkerConfig, LeaseWorkerReply, RunUntil } from './lease-worker.js';
 import type { LoadCommand, LoadConfig, LoadResult } from './load.js';
 
 const loader = fileURLToPath(new URL('./ts-loader.mjs', import.meta.url));
 const appPath = fileURLToPath(new URL('./app.ts', import.meta.url));
 const loadPath = fileURLToPath(new URL('./load.ts', import.meta.url));
+const workerPath = fileURLToPath(new URL('./lease-worker.ts', import.meta.url));
 
 const live = new Set<ChildProcess>();
 process.once('exit', () => {
@@ -217,5 +219,70 @@ export function runChild<T>(path: string, arg: unknown, execArgv: string[] = [])
       last = m;
     });
     child.once('exit', (code) => (code === 0 && last !== undefined ? resolve(last) : reject(new Error(`${path} exited with ${code}`))));
+  });
+}
+
+export interface LeaseWorker {
+  pid: number;
+  /** Makes requests one after another (see lease-worker.ts `RunUntil`); at most `n`. */
+  run(rule: number, n: number, until?: RunUntil): Promise<LeaseWorkerReply>;
+  /** Steps the worker's wall clock by `stepMs` (negative: back). */
+  stepClock(stepMs: number): Promise<LeaseWorkerReply>;
+  /** Closes its store (giving back what it holds); resolves with its exit code and its store errors. */
+  close(): Promise<{ code: number | null; errors: LeaseWorkerReply['errors'] }>;
+  kill(): void;
+}
+
+/** A command without its id (each member of the union): the parent numbers them. */
+type Unnumbered<T> = T extends unknown ? Omit<T, 'id'> : never;
+
+// A cap for a hang only (see startApp).
+/** Starts one lease instance (lease-worker.ts) and resolves once its client is ready. */
+export function startLeaseWorker(config: LeaseWorkerConfig, startTimeoutMs = 120_000): Promise<LeaseWorker> {
+  const child = spawnChild(workerPath, config);
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  const waiting = new Map<number, { resolve: (r: LeaseWorkerReply) => void; reject: (e: Error) => void }>();
+  let nextId = 0;
+  child.once('exit', (code) => {
+    for (const w of waiting.values()) w.reject(new Error(`lease worker exited with ${code} before answering`));
+    waiting.clear();
+  });
+  const ask = (command: Unnumbered<LeaseWorkerCommand>) =>
+    new Promise<LeaseWorkerReply>((resolve, reject) => {
+      const id = nextId++;
+      waiting.set(id, { resolve, reject });
+      child.send({ ...command, id } as LeaseWorkerCommand);
+    });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`lease worker did not start within ${startTimeoutMs} ms`));
+    }, startTimeoutMs);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`lease worker exited with ${code} before it was ready`));
+    });
+    child.on('message', (m: LeaseWorkerReply | { type: 'ready' }) => {
+      if (m.type === 'reply') {
+        waiting.get(m.id)?.resolve(m);
+        waiting.delete(m.id);
+        return;
+      }
+      clearTimeout(timer);
+      resolve({
+        pid: child.pid as number,
+        run: (rule, n, until = { kind: 'count' }) => ask({ type: 'run', rule, n, until }),
+        stepClock: (stepMs) => ask({ type: 'clock', stepMs }),
+        close: async () => {
+          if (child.exitCode !== null) return { code: child.exitCode, errors: {} };
+          const { errors } = await ask({ type: 'close' });
+          const killer = setTimeout(() => child.kill('SIGKILL'), 5000);
+          const code = await exited;
+          clearTimeout(killer);
+          return { code, errors };
+        },
+        kill: () => child.kill('SIGKILL'),
+      });
+    });
   });
 }

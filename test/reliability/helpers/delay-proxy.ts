@@ -16,8 +16,9 @@ export class DelayProxy {
     this.#server = createServer((down) => this.#connect(down));
   }
 
-  async listen(): Promise<number> {
-    await new Promise<void>((r) => this.#server.listen(0, '127.0.0.1', r));
+  /** Listens on `port` (0: a free one); again on the same port after `close`, as a Redis that comes back. */
+  async listen(port = 0): Promise<number> {
+    await new Promise<void>((r) => this.#server.listen(port, '127.0.0.1', r));
     this.port = (this.#server.address() as { port: number }).port;
     return this.port;
   }
@@ -31,6 +32,7 @@ export class DelayProxy {
     return this.#delayMs;
   }
 
+  /** Drops every connection (chunks held are lost) and refuses new ones until `listen` again. */
   async close(): Promise<void> {
     for (const s of this.#sockets) s.destroy();
     await new Promise<void>((r) => this.#server.close(() => r()));
