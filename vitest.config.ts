@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
@@ -44,6 +45,9 @@ export default defineConfig({
           name: 'unit',
           include: ['packages/*/test/**/*.test.ts', 'test/**/*.test.ts'],
           exclude: ['**/node_modules/**', 'test/bench/**', 'test/reliability/**'],
+          // Vitest's default is one worker fewer than the cores, so one file at a time on 2 cores;
+          // most files here wait on Redis, servers and child processes, and two overlap those waits.
+          maxWorkers: Math.max(2, availableParallelism() - 1),
           sequence: { groupOrder: 0 },
         },
       },

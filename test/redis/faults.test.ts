@@ -9,10 +9,11 @@
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { performance } from 'node:perf_hooks';
-import { createLimiter, type Decision, type Limiter } from '@tollgate/core';
+import { createLimiter, type Decision, type Limiter, ManualClock } from '@tollgate/core';
 import { type BreakerEvent, REDIS_CHANNEL_NAMES, RedisStore } from '@tollgate/redis';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import { DelayProxy } from '../reliability/helpers/delay-proxy.js';
 import { startRedis } from '../setup/redis.js';
 
 const TIMEOUT = 50;
@@ -180,4 +181,61 @@ describe('latency', () => {
       await server.destroy();
     }
   });
+});
+
+describe('give-backs of decisions the failure policy made', () => {
+  it.each([
+    ['allow', 'nothing was counted'],
+    ['local', 'they were counted in the local fallback'],
+  ] as const)(
+    "a refund or settle of a '%s' decision gives nothing to Redis: %s (it credited Redis once the breaker closed)",
+    async (policy, _why) => {
+      const server = await startRedis();
+      const proxy = new DelayProxy(server.port);
+      const port = await proxy.listen();
+      const c = await client(port, true);
+      const clock = new ManualClock(5_000_000);
+      const store = new RedisStore({
+        client: c,
+        prefix: 'gb:',
+        timeoutMs: TIMEOUT,
+        breaker: { failures: 1, cooldownMs: 0 },
+        onStoreError: policy,
+      });
+      const exact = new RedisStore({ client: c, prefix: 'gb:', timeoutMs: 10_000 });
+      const fixed = [{ name: 'f', key: () => 'k', algorithm: 'fixed-window' as const, limit: 5, window: '1h' as const }];
+      const l = createLimiter({ rules: fixed, store, clock });
+      const plain = createLimiter({ rules: fixed, store: exact, clock });
+      const probe = createLimiter({ rules: fixed.map((r) => ({ ...r, key: () => 'probe' })), store, clock });
+      try {
+        for (let i = 0; i < 5; i++) expect((await plain.consume({})).allowed).toBe(true);
+        // Redis too slow: the breaker opens, and the policy decides the next requests.
+        proxy.delayMs = 10 * TIMEOUT;
+        expect((await l.consume({})).degraded).toBe(policy);
+        const refunded = await l.consume({});
+        const reserved = await l.reserve({}, { cost: 3 });
+        expect(refunded).toMatchObject({ allowed: true, degraded: policy });
+        expect(reserved.decision).toMatchObject({ allowed: true, degraded: policy });
+        proxy.delayMs = 0;
+        // Back on Redis (bounded by tries: the late call drains first).
+        let back = false;
+        for (let tries = 0; tries < 150 && !back; tries++) {
+          back = (await probe.peek({})).degraded === undefined;
+          if (!back) await new Promise((r) => setTimeout(r, 20));
+        }
+        expect(back).toBe(true);
+        await l.refund({}, refunded);
+        await reserved.settle(0);
+        const after = await plain.get('f', 'k');
+        expect(after.remaining).toBe(0);
+        expect((await plain.consume({})).allowed).toBe(false);
+      } finally {
+        await store.close();
+        await exact.close();
+        c.disconnect();
+        await proxy.close();
+        await server.destroy();
+      }
+    },
+  );
 });

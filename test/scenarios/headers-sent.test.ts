@@ -4,18 +4,20 @@
  * An admitted request goes on without tollgate's headers; a refused one is counted and
  * reported (`onRejected`), its response is cut off so that the client never takes the
  * partial body for a whole one, the later handlers never run, and nothing reaches the app's
- * error handler (before: `ERR_HTTP_HEADERS_SENT` there). On every Node-based port that lets a
- * handler write before a limiter: Express, Koa, node, NestJS on Express (middleware).
+ * error handler (before: `ERR_HTTP_HEADERS_SENT` there). The same for a limiter's other
+ * answers: a failing store's 503 under `onStoreError: 'deny'` and the deny list's 403. On
+ * every Node-based port that lets a handler write before a limiter: Express, Koa, node,
+ * NestJS on Express (middleware).
  */
 import http from 'node:http';
 import type net from 'node:net';
-import { constant } from '@tollgate/core';
+import { constant, type Store, type StoreDecision } from '@tollgate/core';
 import * as tgExpress from '@tollgate/express';
 import * as tgKoa from '@tollgate/koa';
 import * as tgNode from '@tollgate/node';
 import express from 'express';
 import Koa from 'koa';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 /** One rule admitting one request; the second is refused. */
 const rules = [{ name: 'once', key: constant('k'), limit: 1, window: '1h' as const }];
@@ -49,6 +51,8 @@ function get(port: number): Promise<Answer> {
     });
     // Cut off before the head reached the client (its bytes were still queued): nothing came.
     req.on('error', () => resolve({ status: 0, complete: false, text: '', headers: {} }));
+    // Never answered: given up, bounded (the cases check that nothing escaped either).
+    req.setTimeout(5000, () => req.destroy());
   });
 }
 
@@ -71,14 +75,17 @@ function streamStarted(res: http.ServerResponse): void {
   res.write('part;');
 }
 
-const apps: Record<string, (seen: Seen) => Promise<number>> = {
-  async express(seen) {
+/** Options added to the limiter's (a failing store, a deny list). */
+type Extra = Record<string, unknown>;
+
+const apps: Record<string, (seen: Seen, extra?: Extra) => Promise<number>> = {
+  async express(seen, extra) {
     const app = express();
     app.use((_req, res, next) => {
       streamStarted(res);
       next();
     });
-    app.use(tgExpress.rateLimit({ rules, onRejected: () => void seen.rejected++ }));
+    app.use(tgExpress.rateLimit({ rules, onRejected: () => void seen.rejected++, ...extra }));
     app.use((_req, res) => {
       seen.after++;
       res.end('rest');
@@ -91,7 +98,7 @@ const apps: Record<string, (seen: Seen) => Promise<number>> = {
     open.push(server);
     return listen(server);
   },
-  async koa(seen) {
+  async koa(seen, extra) {
     const app = new Koa();
     app.on('error', (err) => seen.errors.push(err));
     app.use(async (ctx, next) => {
@@ -100,7 +107,7 @@ const apps: Record<string, (seen: Seen) => Promise<number>> = {
       streamStarted(ctx.res);
       await next();
     });
-    app.use(tgKoa.rateLimit({ rules, onRejected: () => void seen.rejected++ }));
+    app.use(tgKoa.rateLimit({ rules, onRejected: () => void seen.rejected++, ...extra }));
     app.use(async (ctx) => {
       seen.after++;
       ctx.res.end('rest');
@@ -109,10 +116,11 @@ const apps: Record<string, (seen: Seen) => Promise<number>> = {
     open.push(server);
     return listen(server);
   },
-  async node(seen) {
+  async node(seen, extra) {
     const limit = tgNode.rateLimit({
       rules,
       onRejected: () => void seen.rejected++,
+      ...extra,
       onError: (err, _req, res) => {
         seen.errors.push(err);
         res.end();
@@ -143,5 +151,49 @@ describe('a limiter after the response head went out', () => {
       expect(second.text).not.toContain('rest');
       expect(seen).toEqual({ errors: [], rejected: 1, after: 1 });
     });
+  }
+});
+
+/** A store whose every decision fails. */
+function failingStore(): Store {
+  const fail = () => Promise.reject(new Error('store down'));
+  return { consume: fail as () => Promise<StoreDecision>, peek: fail, refund: fail, reset: fail, close: async () => {} };
+}
+
+describe('an answer that is not a rule refusal, after the response head went out', () => {
+  const escaped: unknown[] = [];
+  const onEscape = (err: unknown) => escaped.push(err);
+  beforeAll(() => {
+    process.on('unhandledRejection', onEscape);
+    process.on('uncaughtException', onEscape);
+  });
+  afterAll(() => {
+    process.off('unhandledRejection', onEscape);
+    process.off('uncaughtException', onEscape);
+  });
+  const cases: [string, () => Extra][] = [
+    [
+      "a failing store under onStoreError 'deny' (its 503 threw ERR_HTTP_HEADERS_SENT: an unhandled rejection, the request never answered)",
+      () => ({ store: failingStore(), onStoreError: 'deny' }),
+    ],
+    [
+      'a deny list (its 403 threw ERR_HTTP_HEADERS_SENT: to the error handler, or the request never answered)',
+      () => ({ deny: () => true }),
+    ],
+  ];
+  for (const [what, extra] of cases) {
+    for (const [name, make] of Object.entries(apps)) {
+      it(`${name}: ${what}: cut off, never an error`, async () => {
+        escaped.length = 0;
+        const seen: Seen = { errors: [], rejected: 0, after: 0 };
+        const port = await make(seen, extra());
+        const answer = await get(port);
+        expect(answer.complete).toBe(false);
+        expect(answer.text).not.toContain('rest');
+        expect(seen.errors).toEqual([]);
+        expect(seen.after).toBe(0);
+        expect(escaped).toEqual([]);
+      });
+    }
   }
 });

@@ -28,12 +28,14 @@ export function reservationEngine(lim: object): ReservationEngine | undefined {
  * The ops of an admitted decision not given back yet (only `names`' when given), marked as
  * given back: a rule's units go back at most once, whichever path asks first (a refusal's
  * refund, an uncounted status, a settle). A rule that did not admit (a dry-run refusal)
- * consumed nothing and is left out.
+ * consumed nothing and is left out, and so is every rule of a decision the store's failure
+ * policy allowed (`degraded: 'allow'`).
  */
 export function claimOps(decision: Decision, names?: readonly string[]): StoreOp[] {
   const w = decision as WithReceipt;
   let ops = w[RECEIPT];
-  if (!ops || !decision.allowed) return [];
+  // A failure policy's 'allow' counted nothing: giving its units back would credit units never taken.
+  if (!ops || !decision.allowed || decision.degraded === 'allow') return [];
   if (names) {
     const only = new Set(names);
     ops = ops.filter((op) => only.has(op.rule.name));

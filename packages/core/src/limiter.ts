@@ -378,7 +378,7 @@ function build<R>(
       const ops = claimOps(decision, o?.rules);
       if (ops.length === 0) return;
       try {
-        await store.refund(ops, decision.at, now());
+        await store.refund(ops, decision.at, now(), decision.degraded === 'local' ? 'local' : undefined);
       } catch (err) {
         unclaimOnInvalidTime(decision, ops, err);
         throw err;

@@ -91,7 +91,7 @@ export async function settleDecision(d: Decision, engine: ReservationEngine, act
   }
   if (deltas.length === 0) return;
   try {
-    await settle.call(engine.store, deltas, d.at, engine.now());
+    await settle.call(engine.store, deltas, d.at, engine.now(), d.degraded === 'local' ? 'local' : undefined);
   } catch (err) {
     engine.unclaim(d, ops, err);
     throw err;

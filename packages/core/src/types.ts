@@ -160,16 +160,21 @@ export interface Store {
   consume(ops: readonly StoreOp[], now?: number): Promise<StoreDecision>;
   /** Decide without changing anything. */
   peek(ops: readonly StoreOp[], now?: number): Promise<StoreDecision>;
-  /** Give back what a decision made at `at` consumed. */
-  refund(ops: readonly StoreOp[], at: number, now?: number): Promise<void>;
+  /**
+   * Give back what a decision made at `at` consumed. `degraded` is the decision's mark:
+   * `'local'` when the store's failure policy decided it in-process, so its units were
+   * counted there (a store without a fallback ignores it).
+   */
+  refund(ops: readonly StoreOp[], at: number, now?: number, degraded?: 'local'): Promise<void>;
   /**
    * Optional ability: settle a reservation made by a decision at `at`, atomically (one round
    * trip). Each op's `cost` is the actual cost less the estimate: below zero the difference
    * is given back as `refund` gives it (never more than the reservation still weighs),
    * above zero it is charged without refusing, into a debt later requests wait out. A store
-   * without it makes `limiter.reserve` reject with `TG_STORE_UNSUPPORTED`.
+   * without it makes `limiter.reserve` reject with `TG_STORE_UNSUPPORTED`. `degraded` as for
+   * `refund`.
    */
-  settle?(ops: readonly StoreOp[], at: number, now?: number): Promise<void>;
+  settle?(ops: readonly StoreOp[], at: number, now?: number, degraded?: 'local'): Promise<void>;
   /** Forget a key's state for a rule (`raw`: the key before sanitising, as in `StoreOp`). */
   reset(rule: RuleSpec, key: string, raw?: string): Promise<void>;
   /** Release timers and connections owned by the store. */

@@ -96,11 +96,22 @@ describe('ip() walking X-Forwarded-For', () => {
     ]);
   });
   it('looks at no more than maxHops entries of a huge header, in bounded time', () => {
-    const huge = Array.from({ length: 10_000 }, (_, i) => `10.${(i >> 8) & 255}.${i & 255}.1`).join(', ');
+    const header = (n: number) => Array.from({ length: n }, (_, i) => `10.${(i >> 8) & 255}.${i & 255}.1`).join(', ');
+    const huge = header(10_000);
     const key = ip({ trustProxy: '10.0.0.0/8, loopback' });
-    const start = performance.now();
-    for (let i = 0; i < 100; i++) key(req('127.0.0.1', { 'x-forwarded-for': huge }));
-    expect(performance.now() - start).toBeLessThan(500);
+    // Time against a header 100 times shorter, best of five (a busy machine slows both alike): a
+    // reader that split the whole header would take about 100 times as long.
+    const best = (h: string) => {
+      let min = Number.POSITIVE_INFINITY;
+      for (let round = 0; round < 5; round++) {
+        const start = performance.now();
+        for (let i = 0; i < 100; i++) key(req('127.0.0.1', { 'x-forwarded-for': h }));
+        min = Math.min(min, performance.now() - start);
+      }
+      return min;
+    };
+    const short = best(header(100));
+    expect(best(huge)).toBeLessThan(short * 10 + 5);
     // 32 hops looked at: the key is the last address seen, never the client-written leftmost one.
     expect(key(req('127.0.0.1', { 'x-forwarded-for': huge }))).toBe('10.38.240.1');
     const mb = `1.2.3.4${'9'.repeat(1_000_000)}`;

@@ -140,7 +140,8 @@ export class RedisStore extends EventEmitter implements Store {
             oneCall: (keys) => this.#slots.oneRun(keys),
             lease: (ops, keys, t, max, share) => this.#leaseCall(ops, keys, t, max, share),
             exact: (cmd, ops, now) => this.#decide(cmd, ops, now),
-            giveBack: (ops, at, t) => this.#giveBack('refund', ops, at, t, true),
+            // Never rejects (nothing awaits a give-back): a failure is reported, its units stay counted.
+            giveBack: (ops, at, t) => this.#giveBack('refund', ops, at, t, true).catch((err) => this.#failed(err, 'refund', 'none', false)),
           });
     const leases = this.#leases;
     if (leases !== undefined) {
@@ -264,7 +265,8 @@ export class RedisStore extends EventEmitter implements Store {
     return this.#decide('p', ops, now);
   }
 
-  refund(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+  refund(ops: readonly StoreOp[], at: number, now?: number, degraded?: 'local'): Promise<void> {
+    if (degraded === 'local') return this.#giveBackLocally('refund', ops, at, now);
     // Units of a lease still live go back to it; the rest to Redis.
     if (this.#leases !== undefined && !this.#closed) {
       return this.#giveBack('refund', this.#leases.refund(ops, at, this.#time(now)), at, now);
@@ -276,12 +278,24 @@ export class RedisStore extends EventEmitter implements Store {
    * Settles a reservation (see `Store.settle`): one atomic call (per slot on a Cluster
    * whose keys span slots, as a refund), each op's cost the actual cost less the estimate.
    */
-  settle(ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+  settle(ops: readonly StoreOp[], at: number, now?: number, degraded?: 'local'): Promise<void> {
+    if (degraded === 'local') return this.#giveBackLocally('settle', ops, at, now);
     // What a settle gives back of a decision from a live lease goes back to it.
     if (this.#leases !== undefined && !this.#closed) {
       return this.#giveBack('settle', this.#leases.settle(ops, at, this.#time(now)), at, now);
     }
     return this.#giveBack('settle', ops, at, now);
+  }
+
+  /**
+   * A refund or settle of a decision the local fallback made: its units were counted there,
+   * whatever the breaker says now (in Redis they would credit units Redis never counted).
+   */
+  async #giveBackLocally(operation: 'refund' | 'settle', ops: readonly StoreOp[], at: number, now?: number): Promise<void> {
+    if (this.#closed) throw closedError();
+    const t = this.#time(now);
+    checkTime(at, `RedisStore.${operation}: at`);
+    await this.#local.store[operation](this.#local.ops(ops), at, t);
   }
 
   async #giveBack(operation: 'refund' | 'settle', ops: readonly StoreOp[], at: number, now?: number, lease = false): Promise<void> {
@@ -323,14 +337,16 @@ export class RedisStore extends EventEmitter implements Store {
     if (this.#closed) throw closedError();
     this.#deny?.clear();
     // This instance's lease of the key ends with its state (other instances' within ttl).
-    await this.#leases?.forget(rule, key, raw, false);
-    await this.#local.store.reset(rule, key);
-    const k = this.keyOf(rule, key, raw);
+    const lift = await this.#leases?.forget(rule, key, raw, false);
     try {
+      await this.#local.store.reset(rule, key);
+      const k = this.keyOf(rule, key, raw);
       await operatorCall(() => this.#port.command(['DEL', k], k), 'reset', this.timeoutMs);
     } catch (err) {
       this.#failed(err, 'reset', 'none', false);
       throw err;
+    } finally {
+      lift?.();
     }
   }
 
@@ -346,12 +362,18 @@ export class RedisStore extends EventEmitter implements Store {
   async keyOp(rule: RuleSpec, key: string, op: KeyOp, now?: number, raw?: string): Promise<StoreKeyState> {
     if (this.#closed) throw closedError();
     const t = this.#time(now);
-    // A change ends this instance's lease of the key first: its units go back before it.
-    if (op.kind !== 'get') await this.#leases?.forget(rule, key, raw, true);
+    // This instance's lease of the key ends first, its units back before the operation: a
+    // change applies to the whole state, and a read counts no held unit as used.
+    const lift = await this.#leases?.forget(rule, key, raw, true);
     const k = this.keyOf(rule, key, raw);
-    const keys = op.kind !== 'get' && op.id !== undefined ? [k, `${k} op ${op.id}`] : [k];
-    const args = keyOpArgs(rule, op, t, this.#minTtl);
-    const reply = await operatorCall(() => runKeyOp(this.#port, keys, args), op.kind, this.timeoutMs, op.kind === 'get');
+    let reply: unknown;
+    try {
+      const keys = op.kind !== 'get' && op.id !== undefined ? [k, `${k} op ${op.id}`] : [k];
+      const args = keyOpArgs(rule, op, t, this.#minTtl);
+      reply = await operatorCall(() => runKeyOp(this.#port, keys, args), op.kind, this.timeoutMs, op.kind === 'get');
+    } finally {
+      lift?.();
+    }
     const state = parseKeyState(reply);
     if (op.kind !== 'get') {
       this.#deny?.written([k]);

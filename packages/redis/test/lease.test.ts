@@ -6,7 +6,7 @@
  * decision costs. Several stores on one Redis stand for instances; the separate-process
  * check is test/reliability/lease-instances.test.ts.
  */
-import { type AlgorithmName, createLimiter, ManualClock, type Rule, type RuleSpec, TollgateError } from '@tollgate/core';
+import { type AlgorithmName, createLimiter, type Limiter, ManualClock, type Rule, type RuleSpec, TollgateError } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -131,6 +131,27 @@ describe('leased decisions (one instance, supplied clock)', () => {
   });
 });
 
+describe('close', () => {
+  it('close while a lease call is in flight gives that lease back too (it was left held, and swept into a closed store)', async () => {
+    const clock = new ManualClock(2_500_000);
+    const p = prefix();
+    const store = new RedisStore({ client, prefix: p, timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+    const exact = new RedisStore({ client, prefix: p, timeoutMs: SLOW });
+    const rules: Rule<unknown>[] = [{ name: 'r', algorithm: 'sliding-log', limit: 100, window: '1m', key: () => 'k' }];
+    const leased = createLimiter({ rules, store, clock });
+    const plain = createLimiter({ rules, store: exact, clock });
+    // Exact, then a lease of 2 used up: the fourth decision leases 4 in a call of its own.
+    for (let i = 0; i < 3; i++) await leased.consume({});
+    const inFlight = leased.consume({});
+    // In the same tick: the lease call has been sent, Redis has not answered.
+    await store.close();
+    expect((await inFlight).allowed).toBe(true);
+    expect(store.leased(leased.rules[0]?.spec as RuleSpec, 'k')).toBe(0);
+    expect((await plain.get('r', 'k')).remaining).toBe(100 - 4);
+    await exact.close();
+  });
+});
+
 describe('instances sharing a key', () => {
   it('four stores never admit more than the limit, and together admit exactly it', async () => {
     const clock = new ManualClock(3_000_000);
@@ -242,6 +263,45 @@ describe('refusals and features under leases', () => {
     await store.close();
   });
 
+  it("get on this instance counts no unit it holds as used (it reported Redis' remaining, the held units missing)", async () => {
+    const clock = new ManualClock(7_500_000);
+    const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+    const limiter = createLimiter({
+      rules: [{ name: 'r', algorithm: 'sliding-log', limit: 100, window: '1m', key: () => 'k' }],
+      store,
+      clock,
+    });
+    for (let i = 0; i < 4; i++) await limiter.consume({});
+    expect(store.leased(limiter.rules[0]?.spec as RuleSpec, 'k')).toBe(3);
+    const state = await limiter.get('r', 'k');
+    expect(state.remaining).toBe(100 - 4);
+    expect((await limiter.peek({})).rules[0]?.remaining).toBe(100 - 4 - 1);
+    await store.close();
+  });
+
+  for (const op of ['block', 'penalize', 'reset'] as const) {
+    it(`${op} while a lease call for the key is in flight ends that lease too (it was kept, and admitted past the ${op})`, async () => {
+      const clock = new ManualClock(7_700_000);
+      const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
+      const limiter = createLimiter({
+        rules: [{ name: 'r', algorithm: 'sliding-log', limit: 20, window: '1m', key: () => 'k' }],
+        store,
+        clock,
+      });
+      for (let i = 0; i < 3; i++) await limiter.consume({});
+      // In the same tick: the fourth decision's lease call has been sent, Redis has not answered.
+      const inFlight = limiter.consume({});
+      const done =
+        op === 'block' ? limiter.block('r', 'k', '1h') : op === 'penalize' ? limiter.penalize('r', 'k', 20) : limiter.reset('r', 'k');
+      expect((await inFlight).allowed).toBe(true);
+      await done;
+      let admitted = 0;
+      for (let i = 0; i < 30; i++) if ((await limiter.consume({})).allowed) admitted++;
+      expect(admitted).toBe(op === 'reset' ? 20 : 0);
+      await store.close();
+    });
+  }
+
   it('reserve and settle: settle goes to Redis, at the lease time', async () => {
     const clock = new ManualClock(8_000_000);
     const p = prefix();
@@ -347,6 +407,47 @@ describe('failure policy', () => {
       await own.destroy();
     }
   }, 60_000);
+});
+
+describe('failure policy: give-backs', () => {
+  it("a lease given back while the breaker is open stays counted in Redis (it credited the 'local' fallback, which never counted it)", async () => {
+    const proxy = new DelayProxy(server.port);
+    const port = await proxy.listen();
+    const c = new Redis({ port, host: '127.0.0.1' });
+    await new Promise((r) => c.once('ready', r));
+    // Inside one clock-aligned hour, so both stores' fixed windows stay the same.
+    const clock = new ManualClock(3_600_000 * 500 + 1000);
+    const breaker = { failures: 1, cooldownMs: 3_600_000 };
+    const store = new RedisStore({ client: c, prefix: prefix(), timeoutMs: 100, breaker, lease: { max: 10, ttl: '1m' } });
+    const a: Rule<unknown> = { name: 'a', algorithm: 'fixed-window', limit: 20, window: '1h', key: () => 'k' };
+    const leased = createLimiter({ rules: [a], store, clock });
+    // A stack with a dry-run rule is never leased: it decides rule a exactly (here: locally).
+    const exact = createLimiter({ rules: [a, { name: 'shadow', limit: 1000, window: '1h', key: () => 'k', dryRun: true }], store, clock });
+    try {
+      for (let i = 0; i < 10 && store.leased(leased.rules[0]?.spec as RuleSpec, 'k') < 3; i++) await leased.consume({});
+      const held = store.leased(leased.rules[0]?.spec as RuleSpec, 'k');
+      expect(held).toBeGreaterThanOrEqual(3);
+      // Redis too slow: the breaker opens and the local fallback decides rule a, up to its 20.
+      proxy.delayMs = 1000;
+      let local = 0;
+      for (let i = 0; i < 25; i++) {
+        const d = await exact.consume({});
+        expect(d.degraded).toBe('local');
+        if (d.allowed) local++;
+      }
+      expect(local).toBe(20);
+      // The lease ends (its time is over): its units were counted in Redis, not in the fallback.
+      clock.advance(60_000);
+      const after = await leased.consume({});
+      expect(after.degraded).toBe('local');
+      expect(after.allowed).toBe(false);
+    } finally {
+      proxy.delayMs = 0;
+      await store.close();
+      c.disconnect();
+      await proxy.close();
+    }
+  });
 });
 
 describe('peek and rules never leased', () => {
@@ -508,6 +609,55 @@ describe('calls per decision', () => {
     expect(ds.every((d) => d.allowed)).toBe(true);
     // Lease sizes double from what the key used (2, 4, 8, ...): a handful of calls.
     expect((await storeCalls()) - before).toBeLessThanOrEqual(8);
+    await store.close();
+  });
+});
+
+describe('keys without a recent lease', () => {
+  /** Store calls for one tick of `n` decisions on `n` keys named `<tag><i>`. */
+  async function oneTick(limiter: Limiter<{ id: string }>, tag: string, n: number): Promise<number> {
+    const before = await storeCalls();
+    const ds = await Promise.all(Array.from({ length: n }, (_, i) => limiter.consume({ id: `${tag}${i}` })));
+    expect(ds.every((d) => d.allowed && d.degraded === undefined)).toBe(true);
+    return (await storeCalls()) - before;
+  }
+
+  it('one-off keys in one tick cost the script calls they cost without leases, and again once their entries expire', async () => {
+    const clock = new ManualClock(50_000_000);
+    const rules: Rule<{ id: string }>[] = [{ name: 'r', limit: 1000, window: '1m', key: (r) => r.id }];
+    const exactStore = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, clock });
+    const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, clock, lease: { max: 100, ttl: '1s' } });
+    const exact = createLimiter({ rules, store: exactStore });
+    const leased = createLimiter({ rules, store });
+    const N = 100;
+    const exactCalls = await oneTick(exact, 'k', N);
+    expect(exactCalls).toBe(1);
+    expect(await oneTick(leased, 'k', N)).toBe(exactCalls);
+    // Past ttl: each key's entry decided one request, so the keys decide exactly again.
+    clock.advance(1001);
+    expect(await oneTick(exact, 'k', N)).toBe(exactCalls);
+    expect(await oneTick(leased, 'k', N)).toBe(exactCalls);
+    expect(store.leased(leased.rules[0]?.spec as RuleSpec, 'k0')).toBe(0);
+    // Counted in Redis as without leases: the same figures for the same key.
+    const a = await exact.peek({ id: 'k7' });
+    const b = await leased.peek({ id: 'k7' });
+    // Two decisions counted, less the peeked request.
+    expect(a.rules[0]?.remaining).toBe(997);
+    expect(b.rules[0]?.remaining).toBe(997);
+    await store.close();
+    await exactStore.close();
+  });
+
+  it('a key first seen in a burst in one tick is decided in one call, then leases: at most 0.05 calls per decision', async () => {
+    const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 100, ttl: '1s' } });
+    const limiter = createLimiter({ rules: [{ name: 'r', limit: 1_000_000, window: '1m' }], store });
+    const before = await storeCalls();
+    const ds = await Promise.all(Array.from({ length: 20 }, () => limiter.consume({})));
+    expect(ds.every((d) => d.allowed)).toBe(true);
+    expect((await storeCalls()) - before).toBe(1);
+    const N = 2000;
+    for (let i = 0; i < N; i++) expect((await limiter.consume({})).allowed).toBe(true);
+    expect(((await storeCalls()) - before) / N).toBeLessThanOrEqual(0.05);
     await store.close();
   });
 });

@@ -280,9 +280,9 @@ process.on('message', async (m) => {
   }
 });
 // The parent gone means the test is over: never outlive it. After a 'stop' the process
-// should already be exiting by itself; if anything keeps it alive, exit 3 says so. 3 s, not
-// 0.5: a leak keeps it alive for good, and closing can take longer on a busy machine (the
-// parent kills it after 5 s).
-process.on('disconnect', () => setTimeout(() => process.exit(stopping ? 3 : 0), 3000).unref());
+// should already be exiting by itself; if anything keeps it alive, exit 3 says so. 20 s: a
+// leak keeps it alive for good, while closing a Cluster client on a machine at load 20 took
+// more than 3 s (a passing stop costs only its own time; the parent kills it after 30 s).
+process.on('disconnect', () => setTimeout(() => process.exit(stopping ? 3 : 0), 20_000).unref());
 
 send({ type: 'ready', port, pid: process.pid });

@@ -84,7 +84,7 @@ export function startApp(config: AppConfig, startTimeoutMs = 120_000): Promise<R
         stop: async () => {
           if (child.exitCode !== null) return child.exitCode;
           child.send('stop');
-          const killer = setTimeout(() => child.kill('SIGKILL'), 5000);
+          const killer = setTimeout(() => child.kill('SIGKILL'), 30_000);
           const code = await exited;
           clearTimeout(killer);
           return code;

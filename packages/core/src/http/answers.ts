@@ -103,7 +103,8 @@ export function storeFailure<Req, Res, Next>(
     }
     if (onStoreError === 'deny') {
       publishStoreError(err, req, name, 'deny');
-      sendRefusal(port, res, storeFailureRefusal());
+      // After a handler started the response a 503 cannot be written (it threw ERR_HTTP_HEADERS_SENT): cut off, as a refusal.
+      if (!refusedAfterHead(port, res, next)) sendRefusal(port, res, storeFailureRefusal());
       return;
     }
     if (onStoreError === 'error') {

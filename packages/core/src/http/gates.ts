@@ -5,7 +5,7 @@
  */
 import { type Access, deniedRefusal } from './access.js';
 import { asSkip, call, settle } from './callbacks.js';
-import { type HttpPort, sendRefusal } from './port.js';
+import { type HttpPort, refusedAfterHead, sendRefusal } from './port.js';
 
 /** Runs the gate, then `go` when the request is to be decided. */
 export type Gate<Req, Res, Next> = (req: Req, res: Res, next: Next, go: () => void) => void;
@@ -54,7 +54,11 @@ export function accessGate<Req, Res, Next>(
       req,
       (verdict) => {
         if (verdict === undefined || (verdict === 'deny' && dryRun)) return go();
-        if (verdict === 'deny') return sendRefusal(port, res, deniedRefusal());
+        if (verdict === 'deny') {
+          // After a handler started the response a 403 cannot be written: cut off, as a refusal.
+          if (!refusedAfterHead(port, res, next)) sendRefusal(port, res, deniedRefusal());
+          return;
+        }
         mark?.(req);
         port.pass(next);
       },

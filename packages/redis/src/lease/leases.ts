@@ -5,10 +5,11 @@
  * A lease call is the request's own decision with larger costs: per rule the server grants
  * `min(max, left / share)` units when a request of that cost would be admitted now, else the
  * request's cost (lua/lease.lua); so a refused call is exactly the request's refusal, and
- * near a limit leases shrink to one request's cost (an exact call). A stack is admitted
- * from leases only when every rule holds a live lease covering its cost (all or nothing);
- * otherwise the rules without one go to Redis in one call, and the others' units are put
- * back if it refuses.
+ * near a limit leases shrink to one request's cost (an exact call). A key without recent
+ * demand here leases nothing: it is decided exactly, in its tick's batch. A stack is
+ * admitted from leases only when every rule holds a live lease covering its cost (all or
+ * nothing); otherwise the rules without one go to Redis in one call, and the others' units
+ * are put back if it refuses.
  *
  * Units not used go back (the store's refund, at the lease's time) when a lease is found
  * expired, by one unref'd sweep timer, on `close()`, and before an operation by key on this
@@ -80,6 +81,10 @@ export class Leases {
   /** The last supplied time seen: a sweep gives back supplied-time leases at it. */
   #lastGiven = Number.NEGATIVE_INFINITY;
   #timer: ReturnType<typeof setInterval> | undefined;
+  /** Keys under an operation by key on this instance (with how many): decided exactly meanwhile. */
+  readonly #fenced = new Map<string, number>();
+  /** The store is closing: no lease is taken, and those whose call was in flight go back with the rest. */
+  #closing = false;
   /** The answer `local` reuses for the engine (see consumeLocal). */
   readonly #oneOutcome: Outcome = { allowed: true, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: undefined };
   readonly #one: StoreDecision = { allowed: true, now: 0, outcomes: [this.#oneOutcome] };
@@ -170,7 +175,7 @@ export class Leases {
       const d = this.local(ops, t);
       if (d !== undefined) return Promise.resolve(d);
       const n = ops.length;
-      if (n === 0) return this.#host.exact('c', ops, now);
+      if (n === 0 || this.#closing) return this.#host.exact('c', ops, now);
       const keys: string[] = new Array(n);
       let all = true;
       for (let i = 0; i < n; i++) {
@@ -203,13 +208,15 @@ export class Leases {
       const d = this.local(ops, t);
       if (d !== undefined) return d;
     }
+    if (this.#closing || (this.#fenced.size > 0 && keys.some((k) => this.#fenced.has(k)))) return this.#host.exact('c', ops, t);
     const taken: (Lease | undefined)[] = new Array(n);
     const need: number[] = [];
     // A lease's size follows the demand this instance saw: twice what the key's last lease
-    // decided (at least 2, at most max), and none (an exact call) for a key without one in
-    // the table (its entry stays, even used up or expired, until the sweep after it ends).
-    // So a key seen once (a flood of one-off keys) costs one exact call, not a lease and a
-    // give-back, and a quiet key holds few units unused.
+    // decided (at least 2, at most max), and none (an exact decision) for a key without one
+    // in the table, or whose entry ended having decided one request (its entry stays, even
+    // used up or expired, until the sweep after it ends). So a key seen once per ttl or less
+    // (a flood of one-off keys) costs an exact decision, not a lease and a give-back, and a
+    // quiet key holds few units unused.
     let most = this.settings.max;
     for (let i = 0; i < n; i++) {
       const op = ops[i] as StoreOp;
@@ -220,7 +227,8 @@ export class Leases {
         l.used += op.cost;
         taken[i] = l;
       } else {
-        most = l === undefined || l.rule !== op.rule ? 0 : Math.min(most, Math.max(2, 2 * l.used));
+        const once = l === undefined || l.rule !== op.rule || (l.used <= op.cost && !this.#live(l, t));
+        most = once ? 0 : Math.min(most, Math.max(2, 2 * l.used));
         if (l !== undefined) this.#end(k, l);
         need.push(i);
       }
@@ -236,10 +244,11 @@ export class Leases {
     const pending = new Promise<void>((resolve) => {
       done = resolve;
     });
-    for (const k of subKeys) this.#pending.set(k, pending);
+    // Exact decisions are not waited for: a tick's decisions on a new key share its batch.
+    if (most > 0) for (const k of subKeys) this.#pending.set(k, pending);
     let reply: LeaseReply;
     try {
-      reply = await this.#host.lease(subOps, subKeys, t, most, this.settings.share);
+      reply = most > 0 ? await this.#host.lease(subOps, subKeys, t, most, this.settings.share) : await this.#exact(subOps, t);
     } catch (err) {
       this.#putBack(ops, taken);
       throw err;
@@ -287,16 +296,30 @@ export class Leases {
     return out;
   }
 
+  /** A decision leasing nothing, batched as exact ones are; as granting each op its cost when Redis decided (its entry records demand). */
+  async #exact(ops: readonly StoreOp[], t: number | undefined): Promise<LeaseReply> {
+    const d = await this.#host.exact('c', ops, t);
+    return { d, grants: d.degraded === undefined ? ops.map((op) => op.cost) : undefined };
+  }
+
   #install(k: string, l: Lease): void {
     const old = this.#table.get(k);
-    if (old !== undefined && !old.dead && old.rule === l.rule && old.given === l.given && old.left > 0 && fresh(old, Date.now())) {
+    if (old !== undefined && !old.dead && old.rule === l.rule && old.given === l.given && fresh(old, Date.now())) {
+      // Decided meanwhile in the same span (a tick's exact decisions of one key): one entry, their demand summed.
+      if (l.left === 0) {
+        old.used += l.used;
+        return;
+      }
       // Another call leased this key meanwhile: one lease per key, the newer goes back.
-      this.#giveBack(l);
-      return;
+      if (old.left > 0) {
+        this.#giveBack(l);
+        return;
+      }
     }
     if (old !== undefined) this.#end(k, old);
     this.#table.set(k, l);
-    if (this.#timer === undefined) {
+    // Closing: close() gives it back with the rest once the calls in flight are answered.
+    if (this.#timer === undefined && !this.#closing) {
       // One sweep for every lease, not a timer per key.
       this.#timer = setInterval(this.#sweep, this.settings.ttlMs);
       this.#timer.unref();
@@ -400,22 +423,38 @@ export class Leases {
   }
 
   /**
-   * Before an operation by key on this instance: the key's lease ends; its units go back
-   * unless the key's state is being deleted (`reset`).
+   * Before an operation by key on this instance: the key's lease ends, that of a lease call
+   * in flight too; its units go back unless the key's state is being deleted (`reset`). Until
+   * the operation calls the returned function, the key decides exactly: a lease granted
+   * before the operation and kept after it would admit past a block, a penalty or a reset.
    */
-  async forget(rule: RuleSpec, key: string, raw: string | undefined, giveBack: boolean): Promise<void> {
+  async forget(rule: RuleSpec, key: string, raw: string | undefined, giveBack: boolean): Promise<() => void> {
     const k = this.#host.keyOf(rule, key, raw);
+    const fenced = this.#fenced;
+    fenced.set(k, (fenced.get(k) ?? 0) + 1);
+    const lift = () => {
+      const n = (fenced.get(k) as number) - 1;
+      if (n > 0) fenced.set(k, n);
+      else fenced.delete(k);
+    };
+    for (let p = this.#pending.get(k); p !== undefined; p = this.#pending.get(k)) await p;
     const l = this.#table.get(k);
-    if (l === undefined) return;
+    if (l === undefined) return lift;
     this.#table.delete(k);
     if (giveBack) await this.#giveBack(l);
     else l.dead = true;
+    return lift;
   }
 
-  /** Gives every lease back (the store is closing). */
+  /**
+   * Gives every lease back (the store is closing), those of lease calls still in flight too:
+   * installed after the store closed, they would be given back by a sweep to a closed store.
+   */
   async close(): Promise<void> {
+    this.#closing = true;
     clearInterval(this.#timer);
     this.#timer = undefined;
+    while (this.#pending.size > 0) await Promise.all(this.#pending.values());
     const all = [...this.#table.values()];
     this.#table.clear();
     await Promise.all(all.map((l) => this.#giveBack(l)));
