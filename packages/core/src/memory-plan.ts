@@ -8,7 +8,7 @@ import { Found, type Table } from './memory-table.js';
 import { RuleJudgement } from './stack.js';
 import type { RuleSpec, StackPlan, StoreDecision, StoreOp } from './types.js';
 
-/** The objects one decision works in: per op, where its state was found and its verdict. */
+/** The objects one decision works in: per op, where its state was found, its verdict and (when matched) its table. */
 export class Scratch {
   readonly found: Found[] = [];
   readonly verdicts: RuleJudgement[] = [];
@@ -28,10 +28,10 @@ export class Scratch {
   }
 }
 
-/** How a plan reaches its store: a rule's table, and a decision on tables found. */
+/** How a plan reaches its store: a rule's table, and a decision on each op's table (`tables[i]`). */
 export interface PlanStore {
   table(r: RuleSpec): Table;
-  decide(ops: readonly StoreOp[], now: number | undefined, scratch: Scratch): StoreDecision;
+  decide(ops: readonly StoreOp[], now: number | undefined, tables: readonly Table[], scratch: Scratch): StoreDecision;
 }
 
 /** Whether `op`'s rule is `spec` or one derived from it (a limit per request): one table. */
@@ -55,13 +55,32 @@ export class MemoryPlan implements StackPlan {
 
   consume(ops: readonly StoreOp[], now?: number): StoreDecision {
     const sc = this.#busy ? new Scratch() : this.#scratch;
-    const n = ops.length;
-    sc.fit(n);
+    sc.fit(ops.length);
+    const tables = this.#tablesOf(ops, sc);
+    if (sc !== this.#scratch) return this.#store.decide(ops, now, tables, sc);
+    this.#busy = true;
+    try {
+      return this.#store.decide(ops, now, tables, sc);
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /**
+   * Each op's table. When the ops are the prepared rules, in order and none left out (the
+   * common case), the prepared tables as they are: copying them into the scratch cost a
+   * stored pointer per op, with its write barrier.
+   */
+  #tablesOf(ops: readonly StoreOp[], sc: Scratch): readonly Table[] {
     const specs = this.#specs;
+    const n = ops.length;
     const m = specs.length;
+    let i = 0;
+    if (n === m) while (i < n && (ops[i] as StoreOp).rule === specs[i]) i++;
+    if (i === m) return this.#tables;
     // The ops come in the prepared order, some rules left out (a key absent): one pass.
     let j = 0;
-    for (let i = 0; i < n; i++) {
+    for (i = 0; i < n; i++) {
       const r = (ops[i] as StoreOp).rule;
       let k = j;
       while (k < m && !sameState(r, specs[k] as RuleSpec)) k++;
@@ -70,12 +89,6 @@ export class MemoryPlan implements StackPlan {
         j = k + 1;
       } else sc.tables[i] = this.#store.table(r);
     }
-    if (sc !== this.#scratch) return this.#store.decide(ops, now, sc);
-    this.#busy = true;
-    try {
-      return this.#store.decide(ops, now, sc);
-    } finally {
-      this.#busy = false;
-    }
+    return sc.tables;
   }
 }

@@ -75,7 +75,7 @@ export class MemoryStore implements Store {
   /** How a plan reaches this store. */
   readonly #planStore: PlanStore = {
     table: (r) => this.#table(r),
-    decide: (ops, now, sc) => this.#consume(ops, this.#now(now), sc),
+    decide: (ops, now, tables, sc) => this.#consume(ops, this.#now(now), tables, sc),
   };
   /** Latest time seen, so the sweep works on the limiter's clock too. */
   #latest = 0;
@@ -271,15 +271,15 @@ export class MemoryStore implements Store {
     const sc = this.#busy ? new Scratch() : this.#scratch;
     sc.fit(ops.length);
     for (let i = 0; i < ops.length; i++) sc.tables[i] = this.#table((ops[i] as StoreOp).rule);
-    const d = commit ? this.#consume(ops, t, sc) : this.#peek(ops, t, sc);
+    const d = commit ? this.#consume(ops, t, sc.tables, sc) : this.#peek(ops, t, sc.tables, sc);
     const outcomes: Outcome[] = d.outcomes.map(outcomeOf);
     return { allowed: d.allowed, now: t, outcomes };
   }
 
-  #peek(ops: readonly StoreOp[], t: number, sc: Scratch): StoreDecision {
+  #peek(ops: readonly StoreOp[], t: number, tables: readonly Table[], sc: Scratch): StoreDecision {
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as StoreOp;
-      (sc.tables[i] as Table).find(op.key, t, sc.found[i] as Found, op.rule);
+      (tables[i] as Table).find(op.key, t, sc.found[i] as Found, op.rule);
     }
     const d = sc.decision;
     d.allowed = decideSites(ops, sc.found, t, sc.verdicts);
@@ -291,12 +291,12 @@ export class MemoryStore implements Store {
    * The one decision path: every rule's state found where it lies, every rule decided once
    * (decideSites), then what the verdicts say written where the states were found.
    */
-  #consume(ops: readonly StoreOp[], t: number, sc: Scratch): StoreDecision {
-    const d = this.#peek(ops, t, sc);
+  #consume(ops: readonly StoreOp[], t: number, tables: readonly Table[], sc: Scratch): StoreDecision {
+    const d = this.#peek(ops, t, tables, sc);
     const was = this.#busy;
     this.#busy = true;
     try {
-      this.#commit(ops, t, sc, d.allowed);
+      this.#commit(ops, t, tables, sc, d.allowed);
     } finally {
       this.#busy = was;
     }
@@ -304,10 +304,9 @@ export class MemoryStore implements Store {
   }
 
   /** Writes a decided stack (see `writes`): states, blocks, and which keys are held. */
-  #commit(ops: readonly StoreOp[], t: number, sc: Scratch, allowed: boolean): void {
+  #commit(ops: readonly StoreOp[], t: number, tables: readonly Table[], sc: Scratch, allowed: boolean): void {
     // Rows found stay where they are until a key leaves a table (a delete, an eviction).
     let moved = false;
-    const tables = sc.tables;
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as StoreOp;
       const v = sc.verdicts[i] as RuleJudgement;

@@ -231,14 +231,16 @@ export class SlabTable implements Table {
   }
 
   commit(key: string, f: Found, v: RuleJudgement, b: number, x: number, hold: boolean): boolean {
-    let row = f.row;
     let fresh = false;
-    if (row < 0) {
-      row = this.#rowFor(key, hold);
+    // A row found is where `find` left it: its page and offset are in `f`.
+    let page = f.s;
+    let o = f.o - 1;
+    if (f.row < 0) {
+      const row = this.#rowFor(key, hold);
       fresh = this.#added;
-    } else this.#keys.place(key, row, f.held, hold);
-    const page = this.#pages[row >>> PAGE_BITS] as Float64Array;
-    const o = (row & MASK) * this.#stride;
+      page = this.#pages[row >>> PAGE_BITS] as Float64Array;
+      o = (row & MASK) * this.#stride;
+    } else this.#keys.place(key, f.row, f.held, hold);
     page[o] = x;
     if (v.write) {
       page[o + 1] = v.n0;

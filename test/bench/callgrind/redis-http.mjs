@@ -8,7 +8,7 @@
 //   pnpm build && node test/bench/callgrind/redis-http.mjs [--warmup 2000] [--batch 1000] [--batches 2]
 //       [--connections 4] [--only <substring>]... [--parallel 3] [--threads]
 //
-// Variants come from ../http/variants.mjs (bare Express and Fastify, tollgate's RedisStore
+// Variants come from ../http/variants.mjs (bare Express, Fastify and node:http, tollgate's RedisStore
 // with one rule and four, rate-limit-redis, rate-limiter-flexible, @fastify/rate-limit),
 // each started by http-server.mjs under `node --single-threaded`. After `warmup`
 // uninstrumented requests (JIT, caches, every key written) it counts `batches` batches of
@@ -63,6 +63,9 @@ const ALL = [
   'fastify tollgate redis 1 rule',
   'fastify tollgate redis 4 rules',
   'fastify @fastify/rate-limit redis',
+  'node bare',
+  'node tollgate redis 1 rule',
+  'node tollgate redis 4 rules',
 ];
 const { variants } = await import('../http/variants.mjs');
 const extra = Object.keys(variants).filter((n) => n.includes('node-redis'));

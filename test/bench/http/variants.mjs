@@ -64,7 +64,7 @@ function fastifyServer(install) {
 function nodeServer(install) {
   return async (opts) => {
     const http = await import('node:http');
-    const guard = (await install?.(opts)) ?? null;
+    const { guard = null, cleanup = async () => {} } = (await install?.(opts)) ?? {};
     const server = http.createServer(async (req, res) => {
       if (guard !== null && !(await guard(req, res))) return;
       res.setHeader('Content-Type', 'text/plain; charset=utf-8');
@@ -72,16 +72,21 @@ function nodeServer(install) {
     });
     return {
       listen: () => new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ port: server.address().port }))),
-      close: () => new Promise((r) => server.close(r)),
+      close: async () => {
+        await new Promise((r) => server.close(r));
+        await cleanup();
+      },
       raw: server,
     };
   };
 }
 
-function tgNode(n) {
-  return nodeServer(async () => {
+function tgNode(kind, n) {
+  return nodeServer(async (opts) => {
     const { rateLimit } = await tollgate('@tollgate/node', 'TOLLGATE_NODE');
-    return rateLimit({ rules: await tgRules(n, ALLOW, '1m') });
+    const s = await tgStore(kind, opts);
+    const guard = rateLimit({ rules: await tgRules(n, ALLOW, '1m'), ...(s.store ? { store: s.store } : {}) });
+    return { guard, cleanup: s.close };
   });
 }
 
@@ -144,8 +149,10 @@ function tgFastify(kind, n, reject, extra = {}) {
 
 export const variants = {
   'node bare': nodeServer(),
-  'node tollgate memory 1 rule': tgNode(1),
-  'node tollgate memory 4 rules': tgNode(4),
+  'node tollgate memory 1 rule': tgNode('memory', 1),
+  'node tollgate memory 4 rules': tgNode('memory', 4),
+  'node tollgate redis 1 rule': tgNode('redis', 1),
+  'node tollgate redis 4 rules': tgNode('redis', 4),
   'express bare': expressServer(),
   'express tollgate memory 1 rule': tgExpress('memory', 1, false),
   'express tollgate memory 1 rule, no headers': tgExpress('memory', 1, false, { headers: false }),
