@@ -34,7 +34,7 @@ export interface LeaseHost {
   /** Whether one script call can take these keys (one Cluster slot). */
   oneCall(keys: readonly string[]): boolean;
   /** A lease call for `ops`, with the deny cache, breaker, deadline and failure policy. */
-  lease(ops: readonly StoreOp[], keys: string[], t: number | undefined, max: number, share: number): Promise<LeaseReply>;
+  lease(ops: readonly StoreOp[], keys: string[], t: number | undefined, most: number): Promise<LeaseReply>;
   /** The store's exact decision (no lease). */
   exact(cmd: 'c' | 'p', ops: readonly StoreOp[], now: number | undefined): Promise<StoreDecision>;
   /** Gives units back in Redis, as a refund of a decision made at `at`; never rejects. */
@@ -248,7 +248,7 @@ export class Leases {
     if (most > 0) for (const k of subKeys) this.#pending.set(k, pending);
     let reply: LeaseReply;
     try {
-      reply = most > 0 ? await this.#host.lease(subOps, subKeys, t, most, this.settings.share) : await this.#exact(subOps, t);
+      reply = most > 0 ? await this.#host.lease(subOps, subKeys, t, most) : await this.#exact(subOps, t);
     } catch (err) {
       this.#putBack(ops, taken);
       throw err;
