@@ -107,7 +107,8 @@ async function compare(rules: Rule<Req>[], clock: ManualClock | undefined): Prom
   for (const [i, store] of gb.stores.entries()) {
     let held = 0;
     // Rule b's keys are `b<id>` (see the second test).
-    for (const r of gb.limiters[i]?.rules ?? []) for (let k = 0; k < N; k++) held += store.leased(r.spec, `${r.spec.name === 'b' ? 'b' : ''}k${k}`);
+    for (const r of gb.limiters[i]?.rules ?? [])
+      for (let k = 0; k < N; k++) held += store.leased(r.spec, `${r.spec.name === 'b' ? 'b' : ''}k${k}`);
     expect(held).toBe(N * rules.length);
     const before = await storeCalls();
     await store.close();
