@@ -19,7 +19,7 @@ export interface PendingStack extends StackCall {
   /** Whether it was answered (by Redis, or by the policy after a failure or the deadline). */
   done: boolean;
   /** A settle that gives a lease's unused units back: its failure is reported as a refund's. */
-  readonly leased?: true;
+  readonly leased?: boolean;
 }
 
 /** One batched script run: its stacks, and its deadline (performance.now() time). */

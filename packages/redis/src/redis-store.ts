@@ -41,7 +41,7 @@ import { DenyCache, signature } from './deny-cache.js';
 import { closedError, timeoutError } from './errors.js';
 import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
 import { redisKey } from './keys.js';
-import { LeaseCalls } from './lease/calls.js';
+import { beyondCost, LeaseCalls } from './lease/calls.js';
 import { type LeaseReply, Leases } from './lease/leases.js';
 import { leaseSettings } from './lease/options.js';
 import { operatorCall } from './operator.js';
@@ -94,7 +94,7 @@ export class RedisStore extends EventEmitter implements Store {
   readonly #cancelChecks: () => void;
   /** Leases (lease/), when the `lease` option is given. */
   readonly #leases: Leases | undefined;
-  /** The lease calls of a tick, as one script run (lease/calls.ts). */
+  /** A tick's lease calls as one script run (lease/calls.ts). */
   readonly #leaseCalls: LeaseCalls | undefined;
 
   constructor(options: RedisStoreOptions) {
@@ -202,18 +202,10 @@ export class RedisStore extends EventEmitter implements Store {
    */
   #returnLate(ops: readonly StoreOp[], keys: readonly string[], late: LeaseAnswer, t: number | undefined): void {
     if (!late.d.allowed || this.#closed) return;
-    const back: StoreOp[] = [];
-    const backKeys: string[] = [];
-    for (let i = 0; i < ops.length; i++) {
-      const op = ops[i] as StoreOp;
-      const extra = (late.grants[i] as number) - op.cost;
-      if (extra <= 0) continue;
-      back.push({ ...op, cost: extra });
-      backKeys.push(keys[i] as string);
-    }
-    if (back.length === 0) return;
-    this.#deny?.written(backKeys);
-    this.#deadline(this.#slots.giveBack(refundArgs, back, backKeys, late.d.now, t)).then(
+    const back = beyondCost(ops, keys, late.grants);
+    if (back.ops.length === 0) return;
+    this.#deny?.written(back.keys);
+    this.#deadline(this.#slots.giveBack(refundArgs, back.ops, back.keys, late.d.now, t)).then(
       () => this.#breaker.success(),
       (err: unknown) => this.#failed(err, 'refund', 'none'),
     );
@@ -319,17 +311,12 @@ export class RedisStore extends EventEmitter implements Store {
     }
     const batches = this.#batches;
     if (batches !== undefined && (operation === 'settle' || lease)) {
-      // In the batch of this tick, in the same script run as the decisions asked with it. A
-      // lease's give-back is a settle below zero (which refunds as a refund does), so the
-      // give-backs of a tick are one call however many leases end in it.
-      if (operation === 'settle') {
-        await new Promise<StoreDecision>((resolve) => batches.enqueue({ cmd: 's', ops, now: t, at, keys, resolve, done: false }));
-      } else {
-        const back = ops.map((op) => ({ ...op, cost: -op.cost }));
-        await new Promise<StoreDecision>((resolve) =>
-          batches.enqueue({ cmd: 's', ops: back, now: t, at, keys, resolve, done: false, leased: true }),
-        );
-      }
+      // In the batch of this tick, in the same script run as the decisions asked with it; a
+      // lease's give-back as a settle below zero (which refunds as a refund does).
+      const sent = lease ? ops.map((op) => ({ ...op, cost: -op.cost })) : ops;
+      await new Promise<StoreDecision>((resolve) =>
+        batches.enqueue({ cmd: 's', ops: sent, now: t, at, keys, resolve, done: false, leased: lease }),
+      );
       return;
     }
     try {

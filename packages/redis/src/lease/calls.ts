@@ -110,3 +110,21 @@ export class LeaseCalls {
     );
   }
 }
+
+/** What a lease call granted beyond each op's cost (a late answer gives it back), with the ops' keys. */
+export function beyondCost(
+  ops: readonly StoreOp[],
+  keys: readonly string[],
+  grants: readonly number[],
+): { ops: StoreOp[]; keys: string[] } {
+  const back: StoreOp[] = [];
+  const backKeys: string[] = [];
+  for (let i = 0; i < ops.length; i++) {
+    const op = ops[i] as StoreOp;
+    const extra = (grants[i] as number) - op.cost;
+    if (extra <= 0) continue;
+    back.push({ ...op, cost: extra });
+    backKeys.push(keys[i] as string);
+  }
+  return { ops: back, keys: backKeys };
+}
