@@ -2,10 +2,10 @@
 // the page: each names the field it is about and says what to write there, in the words
 // of the form (never the CLI's flags).
 import { generateArrivals, parsePattern, toRules } from '@tollgate/cli';
-import { parseRate } from '@tollgate/core';
+import { ALGORITHM_NAMES, parseRate, registry, takesOption } from '@tollgate/core';
 
-/** The algorithm names a rule takes (`algorithm:`), and the two modes of the leaky bucket. */
-export const ALGORITHMS = ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket', 'sliding-buckets'];
+/** The algorithm names a rule takes (`algorithm:`, core's registry), and the two modes of the leaky bucket. */
+export const ALGORITHMS = [...ALGORITHM_NAMES];
 export const MODES = ['meter', 'queue'];
 
 /** A browser keeps a run short: at most this many requests within this many ms. */
@@ -63,8 +63,9 @@ export function ruleOf(body) {
   if (!ALGORITHMS.includes(algorithm)) {
     throw new FormError('algorithm', `Algorithm: pick one of ${ALGORITHMS.join(', ')} (got ${quote(algorithm)}).`);
   }
-  const leaky = algorithm === 'leaky-bucket';
-  const mode = leaky ? text(body?.mode) || 'meter' : undefined;
+  const def = registry[algorithm];
+  const moded = def.options.includes('mode');
+  const mode = moded ? text(body?.mode) || 'meter' : undefined;
   if (mode !== undefined && !MODES.includes(mode)) {
     throw new FormError('mode', `Mode: a leaky bucket is a meter (refuses at once) or a queue (holds requests); got ${quote(mode)}.`);
   }
@@ -74,15 +75,16 @@ export function ruleOf(body) {
   } catch {
     throw new FormError('rate', `Limit: write a count per duration, such as 10/s, 600/min or 5/2s (got ${quote(rate)}).`);
   }
-  const rule = { name: leaky ? `leaky-bucket-${mode}` : algorithm, algorithm };
+  const rule = { name: moded ? `${algorithm}-${mode}` : algorithm, algorithm };
   if (mode !== undefined) rule.mode = mode;
   rule.rate = rate;
-  const metered = algorithm === 'token-bucket' || mode === 'meter';
-  const burst = metered ? places(body?.burst, 'burst', 'Burst') : undefined;
+  // The options this algorithm takes in this mode (the registry's), each from its field.
+  const takes = (option) => takesOption(def, option, mode ?? 'meter');
+  const burst = takes('burst') ? places(body?.burst, 'burst', 'Burst') : undefined;
   if (burst !== undefined) rule.burst = burst;
-  const queue = mode === 'queue' ? places(body?.queue, 'queue', 'Queue') : undefined;
+  const queue = takes('queue') ? places(body?.queue, 'queue', 'Queue') : undefined;
   if (queue !== undefined) rule.queue = queue;
-  const buckets = algorithm === 'sliding-buckets' ? blocks(body?.buckets) : undefined;
+  const buckets = takes('buckets') ? blocks(body?.buckets) : undefined;
   if (buckets !== undefined) rule.buckets = buckets;
   let rules;
   try {

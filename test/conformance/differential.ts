@@ -96,7 +96,7 @@ class Gen {
   }
 }
 
-function makeRule(g: Gen, name: string, algo: (typeof ALGORITHMS)[number]): RuleConfig {
+function makeRule(g: Gen, name: string, algo: (typeof ALGORITHMS)[number], lowerBurst: boolean): RuleConfig {
   const limit = g.int(1, 8);
   const burst = g.int(1, 10);
   const rule: RuleConfig = {
@@ -118,19 +118,18 @@ function makeRule(g: Gen, name: string, algo: (typeof ALGORITHMS)[number]): Rule
   if (g.chance(0.25) && algo.extra?.mode !== 'queue') rule.countRejected = true;
   if (g.chance(0.08)) rule.dryRun = true;
   // A limit that is a value of the request, where the rule allows one (a leaky bucket's
-  // burst and queue must follow it). Not on a token bucket: a request whose burst is lower
-  // reads its state as expired, which RedisStore then deletes and MemoryStore keeps for
-  // the next request of a higher burst (docs/decisions.md, "The differential test").
+  // burst and queue must follow it), and for a token bucket where its burst may fall.
   const ownTolerance = algo.algorithm === 'leaky-bucket' && (rule.burst !== undefined || rule.queue !== undefined);
-  if (g.chance(0.12) && !ownTolerance && algo.algorithm !== 'token-bucket' && typeof rule.cost !== 'number') {
+  const fixedBurst = !lowerBurst && algo.algorithm === 'token-bucket';
+  if (g.chance(0.12) && !ownTolerance && !fixedBurst && typeof rule.cost !== 'number') {
     rule.plan = limit;
     rule.limit = (req: Req) => req.L ?? limit;
   }
   return rule;
 }
 
-function stackOf(g: Gen, prefix: string, size: number): RuleConfig[] {
-  const rules = Array.from({ length: size }, (_, i) => makeRule(g, `${prefix}${i}`, g.pick(ALGORITHMS)));
+function stackOf(g: Gen, prefix: string, size: number, lowerBurst: boolean): RuleConfig[] {
+  const rules = Array.from({ length: size }, (_, i) => makeRule(g, `${prefix}${i}`, g.pick(ALGORITHMS), lowerBurst));
   // Sometimes a second rule counting in the first one's group (same algorithm and numbers).
   const first = rules[0];
   if (first !== undefined && size < 4 && g.chance(0.12)) {
@@ -146,16 +145,23 @@ export interface ProgramOptions {
   length?: number;
   /** Whether the clock may step back. @default true */
   backward?: boolean;
+  /**
+   * Whether a token bucket's burst may fall (by `update`, or per request with its limit).
+   * Not on a Cluster: a refused stack refunds the slots that admitted it, and a bucket
+   * reserved under a lower burst was clamped to it, which the refund cannot undo (docs/decisions.md).
+   * @default true
+   */
+  lowerBurst?: boolean;
 }
 
 /** The program of `seed`: a stack (and sometimes tiers), then `length` steps. */
-export function makeProgram(seed: number, { length = 40, backward = true }: ProgramOptions = {}): Program {
+export function makeProgram(seed: number, { length = 40, backward = true, lowerBurst = true }: ProgramOptions = {}): Program {
   const g = new Gen(seed);
   // Whole hours, then a random offset: windows start anywhere in a program.
   const start = Date.UTC(2026, 0, 1, g.int(0, 23)) + g.pick([0, 0, g.int(0, 999), g.int(0, 60_000)]);
   const tiered = g.chance(0.25);
-  const rules = stackOf(g, 'r', g.int(tiered ? 0 : 1, tiered ? 2 : 4));
-  const tiers = tiered ? { free: stackOf(g, 'f', g.int(1, 2)), pro: stackOf(g, 'p', g.int(1, 2)) } : undefined;
+  const rules = stackOf(g, 'r', g.int(tiered ? 0 : 1, tiered ? 2 : 4), lowerBurst);
+  const tiers = tiered ? { free: stackOf(g, 'f', g.int(1, 2), lowerBurst), pro: stackOf(g, 'p', g.int(1, 2), lowerBurst) } : undefined;
   const all = [...rules, ...(tiers ? [...tiers.free, ...tiers.pro] : [])];
   const req = (): Req => {
     const r: Req = { k: g.pick(KEYS) };
@@ -173,11 +179,12 @@ export function makeProgram(seed: number, { length = 40, backward = true }: Prog
   // The values of an operation on a rule whose limit is a value of the request.
   const values = (rule: RuleConfig) => (rule.plan !== undefined && g.chance(0.7) ? { limit: g.int(1, 10) } : {});
   const keyOf = (rule: RuleConfig) => (rule.keyBy === 'all' ? 'all' : rule.keyBy === 'u' ? g.pick(['x', 'y']) : g.pick(KEYS));
-  // Each token bucket's largest burst so far (its limit or burst, whichever it follows).
+  // Each token bucket's largest burst so far (its limit or burst, whichever it follows): kept
+  // as a floor when its burst may not fall.
   const tbNow = new Map(
     all
       .filter((r) => r.algorithm === 'token-bucket')
-      .map((r) => [r.name, Math.max(r.limit as number, (r.burst as number | undefined) ?? 0)]),
+      .map((r) => [r.name, lowerBurst ? 0 : Math.max(r.limit as number, (r.burst as number | undefined) ?? 0)]),
   );
   // A burst of one key, or ordinary traffic: each program leans one way.
   const flooding = g.chance(0.3);
@@ -208,20 +215,18 @@ export function makeProgram(seed: number, { length = 40, backward = true }: Prog
     else if (x < 80) {
       const changes: { limit?: number; burst?: number; cost?: number; blockFor?: number } = {};
       const c = g.int(0, 3);
-      // A token bucket's burst only ever rises here, and not in a group: a lower burst reads
-      // a fuller bucket as expired, which RedisStore deletes and MemoryStore keeps
-      // (docs/decisions.md, "The differential test").
       const tb = rule.algorithm === 'token-bucket';
-      const was = tbNow.get(rule.name) ?? 0;
-      if (c === 0 && !(tb && rule.group !== undefined)) changes.limit = tb ? Math.max(was, g.int(1, 10)) : g.int(1, 10);
-      else if (c === 1 && !(tb && rule.group !== undefined) && (tb || rule.algorithm === 'leaky-bucket'))
-        changes.burst = tb ? Math.max(was, g.int(1, 10)) : g.int(1, 10);
+      const floor = tbNow.get(rule.name) ?? 0;
+      if (c === 0) changes.limit = Math.max(floor, g.int(1, 10));
+      else if (c === 1 && (tb || rule.algorithm === 'leaky-bucket')) changes.burst = Math.max(floor, g.int(1, 10));
       else if (c === 2) changes.cost = g.int(1, 3);
       else changes.blockFor = g.pick([300, 4000]);
-      if (tb) tbNow.set(rule.name, Math.max(was, changes.limit ?? 0, changes.burst ?? 0));
       // A group's rules count alike (docs/decisions.md): an update changes them all.
-      for (const m of all)
-        if (m === rule || (rule.group !== undefined && m.group === rule.group)) steps.push({ op: 'update', rule: m.name, changes });
+      for (const m of all) {
+        if (m !== rule && (rule.group === undefined || m.group !== rule.group)) continue;
+        steps.push({ op: 'update', rule: m.name, changes });
+        if (tb && !lowerBurst) tbNow.set(m.name, Math.max(floor, changes.limit ?? 0, changes.burst ?? 0));
+      }
     } else {
       // Small steps mostly; sometimes back in time, or hours and days ahead.
       const y = g.int(0, 99);

@@ -409,6 +409,38 @@ export function storeContract(
         expect((await burst(l, 3, { n: 1 })).map((d) => d.allowed)).toEqual([true, true, false]);
       });
 
+      // A lower burst caps what can be taken; it does not reset the bucket. A read under it
+      // (peek, get) writes nothing, so the tokens stored stay what the next decision sees.
+      describe('bug: a burst lowered then raised again: a read under the lower burst dropped the fuller bucket on Redis (a fresh, full one next)', () => {
+        const lowered: readonly [string, (l: Limiter<ContractReq>) => Promise<unknown>][] = [
+          ['peek', (l) => l.peek({})],
+          ['get', (l) => l.get('r', 'a')],
+          ['a refused request', (l) => l.consume({}, { cost: 2 })],
+        ];
+        for (const [label, read] of lowered) {
+          it(`update, then ${label}`, async () => {
+            // 1 token per 30 s; 8 of 10 taken: 2 left, full again 240 s later.
+            const l = one({ algorithm: 'token-bucket', limit: 2, window: '1m', burst: 10 });
+            await l.consume({}, { cost: 8 });
+            l.update('r', { burst: 1 });
+            clock.advance(1);
+            await read(l);
+            l.update('r', { burst: 10 });
+            clock.advance(1);
+            expect((await burst(l, 3)).map((d) => d.allowed)).toEqual([true, true, false]);
+          });
+        }
+
+        it('a burst per request', async () => {
+          const l = one({ algorithm: 'token-bucket', limit: 2, window: '1m', burst: (req) => (req.n === 1 ? 1 : 10) });
+          await l.consume({}, { cost: 8 });
+          clock.advance(1);
+          expect((await l.peek({ n: 1 })).rules[0]).toMatchObject({ allowed: true, remaining: 0 });
+          clock.advance(1);
+          expect((await burst(l, 3)).map((d) => d.allowed)).toEqual([true, true, false]);
+        });
+      });
+
       it("a burst lowered by update, then the clock behind the bucket: decided at the bucket's time", async () => {
         const l = one({ algorithm: 'token-bucket', limit: 6, window: '1m' });
         await l.consume({}, { cost: 2 });

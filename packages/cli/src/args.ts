@@ -5,6 +5,7 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { unknownOptionFix } from '@tollgate/core';
 import { CliError, cliError, show } from './errors.js';
+import { ALGORITHM_CHOICES } from './policy.js';
 
 const POLICY_OPTIONS = {
   config: { type: 'string', short: 'c', multiple: true },
@@ -84,6 +85,13 @@ const PATTERNS = `Arrival patterns (--pattern, repeatable; merged by time):
   Times: 0, 250 (ms), 250ms, 1.5s, 2m, 1minute.
   Or replay a CSV trace with --trace file.csv: lines of time,key,cost
   (time in ms or with a unit; key and cost optional; a header line is skipped).`;
+
+/** The algorithm choices (the registry's names and readings), wrapped under the -a flag's text. */
+const ALGORITHM_LIST = ALGORITHM_CHOICES.map((c) => (c === 'sliding-window' ? `${c} (default)` : c))
+  .join(', ')
+  .replace(/(.{1,56})(?:, |$)/g, (_, line: string, offset: number, all: string) =>
+    offset + line.length + 2 <= all.length ? `${line},\n                          ` : line,
+  );
 
 const POLICY_HELP = `  -r, --rate <R>          limit as a rate: 10/s, 600/min, 5/15m
       --limit <L> --window <W>   or as a limit and a window (W: 1s, 1m, or ms)
@@ -185,9 +193,7 @@ prints each request's fate (arrival, key, decision, delay, departure, rule), the
 totals, and the most admitted in any sliding interval.
 
 Policy:
-  -a, --algorithm <name>  fixed-window, sliding-log, sliding-window (default),
-                          token-bucket, leaky-meter, leaky-queue (leaky-bucket = meter),
-                          sliding-buckets
+  -a, --algorithm <name>  ${ALGORITHM_LIST}
 ${POLICY_HELP}
 
 Arrivals and output:

@@ -15,8 +15,13 @@ import {
   constant,
   createThrottle,
   MemoryStore,
+  type Reading,
+  type ReadingName,
   type Rule,
+  type RuleSpec,
+  registry,
   type ThrottleOptions,
+  takesOption,
   unknownOptionFix,
 } from '@tollgate/core';
 import type { Arrival } from './arrivals.js';
@@ -39,9 +44,27 @@ export interface Policy {
 /** A rule as written in a config file: core's rule with a `key` of `"client"` or `"global"`. */
 export type PlainRule = Omit<Rule<Arrival>, 'key' | 'cost' | 'countIf'> & { key?: 'client' | 'global'; cost?: number };
 
-/** Algorithm names the flags accept: core's (its registry's), plus the two readings of the leaky bucket. */
-export type AlgorithmChoice = AlgorithmName | 'leaky-meter' | 'leaky-queue';
-export const ALGORITHM_CHOICES: readonly AlgorithmChoice[] = [...ALGORITHM_NAMES, 'leaky-meter', 'leaky-queue'];
+/** Algorithm names the flags accept: core's (its registry's), then their named readings (leaky-meter, leaky-queue). */
+export type AlgorithmChoice = AlgorithmName | ReadingName;
+
+/** Each reading the registry names, with its algorithm and the options it sets. */
+const READINGS = new Map<string, { algorithm: AlgorithmName; reading: Reading }>(
+  ALGORITHM_NAMES.flatMap((algorithm) =>
+    Object.entries(registry[algorithm].readings).map(([name, reading]) => [name, { algorithm, reading: reading as Reading }] as const),
+  ),
+);
+
+export const ALGORITHM_CHOICES: readonly AlgorithmChoice[] = [...ALGORITHM_NAMES, ...(READINGS.keys() as Iterable<ReadingName>)];
+
+/** What each reading is, for messages: `leaky-queue is leaky-bucket with mode queue`. */
+const READINGS_TEXT = [...READINGS]
+  .map(
+    ([name, { algorithm, reading }]) =>
+      `${name} is ${algorithm} with ${Object.entries(reading)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')}`,
+  )
+  .join('; ');
 
 const arrivalKey = (a: Arrival): string => a.key;
 
@@ -176,18 +199,13 @@ export function policyFromFlags(choice: string, flags: RuleFlags, lenient = fals
       path: '--algorithm',
       expected: `one of ${ALGORITHM_CHOICES.join(', ')}`,
       received: show(choice),
-      fix: unknownOptionFix(
-        choice,
-        ALGORITHM_CHOICES,
-        'Pick an algorithm; leaky-queue is the leaky bucket as a queue (shaper), leaky-meter as a meter.',
-      ),
+      fix: unknownOptionFix(choice, ALGORITHM_CHOICES, `Pick an algorithm; ${READINGS_TEXT}.`),
     });
   }
-  const algorithm: AlgorithmName = choice.startsWith('leaky') ? 'leaky-bucket' : (choice as AlgorithmName);
-  const mode = choice === 'leaky-queue' ? 'queue' : undefined;
-  const isMeter = algorithm === 'token-bucket' || (algorithm === 'leaky-bucket' && mode === undefined);
-  const rule: Record<string, unknown> = { name: choice, algorithm };
-  if (mode) rule.mode = mode;
+  const { algorithm, reading } = READINGS.get(choice) ?? { algorithm: choice as AlgorithmName, reading: {} };
+  const def = registry[algorithm];
+  const mode = reading.mode ?? 'meter';
+  const rule: Record<string, unknown> = { name: choice, algorithm, ...reading };
   if (flags.rate !== undefined) rule.rate = flags.rate;
   if (flags.limit !== undefined) rule.limit = whole(flags.limit, '--limit');
   if (flags.window !== undefined) rule.window = /^\d+$/.test(flags.window) ? Number(flags.window) : flags.window;
@@ -199,11 +217,24 @@ export function policyFromFlags(choice: string, flags: RuleFlags, lenient = fals
       fix: 'Say how many requests per how long, or pass --config with rules.',
     });
   }
-  if (flags.burst !== undefined && (isMeter || !lenient)) rule.burst = whole(flags.burst, '--burst');
-  if (flags.queue !== undefined && (mode === 'queue' || !lenient)) rule.queue = whole(flags.queue, '--queue');
-  if (flags.align !== undefined && (algorithm === 'fixed-window' || !lenient)) rule.align = flags.align;
-  if (flags.buckets !== undefined && (algorithm === 'sliding-buckets' || !lenient)) rule.buckets = whole(flags.buckets, '--buckets');
+  // Lenient: an option this algorithm (in this reading) does not take is left out.
+  const keep = (option: 'burst' | 'queue' | 'align' | 'buckets'): boolean => !lenient || takesOption(def, option, mode);
+  if (flags.burst !== undefined && keep('burst')) rule.burst = whole(flags.burst, '--burst');
+  if (flags.queue !== undefined && keep('queue')) rule.queue = whole(flags.queue, '--queue');
+  if (flags.align !== undefined && keep('align')) rule.align = flags.align;
+  if (flags.buckets !== undefined && keep('buckets')) rule.buckets = whole(flags.buckets, '--buckets');
   return { name: choice, rules: toRules([rule], 'flags') };
+}
+
+/** The options a rule's algorithm takes, as people read them (an alignment only when not the default). */
+function optionsText(s: RuleSpec): string[] {
+  const def = registry[s.algorithm];
+  const out: string[] = [];
+  if (takesOption(def, 'burst', s.mode)) out.push(`burst ${s.burst}`);
+  if (takesOption(def, 'queue', s.mode)) out.push(`queue ${s.queue}`);
+  if (takesOption(def, 'align', s.mode) && s.align !== 'clock') out.push(`align ${s.align}`);
+  if (takesOption(def, 'buckets', s.mode)) out.push(`${s.buckets} buckets`);
+  return out;
 }
 
 /** One line per rule for people: `token-bucket 10 per 1 s, burst 5`. */
@@ -219,12 +250,9 @@ export function describePolicy(policy: Policy): string {
   if (policy.rules.length === 0) return throttle.join('');
   const rules = compileRules(policy.rules, 'sim').map(({ spec: s, source }) => {
     const per = s.windowMs % 1000 === 0 ? `${s.windowMs / 1000} s` : `${s.windowMs} ms`;
-    const algorithm = s.algorithm === 'leaky-bucket' ? `leaky-bucket ${s.mode}` : s.algorithm;
-    const extra: string[] = [];
-    if (s.algorithm === 'token-bucket' || (s.algorithm === 'leaky-bucket' && s.mode === 'meter')) extra.push(`burst ${s.burst}`);
-    if (s.algorithm === 'leaky-bucket' && s.mode === 'queue') extra.push(`queue ${s.queue}`);
-    if (s.algorithm === 'fixed-window' && s.align !== 'clock') extra.push(`align ${s.align}`);
-    if (s.algorithm === 'sliding-buckets') extra.push(`${s.buckets} buckets`);
+    const def = registry[s.algorithm];
+    const algorithm = def.options.includes('mode') ? `${s.algorithm} ${s.mode}` : s.algorithm;
+    const extra = optionsText(s);
     if (s.blockForMs > 0) extra.push(`block ${s.blockForMs} ms`);
     const global = source.key !== arrivalKey ? ', global' : '';
     return `${s.name}: ${algorithm} ${s.limit} per ${per}${extra.length ? `, ${extra.join(', ')}` : ''}${global}`;

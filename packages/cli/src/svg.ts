@@ -9,7 +9,7 @@
  * colour-blind readers. Every request carries a tooltip and a `data-decision`
  * attribute (the playground's browser test counts them).
  */
-import { type CompiledRule, compileRules } from '@tollgate/core';
+import { type CompiledRule, compileRules, registry } from '@tollgate/core';
 import { describePolicy, type Policy } from './policy.js';
 import type { SimulationResult } from './simulate.js';
 import type { Busiest, RequestRecord } from './stats.js';
@@ -193,6 +193,6 @@ export function panelOf(policy: Policy, result: SimulationResult): Panel {
     records: result.records,
     busiest: s.busiest,
     intervalMs: s.intervalMs,
-    windowMs: first?.algorithm === 'fixed-window' && first.align === 'clock' && first.calendar === undefined ? first.windowMs : undefined,
+    windowMs: first === undefined ? undefined : registry[first.algorithm].boundaries(first),
   };
 }

@@ -5,8 +5,8 @@
  * @module @tollgate/core
  */
 
-export type { Algorithm, Check, State } from './algorithms/index.js';
-export { ALGORITHM_CODES, ALGORITHM_NAMES, algorithms } from './algorithms/index.js';
+export type { Algorithm, AlgorithmDef, AlgorithmOption, Check, Kernel, Reading, ReadingName, State } from './algorithms/index.js';
+export { ALGORITHM_CODES, ALGORITHM_NAMES, algorithms, registry, takersOf, takesOption, Verdict } from './algorithms/index.js';
 export { type Clock, checkTime, ManualClock, systemClock } from './clock.js';
 export {
   type ByteGrant,

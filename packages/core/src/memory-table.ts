@@ -255,13 +255,15 @@ export class SlabTable implements Table {
   }
 
   /**
-   * Whether a token bucket past the expiry it was written with still matters under `r`: a
-   * burst (or rate) raised since (`update`, a value of the request) makes it full later, and
-   * its state is kept until then. Re-stamps the row's expiry when so.
+   * Whether a state past the expiry it was written with still matters under `r`, for an
+   * algorithm whose expiry follows the rule (`expiryMoves`: a token bucket whose burst or rate
+   * was raised since, by `update` or a value of the request, is full later): it is kept until
+   * then. Re-stamps the row's expiry when so.
    */
   #fullLater(page: Float64Array, o: number, now: number, r: RuleSpec | undefined): boolean {
-    if (r === undefined || this.algorithm !== 'token-bucket' || Number.isNaN(page[o + 1])) return false;
-    const x = registry[this.algorithm].expiresAt([page[o + 1] as number, page[o + 2] as number], r);
+    const def = registry[this.algorithm];
+    if (r === undefined || !def.expiryMoves || Number.isNaN(page[o + 1])) return false;
+    const x = def.expiresAt(Array.from(page.subarray(o + 1, o + 1 + this.#w)), r);
     if (x <= now) return false;
     page[o] = x;
     return true;

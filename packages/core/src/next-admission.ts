@@ -6,9 +6,11 @@
  * rule's last unit does not: its `resetMs` is the time until the whole quota is back,
  * which for a bucket or a sliding window can be far longer than the wait for one unit.
  * `nextAdmission` asks the store once, without consuming (`peek` with cost 1), for the
- * rules that need it. Fixed windows never need it: their reset is the next admission.
+ * rules that need it. Algorithms whose reset is the next admission (a fixed window's end;
+ * `resetIsNextAdmission` in the registry) never need it.
  * It happens at most once per rule and key as it runs dry, so the extra store call is rare.
  */
+import { registry } from './algorithms/index.js';
 import type { Limiter } from './limiter.js';
 import type { Decision } from './types.js';
 
@@ -19,11 +21,11 @@ export interface NextAdmission<R> {
   get(req: R, decision: Decision): Promise<(number | undefined)[]>;
 }
 
-/** Prepares the check for one limiter (its fixed-window rules are known exact). */
+/** Prepares the check for one limiter (the rules whose reset is their next admission are known exact). */
 export function nextAdmission<R>(limiter: Limiter<R>): NextAdmission<R> {
   // Every rule a decision may hold: the base rules and every tier's (the algorithm never changes).
   const all = [...limiter.rules, ...Object.values(limiter.tiers ?? {}).flat()];
-  const exact = new Set(all.filter((c) => c.spec.algorithm === 'fixed-window').map((c) => c.spec.name));
+  const exact = new Set(all.filter((c) => registry[c.spec.algorithm].resetIsNextAdmission).map((c) => c.spec.name));
   const wanted = (d: Decision, i: number): boolean => {
     const r = d.rules[i];
     return r?.allowed === true && r.remaining <= 0 && !exact.has(r.name);

@@ -2,7 +2,7 @@
  * `compileRule`: one rule validated, with a coded error for every problem, and turned into
  * its compiled form; the options only some algorithms take are checked against the registry.
  */
-import { ALGORITHM_NAMES, type AlgorithmDef, registry } from './algorithms/index.js';
+import { ALGORITHM_NAMES, type AlgorithmDef, registry, takersOf, takesOption } from './algorithms/index.js';
 import { MAX_BUCKETS } from './algorithms/sliding-buckets.js';
 import { parseDuration, parseRate } from './duration.js';
 import { configError, describe } from './errors.js';
@@ -206,14 +206,12 @@ interface Shape<R> {
 /** The options only some algorithms take (align, mode, burst, queue, countRejected), checked against the registry. */
 function shapeOf<R>(rule: Rule<R>, def: AlgorithmDef, a: Amount<R>, path: string): Shape<R> {
   const takes = (o: AlgorithmDef['options'][number]): boolean => def.options.includes(o);
-  if (rule.align !== undefined) only(takes('align') && a.calendar === undefined, `${path}.align`, 'align', 'a fixed-window rule');
+  if (rule.align !== undefined) only(takes('align') && a.calendar === undefined, `${path}.align`, 'align', takersOf('align'));
   const align = oneOf(rule.align, ['clock', 'first-request'], `${path}.align`, 'alignments') ?? 'clock';
-  if (rule.mode !== undefined) only(takes('mode'), `${path}.mode`, 'mode', 'a leaky-bucket rule');
+  if (rule.mode !== undefined) only(takes('mode'), `${path}.mode`, 'mode', takersOf('mode'));
   const mode = oneOf(rule.mode, ['meter', 'queue'], `${path}.mode`, 'modes') ?? 'meter';
-  if (rule.queue !== undefined) only(takes('queue') && mode === 'queue', `${path}.queue`, 'queue', "a leaky-bucket rule with mode 'queue'");
-  if (rule.burst !== undefined) {
-    only(takes('burst') && mode === 'meter', `${path}.burst`, 'burst', 'a token-bucket or leaky-bucket meter rule');
-  }
+  if (rule.queue !== undefined) only(takesOption(def, 'queue', mode), `${path}.queue`, 'queue', takersOf('queue'));
+  if (rule.burst !== undefined) only(takesOption(def, 'burst', mode), `${path}.burst`, 'burst', takersOf('burst'));
   const burstFn = typeof rule.burst === 'function' ? rule.burst : undefined;
   if (def.timeState && a.limitFn !== undefined && (rule.burst !== undefined || rule.queue !== undefined)) {
     // A leaky bucket stores a time: the backlog in ms. Re-read at another rate with a
@@ -323,7 +321,7 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
   const { align, mode, burst, burstFn, queue, countRejected } = shapeOf(rule, def, amount, path);
   const dryRun = bool(rule.dryRun, `${path}.dryRun`);
   const blockForMs = rule.blockFor === undefined ? 0 : parseDuration(rule.blockFor, `${path}.blockFor`);
-  if (rule.buckets !== undefined) only(def.options.includes('buckets'), `${path}.buckets`, 'buckets', 'a sliding-buckets rule');
+  if (rule.buckets !== undefined) only(def.options.includes('buckets'), `${path}.buckets`, 'buckets', takersOf('buckets'));
   const buckets = def.options.includes('buckets') ? bucketsOf(rule.buckets ?? 10, windowMs, `${path}.buckets`) : 1;
   const dynamic = limitFn !== undefined || burstFn !== undefined;
   if (!dynamic && def.scaled && 2 * Math.max(limit, burst) * windowMs > Number.MAX_SAFE_INTEGER) {
@@ -335,7 +333,7 @@ export function compileRule<R>(rule: Rule<R>, prefix: string, path = 'rule'): Co
       fix: 'Lower the limit or shorten the window (e.g. 1000/s instead of 86400000/d), or use a fixed-window quota.',
     });
   }
-  const maxCost = def.bucket ? (mode === 'queue' ? queue : burst) : limit;
+  const maxCost = def.maxCost({ limit, burst, queue, mode });
   const { cost, costFn } = costOfRule(rule, maxCost, dynamic, path);
   const countIf = countIfOf(rule, path);
   const spec: RuleSpec = {

@@ -160,7 +160,7 @@ export function specFor<R>(rule: CompiledRule<R>, limit: unknown, burst: unknown
     );
   }
   const Q = d.queueFollows ? L : base.queue;
-  const spec: RuleSpec = { ...base, limit: L, burst: B, queue: Q, maxCost: def.bucket ? (base.mode === 'queue' ? Q : B) : L };
+  const spec: RuleSpec = { ...base, limit: L, burst: B, queue: Q, maxCost: def.maxCost({ limit: L, burst: B, queue: Q, mode: base.mode }) };
   if (d.size >= DERIVED_MAX) {
     d.cache.clear();
     d.size = 0;

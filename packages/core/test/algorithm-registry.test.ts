@@ -4,7 +4,7 @@
  * derived table (codes, names, option checks) taken from it.
  */
 import { describe, expect, it } from 'vitest';
-import { registry, type State, Verdict } from '../src/algorithms/index.js';
+import { registry, type State, takersOf, Verdict } from '../src/algorithms/index.js';
 import { ALGORITHM_CODES, ALGORITHM_NAMES, algorithms, compileRule, type Rule } from '../src/index.js';
 
 /** A rule of each algorithm, with the options only it takes. */
@@ -49,6 +49,27 @@ describe('the algorithm registry', () => {
         s = c.next ?? s;
       }
     }
+  });
+
+  it("derives a rule's largest cost from its entry, in every reading", () => {
+    for (const a of ALGORITHM_NAMES) {
+      const readings = [{}, ...Object.values(registry[a].readings)];
+      for (const reading of readings) {
+        const spec = compileRule({ ...ruleOf(a), countRejected: false, ...reading, limit: 5 }, 'tg').spec;
+        expect(spec.maxCost, `${a} ${JSON.stringify(reading)}`).toBe(registry[a].maxCost(spec));
+      }
+    }
+    // A bucket's largest cost is its burst (a leaky queue's: its places), not its limit.
+    expect(compileRule({ name: 'r', algorithm: 'token-bucket', limit: 5, window: '1s', burst: 9 }, 'tg').spec.maxCost).toBe(9);
+    expect(compileRule({ name: 'r', algorithm: 'leaky-bucket', mode: 'queue', limit: 5, window: '1s', queue: 7 }, 'tg').spec.maxCost).toBe(
+      7,
+    );
+  });
+
+  it("names who takes an option from the entries' options (in the error of a rule that does not)", () => {
+    expect(takersOf('burst')).toBe('a token-bucket or leaky-bucket meter rule');
+    expect(takersOf('buckets')).toBe('a sliding-buckets rule');
+    expect(() => compileRule({ ...ruleOf('sliding-log'), burst: 3 }, 'tg')).toThrow(takersOf('burst'));
   });
 
   it('checks the options only some algorithms take against the registry', () => {

@@ -26,18 +26,19 @@ local function ko_expires(s, b, r)
   return max(x, b)
 end
 
--- The entry under key: state (nil: none) and block deadline; b nil when there is none.
+-- The entry under key: state (nil: none), block deadline and the expiry it was written
+-- for; b nil when there is none.
 local function ko_read(key, r)
   local v = call('MGET', key)[1]
-  if not v then return nil, nil end
+  if not v then return nil, nil, nil end
   local m = #v / 8
   local w = r.m
-  if not (m == w or m == 2 or m == 1 or (w == 0 and m > 2 and m % 2 == 0)) then return nil, nil end
-  local s, b = decode(v)
+  if not (m == w or m == 2 or m == 1 or (w == 0 and m > 2 and m % 2 == 0)) then return nil, nil, nil end
+  local s, b, x = decode(v)
   local y = b * b
   if s ~= nil then for i = 1, #s do y = y + s[i] * s[i] end end
-  if not (y <= SANE2) or negative_count(r.algo, s) then return nil, nil end
-  return s, b
+  if not (y <= SANE2) or negative_count(r.algo, s) then return nil, nil, nil end
+  return s, b, x
 end
 
 -- Up to units of what is left now, never beyond empty (penalized in key-ops.ts).
@@ -64,11 +65,9 @@ end
 local function ko_write(key, s, b, r, now, redisTime, minTtl)
   local x = ko_expires(s, b, r)
   if x <= now then call('DEL', key); return end
-  local xk = x
-  if not redisTime then xk = NO_EXPIRY end
   local ms = ceil(x - now)
   if not redisTime and ms < minTtl then ms = minTtl end
-  call('SET', key, encode(s, b, xk), 'PX', ms)
+  call('SET', key, encode(s, b, x), 'PX', ms)
 end
 
 local function keyop(KEYS, ARGV)
@@ -85,11 +84,12 @@ local function keyop(KEYS, ARGV)
   end
   local minTtl = tonumber(ARGV[4]) or 0
   local key = KEYS[1]
-  local s, b = ko_read(key, r)
+  local s, b, x0 = ko_read(key, r)
   local present = b ~= nil
-  if present and ko_expires(s, b, r) <= now then
-    -- Past its expiry: absent, and on supplied time deleted (as MemoryStore drops it), so
-    -- that a clock stepping back later does not bring it back.
+  if present and ko_expires(s, b, r) <= now and not (x0 > now) then
+    -- Past its expiry, under r and as written (a token bucket under a burst lowered since:
+    -- see read in stack.lua): absent, and on supplied time deleted (as MemoryStore drops
+    -- it), so that a clock stepping back later does not bring it back.
     if not redisTime then call('DEL', key) end
     s, b, present = nil, nil, false
   end

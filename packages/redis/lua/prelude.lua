@@ -18,8 +18,8 @@ local function fmt(x) return format('%.17g', x) end
 -- dozen arithmetic operations in Redis' interpreter, so the hot path makes few.
 
 -- An entry is stored as packed little-endian doubles (Redis' struct library): the block
--- deadline, the expiry the key's TTL was last set for (on Redis time; -inf when written
--- on supplied time), then the algorithm's state. Exact, compact, and no number
+-- deadline, the expiry it was written for (under the rule that wrote it; on Redis time also
+-- what the key's TTL was set for; -inf in builds before), then the algorithm's state. Exact, compact, and no number
 -- formatting. No state fields means no state (an empty sliding log decides like none).
 local pack, unpack_bin, rep = struct.pack, struct.unpack, string.rep
 local NO_EXPIRY = -1 / 0

@@ -29,7 +29,7 @@ local VALS = nil
 local function read(key, r, now, drop, idx)
   local s, b, x0
   local e = CACHE[key]
-  if e ~= nil then s, b = e.s, e.b
+  if e ~= nil then s, b, x0 = e.s, e.b, e.x
   else
     local v = VALS[idx]
     -- decode (prelude.lua), inlined. Only a value of m fields that an entry of this rule can
@@ -78,13 +78,16 @@ local function read(key, r, now, drop, idx)
       if not (y <= SANE2) or (r.counts and negative_count(r.algo, s)) then b, s, x0 = nil, nil, nil end
     end
     if HOT[key] then
-      e = { s = s, b = b }
+      e = { s = s, b = b, x = x0 }
       CACHE[key] = e
     end
   end
   if b == nil then return nil, nil end
   if drop then
-    if expires_at(s, b, r) <= now then
+    -- Past its expiry under r and past the one it was written for (x0): a token bucket read
+    -- under a burst lowered since is full now, yet its tokens decide again if the burst
+    -- rises before it refills (MemoryStore keeps its row until then too).
+    if expires_at(s, b, r) <= now and not (x0 and x0 > now) then
       if e ~= nil then e.s, e.b, e.dirty, e.gone = nil, nil, false, true else call('DEL', key) end
       return nil, nil
     end
@@ -141,6 +144,8 @@ local function write(key, s, b, r, now, x0, xs)
   if e ~= nil then
     -- A hot key: kept here; its TTL is worked out once, at flush.
     e.s, e.b, e.r, e.now, e.min, e.redis, e.dirty = s, b, r, now, MIN_TTL, REDIS_TIME, true
+    -- The expiry it is written for, as a later read in this call sees it (see read).
+    e.x = expires_at(s, b, r)
     return
   end
   local x = b
@@ -152,10 +157,9 @@ local function write(key, s, b, r, now, x0, xs)
     m = #s
   end
   if x <= now then call('DEL', key); return end
-  -- On supplied time the TTL is not on Redis' clock: no expiry is recorded for a later
-  -- KEEPTTL.
+  -- x is recorded on either clock (what read compares on supplied time); only a write on
+  -- Redis time compares it with x0 for KEEPTTL (read returns x0 on Redis time only).
   local xk = x
-  if not REDIS_TIME then xk = NO_EXPIRY end
   -- encode (prelude.lua), inlined for up to 30 fields.
   local v
   if m == 3 then v = pack('<ddddd', b, xk, s[1], s[2], s[3])
@@ -180,9 +184,7 @@ local function flush()
       local x = expires_at(s, b, e.r)
       if x <= now then call('DEL', key)
       else
-        local xk = x
-        if not e.redis then xk = NO_EXPIRY end
-        set_expiring(key, encode(s, b, xk), x, now, e.min, false)
+        set_expiring(key, encode(s, b, x), x, now, e.min, false)
       end
     elseif e.gone then call('DEL', key) end
   end

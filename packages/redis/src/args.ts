@@ -10,12 +10,12 @@
  * one string of packed doubles, read here from the Buffer ioredis returns.
  */
 import {
-  ALGORITHM_CODES,
   type KeyOp,
   OPERATION_ID_TTL_MS,
   type Outcome,
   type RejectReason,
   type RuleSpec,
+  registry,
   type StoreDecision,
   type StoreKeyState,
   type StoreOp,
@@ -68,16 +68,15 @@ let calls = 0;
 function wireOf(r: RuleSpec): RuleWire {
   let w = wires.get(r);
   if (w === undefined) {
+    const def = registry[r.algorithm];
     const flags =
-      ALGORITHM_CODES[r.algorithm] +
+      def.code +
       (r.align === 'first-request' ? 'f' : 'c') +
       (r.mode === 'queue' ? 'q' : 'm') +
       (r.calendar === 'month' ? 'm' : r.calendar === 'day' ? 'd' : '-') +
       (r.countRejected ? '1' : '0') +
       (r.dryRun ? '1' : '0');
-    // Q carries a sliding-buckets rule's blocks per window (it has no queue).
-    const Q = r.algorithm === 'sliding-buckets' ? r.buckets : r.queue;
-    const fields = [flags, num(r.limit), num(r.windowMs), num(r.burst), num(Q), num(r.blockForMs), num(r.maxCost)];
+    const fields = [flags, num(r.limit), num(r.windowMs), num(r.burst), num(def.wireQ(r)), num(r.blockForMs), num(r.maxCost)];
     w = { text: fields.join(' '), call: 0, n: 0, oneC: undefined, oneP: undefined, oneTtl: undefined, stack: undefined };
     wires.set(r, w);
   }

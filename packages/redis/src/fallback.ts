@@ -5,7 +5,7 @@
  * every request through; `'deny'` refuses it, marked `degraded: 'deny'` so the HTTP
  * layer answers 503 rather than 429.
  */
-import { type Clock, MemoryStore, type Outcome, type RuleSpec, type StoreDecision, type StoreOp } from '@tollgate/core';
+import { type Clock, MemoryStore, type Outcome, type RuleSpec, registry, type StoreDecision, type StoreOp } from '@tollgate/core';
 
 export type StoreErrorPolicy = 'allow' | 'deny' | 'local';
 
@@ -17,8 +17,7 @@ export function scaleRule(r: RuleSpec, instances: number): RuleSpec {
   const limit = share(r.limit, instances);
   const burst = share(r.burst, instances);
   const queue = share(r.queue, instances);
-  const isBucket = r.algorithm === 'token-bucket' || r.algorithm === 'leaky-bucket';
-  const maxCost = isBucket ? (r.mode === 'queue' ? queue : burst) : limit;
+  const maxCost = registry[r.algorithm].maxCost({ limit, burst, queue, mode: r.mode });
   return { ...r, limit, burst, queue, maxCost };
 }
 

@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { ALGORITHM_NAMES, registry } from '@tollgate/core';
 import { STORE_LIBRARY, STORE_LIBRARY_NAME, STORE_SCRIPT, STORE_SCRIPT_SHA } from '@tollgate/redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -40,6 +41,15 @@ describe('Lua sources', () => {
   it('generated.ts is what scripts/generate-lua.mjs makes of packages/redis/lua', () => {
     const fresh = execFileSync('node', [generator, '--print']).toString();
     expect(readFileSync(`${root}packages/redis/src/lua/generated.ts`, 'utf8')).toBe(fresh);
+  });
+
+  it("each algorithm of core's registry has its kernel file, defining ALG[code] under the registry's wire code, and a section guarded by that code", () => {
+    for (const a of ALGORITHM_NAMES) {
+      const code = registry[a].code;
+      const lua = readFileSync(`${root}packages/redis/lua/${a}.lua`, 'utf8');
+      expect(lua, a).toMatch(new RegExp(`^ALG\\['${code}'\\] = \\{`, 'm'));
+      expect(STORE_SCRIPT, a).toContain(`if NEED['${code}'] then\n-- Lua mirror of core/src/algorithms/${a}.ts`);
+    }
   });
 
   it('every .lua file, included ones too, is valid Lua 5.1 as it is', () => {

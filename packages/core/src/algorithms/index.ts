@@ -6,6 +6,6 @@ import type { Algorithm } from './types.js';
 /** The public face of each algorithm: its `check`, `refund` and `expiresAt`. */
 export const algorithms: Readonly<Record<AlgorithmName, Algorithm>> = registry;
 
-export { ALGORITHM_CODES, ALGORITHM_NAMES, registry } from './registry.js';
-export type { Algorithm, AlgorithmDef, Check, Kernel, State } from './types.js';
+export { ALGORITHM_CODES, ALGORITHM_NAMES, registry, takersOf, takesOption } from './registry.js';
+export type { Algorithm, AlgorithmDef, AlgorithmOption, Check, Kernel, Reading, ReadingName, State } from './types.js';
 export { CHARGE_MAX, LOG_CHARGE_MAX, Verdict } from './types.js';

@@ -3,16 +3,23 @@
  * (storage kinds, wire codes, slab widths, the option checks, the CLI's choices). A new
  * algorithm is its kernel (or check), its refund and expiry, and one entry here.
  */
-import type { AlgorithmName } from '../types.js';
+import type { AlgorithmName, RuleSpec } from '../types.js';
 import { fixedWindow, fixedWindowKernel } from './fixed-window.js';
 import { leakyBucket, leakyBucketKernel } from './leaky-bucket.js';
 import { rewardSlidingBuckets, slidingBuckets } from './sliding-buckets.js';
 import { rewardSlidingLog, slidingLog } from './sliding-log.js';
 import { rewardSlidingWindow, slidingWindow, slidingWindowKernel } from './sliding-window.js';
 import { tokenBucket, tokenBucketKernel } from './token-bucket.js';
-import { type Algorithm, type AlgorithmDef, CHARGE_MAX, chargeByCheck, LOG_CHARGE_MAX, type State } from './types.js';
+import { type Algorithm, type AlgorithmDef, type AlgorithmOption, CHARGE_MAX, chargeByCheck, LOG_CHARGE_MAX, type State } from './types.js';
 
 const always = (): boolean => true;
+const never = (): boolean => false;
+const none = (): undefined => undefined;
+const noPeriod = (): number => Number.POSITIVE_INFINITY;
+const byLimit = (r: Pick<RuleSpec, 'limit'>): number => r.limit;
+const byQueue = (r: Pick<RuleSpec, 'queue'>): number => r.queue;
+/** The end of the clock-aligned period of `p` ms containing `at`. */
+const periodOf = (at: number, p: number): number => at - (at % p) + p;
 
 /** A reward as a refund of `units` consumed right now (the counters that refund exactly). */
 function rewardByRefund(a: Algorithm): AlgorithmDef['reward'] {
@@ -26,11 +33,19 @@ export const registry: Readonly<Record<AlgorithmName, AlgorithmDef>> = {
     code: 'f',
     width: 2,
     kernel: fixedWindowKernel,
-    bucket: false,
+    maxCost: byLimit,
+    delays: never,
+    wireQ: byQueue,
+    resetIsNextAdmission: true,
+    // Once counted, a window's end is the admission's resetMs.
+    periodEnd: (_r, at, resetMs) => at + resetMs,
+    expiryMoves: false,
+    boundaries: (r) => (r.align === 'clock' && r.calendar === undefined ? r.windowMs : undefined),
     scaled: false,
     timeState: false,
     options: ['align', 'quota'],
     countsRefusals: always,
+    readings: {},
     charge: chargeByCheck(fixedWindow.check, 1, 1, CHARGE_MAX),
     reward: rewardByRefund(fixedWindow),
     spellings: { 'fixed-window-first-request': "algorithm: 'fixed-window', align: 'first-request'" },
@@ -41,11 +56,18 @@ export const registry: Readonly<Record<AlgorithmName, AlgorithmDef>> = {
     code: 's',
     width: 0,
     kernel: undefined,
-    bucket: false,
+    maxCost: byLimit,
+    delays: never,
+    wireQ: byQueue,
+    resetIsNextAdmission: false,
+    periodEnd: noPeriod,
+    expiryMoves: false,
+    boundaries: none,
     scaled: false,
     timeState: false,
     options: [],
     countsRefusals: always,
+    readings: {},
     charge: chargeByCheck(slidingLog.check, -1, 1, LOG_CHARGE_MAX),
     reward: rewardSlidingLog,
     spellings: { 'sliding-window-log': "algorithm: 'sliding-log'" },
@@ -56,11 +78,18 @@ export const registry: Readonly<Record<AlgorithmName, AlgorithmDef>> = {
     code: 'w',
     width: 3,
     kernel: slidingWindowKernel,
-    bucket: false,
+    maxCost: byLimit,
+    delays: never,
+    wireQ: byQueue,
+    resetIsNextAdmission: false,
+    periodEnd: (r, at) => periodOf(at, r.windowMs),
+    expiryMoves: false,
+    boundaries: none,
     scaled: true,
     timeState: false,
     options: [],
     countsRefusals: always,
+    readings: {},
     charge: chargeByCheck(slidingWindow.check, 2, 1, CHARGE_MAX),
     reward: rewardSlidingWindow,
     spellings: { 'sliding-window-counter': "algorithm: 'sliding-window'" },
@@ -71,11 +100,18 @@ export const registry: Readonly<Record<AlgorithmName, AlgorithmDef>> = {
     code: 't',
     width: 2,
     kernel: tokenBucketKernel,
-    bucket: true,
+    maxCost: (r) => r.burst,
+    delays: never,
+    wireQ: byQueue,
+    resetIsNextAdmission: false,
+    periodEnd: noPeriod,
+    expiryMoves: true,
+    boundaries: none,
     scaled: true,
     timeState: false,
     options: ['burst'],
     countsRefusals: always,
+    readings: {},
     charge: chargeByCheck(tokenBucket.check, 1, -1, CHARGE_MAX),
     reward: rewardByRefund(tokenBucket),
     spellings: {},
@@ -86,12 +122,19 @@ export const registry: Readonly<Record<AlgorithmName, AlgorithmDef>> = {
     code: 'k',
     width: 1,
     kernel: leakyBucketKernel,
-    bucket: true,
+    maxCost: (r) => (r.mode === 'queue' ? r.queue : r.burst),
+    delays: (r) => r.mode === 'queue',
+    wireQ: byQueue,
+    resetIsNextAdmission: false,
+    periodEnd: noPeriod,
+    expiryMoves: false,
+    boundaries: none,
     scaled: false,
     timeState: true,
     options: ['mode', 'burst', 'queue'],
     // A queue shapes: a refused request takes no place in it.
     countsRefusals: (r) => r.mode !== 'queue',
+    readings: { 'leaky-meter': { mode: 'meter' }, 'leaky-queue': { mode: 'queue' } },
     charge(s, now, r, units): State {
       // The stored time moves on by units·T whatever the tolerance (never beyond CHARGE_MAX ahead).
       const base = s === undefined ? now : Math.max(now, s[0] as number);
@@ -112,11 +155,18 @@ export const registry: Readonly<Record<AlgorithmName, AlgorithmDef>> = {
     code: 'b',
     width: 0,
     kernel: undefined,
-    bucket: false,
+    maxCost: byLimit,
+    delays: never,
+    wireQ: (r) => r.buckets,
+    resetIsNextAdmission: false,
+    periodEnd: (r, at) => periodOf(at, r.windowMs / r.buckets),
+    expiryMoves: false,
+    boundaries: none,
     scaled: false,
     timeState: false,
     options: ['buckets'],
     countsRefusals: always,
+    readings: {},
     charge: chargeByCheck(slidingBuckets.check, -1, 1, LOG_CHARGE_MAX),
     reward: rewardSlidingBuckets,
     spellings: { 'sliding-window-buckets': "algorithm: 'sliding-buckets'" },
@@ -130,3 +180,22 @@ export const ALGORITHM_NAMES = Object.keys(registry) as readonly AlgorithmName[]
 export const ALGORITHM_CODES = Object.fromEntries(ALGORITHM_NAMES.map((a) => [a, registry[a].code])) as Readonly<
   Record<AlgorithmName, string>
 >;
+
+/**
+ * Whether a rule of `def` in `mode` takes `option`: one of its options, and for a bucket with
+ * two readings, burst in the meter (its capacity) and queue in the queue (its places).
+ */
+export function takesOption(def: AlgorithmDef, option: AlgorithmOption, mode: 'meter' | 'queue'): boolean {
+  if (!def.options.includes(option)) return false;
+  if (option === 'burst') return mode === 'meter';
+  return option !== 'queue' || mode === 'queue';
+}
+
+/** Who takes `option`, for messages: `a token-bucket or leaky-bucket meter rule`. */
+export function takersOf(option: AlgorithmOption): string {
+  const reading = option === 'burst' ? ' meter' : option === 'queue' ? ' queue' : '';
+  const names = ALGORITHM_NAMES.filter((a) => registry[a].options.includes(option)).map((a) =>
+    registry[a].options.includes('mode') ? `${a}${reading}` : a,
+  );
+  return `a ${names.join(' or ')} rule`;
+}

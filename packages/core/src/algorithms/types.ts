@@ -116,6 +116,17 @@ export function refused(remaining: number, resetMs: number, retryAfterMs: number
   return { allowed: false, remaining: Math.max(0, remaining), resetMs, retryAfterMs, delayMs: 0, reason: 'limit', next, x: 0 };
 }
 
+/** The options only some algorithms take (`AlgorithmDef.options`). */
+export type AlgorithmOption = 'align' | 'mode' | 'burst' | 'queue' | 'quota' | 'buckets';
+
+/** The names of algorithms' readings (`AlgorithmDef.readings`). */
+export type ReadingName = 'leaky-meter' | 'leaky-queue';
+
+/** A reading of an algorithm: the options it sets. */
+export interface Reading {
+  readonly mode?: 'meter' | 'queue';
+}
+
 /**
  * One algorithm, everything the engine and the stores need to know of it: every
  * per-algorithm table (storage kind, wire code, slab width, option checks, CLI choices) is
@@ -129,8 +140,35 @@ export interface AlgorithmDef extends Algorithm {
   readonly width: number;
   /** `check` on the state where it lies (fixed-width states only). */
   readonly kernel: Kernel | undefined;
-  /** A bucket: a request's largest cost is its burst (a leaky queue: its queue), not its limit. */
-  readonly bucket: boolean;
+  /** The largest cost a request may have: the limit, or a bucket's burst (a leaky queue's places). */
+  maxCost(r: Pick<RuleSpec, 'limit' | 'burst' | 'queue' | 'mode'>): number;
+  /** Whether it admits by delaying (a leaky queue, a shaper): its refusals never count and it is never leased. */
+  delays(r: Pick<RuleSpec, 'mode'>): boolean;
+  /** What the Redis wire's Q field carries for it: a leaky queue's places, sliding buckets' blocks per window. */
+  wireQ(r: Pick<RuleSpec, 'queue' | 'buckets'>): number;
+  /**
+   * Whether an admission's `resetMs` is already the time until a request of cost 1 passes
+   * again (a fixed window's end), so a RateLimit `t` at r = 0 needs no extra peek.
+   */
+  readonly resetIsNextAdmission: boolean;
+  /**
+   * The end of the counting period that units counted at `at` fall in (a fixed window, a
+   * sliding window's current window, a block; `resetMs`: the admission's), Infinity when the
+   * algorithm has none: leased units are used within it, so none crosses into the next.
+   */
+  periodEnd(r: RuleSpec, at: number, resetMs: number): number;
+  /**
+   * Whether its expiry follows values a rule may change (limit, burst), not only its state: a
+   * token bucket read under a lower burst is full now, yet its tokens matter again if the
+   * burst rises before it refills. Stores keep such a state until the expiry it was written
+   * for and the current rule's have both passed.
+   */
+  readonly expiryMoves: boolean;
+  /**
+   * The period of the clock-aligned boundaries at which its whole count starts over (a
+   * clock-aligned fixed window: W), which a timeline draws; undefined when there are none.
+   */
+  boundaries(r: Pick<RuleSpec, 'align' | 'calendar' | 'windowMs'>): number | undefined;
   /** Decides in integers scaled by the window: limit (and burst) × window must stay below 2^52. */
   readonly scaled: boolean;
   /**
@@ -140,9 +178,14 @@ export interface AlgorithmDef extends Algorithm {
    */
   readonly timeState: boolean;
   /** Options only some algorithms take, this one among them. */
-  readonly options: readonly ('align' | 'mode' | 'burst' | 'queue' | 'quota' | 'buckets')[];
+  readonly options: readonly AlgorithmOption[];
   /** Whether `countRejected` applies (a leaky queue refuses without counting). */
   countsRefusals(r: Pick<RuleSpec, 'mode'>): boolean;
+  /**
+   * Named readings of it, each a setting of its options (the leaky bucket as a meter or a
+   * queue), which tools such as the CLI offer beside its name.
+   */
+  readonly readings: Readonly<Partial<Record<ReadingName, Reading>>>;
   /** The state after charging `units` at `now` without refusing (a debt; see `chargeState`). */
   charge(s: State | undefined, now: number, r: RuleSpec, units: number): State;
   /** The state after giving back up to `units` of what is used now (never beyond full). */

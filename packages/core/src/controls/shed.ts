@@ -119,15 +119,30 @@ const KNOWN = [
   'loopDelay',
 ] as const;
 
-/**
- * Creates a shedder.
- * @example
- * const shedder = createShedder({ maxInFlight: 200, maxEventLoopDelay: '100ms', tenant: (req) => req.headers['x-tenant'] });
- * const o = shedder.check(req);
- * if (o?.shed) return reply503(o.retryAfterMs);
- */
-export function createShedder<R = unknown>(options: ShedOptions<R>): Shedder<R> {
-  const path = 'shed';
+/** A shedder's options, validated once, with their defaults; the callbacks read and checked per request. */
+interface ShedSettings<R> {
+  readonly maxInFlight: number | undefined;
+  readonly maxLag: number | undefined;
+  readonly headroom: number;
+  readonly retryAfterMs: number;
+  readonly tenantWindowMs: number;
+  readonly maxTenants: number;
+  readonly clock: Clock;
+  readonly loop: LoopDelaySource | undefined;
+  /** Whether the loop-delay monitor is the shedder's own (closed with it). */
+  readonly ownMonitor: boolean;
+  readonly readers: RequestReaders<R>;
+}
+
+/** The per-request callbacks, each result checked (a wrong one is the app's error). */
+interface RequestReaders<R> {
+  priorityOf(req: R): number;
+  /** undefined: no tenant (also when no `tenant` option is given). */
+  tenantOf(req: R): string | undefined;
+  skipped(req: R): boolean;
+}
+
+function shedSettings<R>(options: ShedOptions<R>, path: string): ShedSettings<R> {
   checkOptions(options, KNOWN, path);
   const o = options as ShedOptions<R>;
   const maxInFlight = o.maxInFlight === undefined ? undefined : wholeNumber(o.maxInFlight, `${path}.maxInFlight`, 1);
@@ -153,52 +168,128 @@ export function createShedder<R = unknown>(options: ShedOptions<R>): Shedder<R> 
   const retryAfterMs = o.retryAfter === undefined ? 1000 : boundedDuration(o.retryAfter, `${path}.retryAfter`, MAX_TIMER_MS);
   const tenantWindowMs = o.tenantWindow === undefined ? 1000 : boundedDuration(o.tenantWindow, `${path}.tenantWindow`, MAX_TIMER_MS);
   const maxTenants = o.maxTenants === undefined ? 10_000 : wholeNumber(o.maxTenants, `${path}.maxTenants`, 1);
+  const readers = requestReaders(o, path);
+  const ownMonitor = o.loopDelay === undefined && maxLag !== undefined;
+  // Last: the monitor it starts is the shedder's to close, so no option may fail after it.
+  const loop = o.loopDelay ?? (maxLag !== undefined ? monitorLoopDelay() : undefined);
+  const clock = o.clock ?? systemClock;
+  return { maxInFlight, maxLag, headroom, retryAfterMs, tenantWindowMs, maxTenants, clock, loop, ownMonitor, readers };
+}
+
+function requestReaders<R>(o: ShedOptions<R>, path: string): RequestReaders<R> {
   // Guarded: whatever they throw is the app's error (the framework's error handler).
   const priorityFn = guarded(optionalFn<(req: R) => number>(o.priority, `${path}.priority`, '(req) => number'));
   const tenantFn = guarded(optionalFn<KeyFn<R>>(o.tenant, `${path}.tenant`, '(req) => string | undefined'));
   const skip = guarded(optionalFn<(req: R) => boolean>(o.skip, `${path}.skip`, '(req) => boolean'));
-  const clock = o.clock ?? systemClock;
-  const ownMonitor = o.loopDelay === undefined && maxLag !== undefined;
-  const loop = o.loopDelay ?? (maxLag !== undefined ? monitorLoopDelay() : undefined);
+  return {
+    priorityOf(req) {
+      if (priorityFn === undefined) return 1;
+      const p = priorityFn(req);
+      if (typeof p !== 'number') throw wrongResult(`${path}.priority`, 'a number from 0 to 1 (not a promise)', p);
+      // A number out of range is clamped; NaN sheds the request first rather than last.
+      return p >= 0 ? Math.min(1, p) : 0;
+    },
+    tenantOf(req) {
+      if (tenantFn === undefined) return undefined;
+      const raw = tenantFn(req) as unknown;
+      if (raw === undefined || raw === null) return undefined;
+      if (typeof raw === 'string' || typeof raw === 'number' || typeof raw === 'bigint') return sanitizeKey(String(raw));
+      throw wrongResult(`${path}.tenant`, 'a tenant id (string or number), undefined or null (not a promise)', raw);
+    },
+    skipped(req) {
+      if (skip === undefined) return false;
+      const v = skip(req) as unknown;
+      if (v === true || v === false) return v;
+      throw wrongResult(`${path}.skip`, 'true or false (not a promise)', v);
+    },
+  };
+}
 
-  let inFlight = 0;
+/**
+ * The tenants' fair shares: each tenant's requests in flight, and the tenants active within
+ * the window (an arrival or a finished request), at most `maxTenants` of them remembered.
+ */
+class TenantShares {
   /** In-flight count per tenant; entries at 0 are removed. */
-  const tenantInFlight = new Map<string, number>();
-  /** Last arrival per tenant, oldest first (re-inserted on every arrival). */
-  const lastSeen = new Map<string, number>();
+  readonly #inFlight = new Map<string, number>();
+  /** Last activity per tenant, oldest first (re-inserted on every one). */
+  readonly #lastSeen = new Map<string, number>();
+  readonly #windowMs: number;
+  readonly #maxTenants: number;
+
+  constructor(windowMs: number, maxTenants: number) {
+    this.#windowMs = windowMs;
+    this.#maxTenants = maxTenants;
+  }
+
+  /** Marks an arrival of `tenant` at `now`; whether one more of its requests puts it over its share of `capacity`. */
+  arrive(tenant: string, now: number, capacity: number): boolean {
+    const active = this.#active(now, tenant);
+    this.#seen(tenant, now);
+    return (this.#inFlight.get(tenant) ?? 0) + 1 > capacity / active;
+  }
+
+  admitted(tenant: string): void {
+    this.#inFlight.set(tenant, (this.#inFlight.get(tenant) ?? 0) + 1);
+  }
+
+  released(tenant: string, now: number): void {
+    const n = (this.#inFlight.get(tenant) ?? 1) - 1;
+    if (n > 0) this.#inFlight.set(tenant, n);
+    else this.#inFlight.delete(tenant);
+    this.#seen(tenant, now);
+  }
+
+  /** The active tenants at `now`, `tenant` among them. */
+  #active(now: number, tenant: string): number {
+    // Forget tenants idle for longer than the window (oldest first), keeping the bound.
+    for (const [t, at] of this.#lastSeen) {
+      if (at > now - this.#windowMs && this.#lastSeen.size <= this.#maxTenants) break;
+      this.#lastSeen.delete(t);
+    }
+    return this.#lastSeen.size + (this.#lastSeen.has(tenant) ? 0 : 1);
+  }
+
+  #seen(tenant: string, now: number): void {
+    this.#lastSeen.delete(tenant);
+    this.#lastSeen.set(tenant, now);
+  }
+}
+
+/**
+ * Creates a shedder.
+ * @example
+ * const shedder = createShedder({ maxInFlight: 200, maxEventLoopDelay: '100ms', tenant: (req) => req.headers['x-tenant'] });
+ * const o = shedder.check(req);
+ * if (o?.shed) return reply503(o.retryAfterMs);
+ */
+export function createShedder<R = unknown>(options: ShedOptions<R>): Shedder<R> {
+  const s = shedSettings(options, 'shed');
+  const { maxInFlight, maxLag, loop, headroom, clock, retryAfterMs } = s;
+  const { priorityOf, tenantOf, skipped } = s.readers;
+  const shares = new TenantShares(s.tenantWindowMs, s.maxTenants);
+  let inFlight = 0;
 
   const countPressure = () => (maxInFlight === undefined ? 0 : inFlight / maxInFlight);
   const lagPressure = () => (maxLag !== undefined && loop !== undefined ? loop.delayMs() / maxLag : 0);
 
-  function activeTenants(now: number, tenant: string): number {
-    // Forget tenants idle for longer than the window (oldest first), keeping the bound.
-    for (const [t, at] of lastSeen) {
-      if (at > now - tenantWindowMs && lastSeen.size <= maxTenants) break;
-      lastSeen.delete(t);
-    }
-    return lastSeen.size + (lastSeen.has(tenant) ? 0 : 1);
-  }
-
-  function priorityOf(req: R): number {
-    if (priorityFn === undefined) return 1;
-    const p = priorityFn(req);
-    if (typeof p !== 'number') throw wrongResult(`${path}.priority`, 'a number from 0 to 1 (not a promise)', p);
-    // A number out of range is clamped; NaN sheds the request first rather than last.
-    return p >= 0 ? Math.min(1, p) : 0;
-  }
-
-  function tenantOf(req: R): string | undefined {
-    const raw = (tenantFn as KeyFn<R>)(req) as unknown;
-    if (raw === undefined || raw === null) return undefined;
-    if (typeof raw === 'string' || typeof raw === 'number' || typeof raw === 'bigint') return sanitizeKey(String(raw));
-    throw wrongResult(`${path}.tenant`, 'a tenant id (string or number), undefined or null (not a promise)', raw);
-  }
-
-  function skipped(req: R): boolean {
-    if (skip === undefined) return false;
-    const v = skip(req) as unknown;
-    if (v === true || v === false) return v;
-    throw wrongResult(`${path}.skip`, 'true or false (not a promise)', v);
+  /** The admission of a request (of `tenant`, when it has one): counted until released, once. */
+  function admit(pressure: number, tenant: string | undefined): ShedOutcome {
+    inFlight++;
+    publishInFlight('shed', 'shed', inFlight, maxInFlight);
+    if (tenant !== undefined) shares.admitted(tenant);
+    let released = false;
+    return {
+      shed: false,
+      pressure,
+      release() {
+        if (released) return;
+        released = true;
+        inFlight--;
+        publishInFlight('shed', 'shed', inFlight, maxInFlight);
+        if (tenant !== undefined) shares.released(tenant, clock.now());
+      },
+    };
   }
 
   return {
@@ -208,51 +299,20 @@ export function createShedder<R = unknown>(options: ShedOptions<R>): Shedder<R> 
     pressure: () => Math.max(countPressure(), lagPressure()),
     check(req) {
       if (skipped(req)) return undefined;
-      const p = priorityOf(req);
-      let threshold = 1 - headroom * (1 - p);
-      let tenant: string | undefined;
-      if (tenantFn !== undefined) {
-        tenant = tenantOf(req);
-        if (tenant !== undefined) {
-          const now = clock.now();
-          const active = activeTenants(now, tenant);
-          lastSeen.delete(tenant);
-          lastSeen.set(tenant, now);
-          const capacity = maxInFlight ?? inFlight + 1;
-          if ((tenantInFlight.get(tenant) ?? 0) + 1 > capacity / active) threshold -= 2 * headroom;
-        }
-      }
+      let threshold = 1 - headroom * (1 - priorityOf(req));
+      const tenant = tenantOf(req);
+      // Over its fair share: two bands lower (see the module comment).
+      if (tenant !== undefined && shares.arrive(tenant, clock.now(), maxInFlight ?? inFlight + 1)) threshold -= 2 * headroom;
       const byCount = countPressure();
       const byLag = lagPressure();
       const pressure = Math.max(byCount, byLag);
       if (pressure >= threshold) {
         return { shed: true, pressure, reason: byCount >= byLag ? 'in-flight' : 'event-loop-delay', retryAfterMs };
       }
-      inFlight++;
-      publishInFlight('shed', 'shed', inFlight, maxInFlight);
-      if (tenant !== undefined) tenantInFlight.set(tenant, (tenantInFlight.get(tenant) ?? 0) + 1);
-      let released = false;
-      const t = tenant;
-      return {
-        shed: false,
-        pressure,
-        release() {
-          if (released) return;
-          released = true;
-          inFlight--;
-          publishInFlight('shed', 'shed', inFlight, maxInFlight);
-          if (t !== undefined) {
-            const n = (tenantInFlight.get(t) ?? 1) - 1;
-            if (n > 0) tenantInFlight.set(t, n);
-            else tenantInFlight.delete(t);
-            lastSeen.delete(t);
-            lastSeen.set(t, clock.now());
-          }
-        },
-      };
+      return admit(pressure, tenant);
     },
     close() {
-      if (ownMonitor) loop?.close();
+      if (s.ownMonitor) loop?.close();
     },
   };
 }

@@ -3,7 +3,7 @@
  * of them, and the pure functions that read it (whether it is live, the figures of a
  * decision taken from it, how long it may be used). See leases.ts for how leases are used.
  */
-import type { Outcome, RuleSpec, StoreOp } from '@tollgate/core';
+import { type Outcome, type RuleSpec, registry, type StoreOp } from '@tollgate/core';
 
 export interface Lease {
   readonly rule: RuleSpec;
@@ -30,7 +30,7 @@ export interface Lease {
 
 /** A rule leases unless it delays (a leaky queue) or only observes (dry run). */
 export function leasable(rule: RuleSpec): boolean {
-  return !(rule.algorithm === 'leaky-bucket' && rule.mode === 'queue') && !rule.dryRun;
+  return !registry[rule.algorithm].delays(rule) && !rule.dryRun;
 }
 
 /** Whether less than the lease's span has passed on the local clock since its call (`p`: Date.now()). */
@@ -72,18 +72,11 @@ export function outcomeOf(l: Lease, at: number): Outcome {
 
 /**
  * How long a lease counted at `at` may be used: `ttl`, and for a window's counts no longer
- * than the window or block they were counted in (a fixed window's end is its `resetMs` once
- * counted; a sliding window's current window and a sliding-buckets block are clock-aligned),
- * so no unit crosses into the next.
+ * than the window or block they were counted in (the registry's `periodEnd`), so no unit
+ * crosses into the next.
  */
 export function spanOf(rule: RuleSpec, ttl: number, at: number, resetMs: number): number {
-  if (rule.algorithm === 'fixed-window') return Math.min(ttl, resetMs);
-  if (rule.algorithm === 'sliding-window') return Math.min(ttl, rule.windowMs - (at % rule.windowMs));
-  if (rule.algorithm === 'sliding-buckets') {
-    const b = rule.windowMs / rule.buckets;
-    return Math.min(ttl, b - (at % b));
-  }
-  return ttl;
+  return Math.min(ttl, registry[rule.algorithm].periodEnd(rule, at, resetMs) - at);
 }
 
 /** The op giving `cost` units of a lease back. */

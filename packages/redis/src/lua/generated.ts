@@ -389,18 +389,19 @@ local function ko_expires(s, b, r)
   return max(x, b)
 end
 
--- The entry under key: state (nil: none) and block deadline; b nil when there is none.
+-- The entry under key: state (nil: none), block deadline and the expiry it was written
+-- for; b nil when there is none.
 local function ko_read(key, r)
   local v = call('MGET', key)[1]
-  if not v then return nil, nil end
+  if not v then return nil, nil, nil end
   local m = #v / 8
   local w = r.m
-  if not (m == w or m == 2 or m == 1 or (w == 0 and m > 2 and m % 2 == 0)) then return nil, nil end
-  local s, b = decode(v)
+  if not (m == w or m == 2 or m == 1 or (w == 0 and m > 2 and m % 2 == 0)) then return nil, nil, nil end
+  local s, b, x = decode(v)
   local y = b * b
   if s ~= nil then for i = 1, #s do y = y + s[i] * s[i] end end
-  if not (y <= SANE2) or negative_count(r.algo, s) then return nil, nil end
-  return s, b
+  if not (y <= SANE2) or negative_count(r.algo, s) then return nil, nil, nil end
+  return s, b, x
 end
 
 -- Up to units of what is left now, never beyond empty (penalized in key-ops.ts).
@@ -427,11 +428,9 @@ end
 local function ko_write(key, s, b, r, now, redisTime, minTtl)
   local x = ko_expires(s, b, r)
   if x <= now then call('DEL', key); return end
-  local xk = x
-  if not redisTime then xk = NO_EXPIRY end
   local ms = ceil(x - now)
   if not redisTime and ms < minTtl then ms = minTtl end
-  call('SET', key, encode(s, b, xk), 'PX', ms)
+  call('SET', key, encode(s, b, x), 'PX', ms)
 end
 
 local function keyop(KEYS, ARGV)
@@ -448,11 +447,12 @@ local function keyop(KEYS, ARGV)
   end
   local minTtl = tonumber(ARGV[4]) or 0
   local key = KEYS[1]
-  local s, b = ko_read(key, r)
+  local s, b, x0 = ko_read(key, r)
   local present = b ~= nil
-  if present and ko_expires(s, b, r) <= now then
-    -- Past its expiry: absent, and on supplied time deleted (as MemoryStore drops it), so
-    -- that a clock stepping back later does not bring it back.
+  if present and ko_expires(s, b, r) <= now and not (x0 > now) then
+    -- Past its expiry, under r and as written (a token bucket under a burst lowered since:
+    -- see read in stack.lua): absent, and on supplied time deleted (as MemoryStore drops
+    -- it), so that a clock stepping back later does not bring it back.
     if not redisTime then call('DEL', key) end
     s, b, present = nil, nil, false
   end
@@ -1418,8 +1418,8 @@ local function fmt(x) return format('%.17g', x) end
 -- dozen arithmetic operations in Redis' interpreter, so the hot path makes few.
 
 -- An entry is stored as packed little-endian doubles (Redis' struct library): the block
--- deadline, the expiry the key's TTL was last set for (on Redis time; -inf when written
--- on supplied time), then the algorithm's state. Exact, compact, and no number
+-- deadline, the expiry it was written for (under the rule that wrote it; on Redis time also
+-- what the key's TTL was set for; -inf in builds before), then the algorithm's state. Exact, compact, and no number
 -- formatting. No state fields means no state (an empty sliding log decides like none).
 local pack, unpack_bin, rep = struct.pack, struct.unpack, string.rep
 local NO_EXPIRY = -1 / 0
@@ -1942,7 +1942,7 @@ local VALS = nil
 local function read(key, r, now, drop, idx)
   local s, b, x0
   local e = CACHE[key]
-  if e ~= nil then s, b = e.s, e.b
+  if e ~= nil then s, b, x0 = e.s, e.b, e.x
   else
     local v = VALS[idx]
     -- decode (prelude.lua), inlined. Only a value of m fields that an entry of this rule can
@@ -1991,13 +1991,16 @@ local function read(key, r, now, drop, idx)
       if not (y <= SANE2) or (r.counts and negative_count(r.algo, s)) then b, s, x0 = nil, nil, nil end
     end
     if HOT[key] then
-      e = { s = s, b = b }
+      e = { s = s, b = b, x = x0 }
       CACHE[key] = e
     end
   end
   if b == nil then return nil, nil end
   if drop then
-    if expires_at(s, b, r) <= now then
+    -- Past its expiry under r and past the one it was written for (x0): a token bucket read
+    -- under a burst lowered since is full now, yet its tokens decide again if the burst
+    -- rises before it refills (MemoryStore keeps its row until then too).
+    if expires_at(s, b, r) <= now and not (x0 and x0 > now) then
       if e ~= nil then e.s, e.b, e.dirty, e.gone = nil, nil, false, true else call('DEL', key) end
       return nil, nil
     end
@@ -2054,6 +2057,8 @@ local function write(key, s, b, r, now, x0, xs)
   if e ~= nil then
     -- A hot key: kept here; its TTL is worked out once, at flush.
     e.s, e.b, e.r, e.now, e.min, e.redis, e.dirty = s, b, r, now, MIN_TTL, REDIS_TIME, true
+    -- The expiry it is written for, as a later read in this call sees it (see read).
+    e.x = expires_at(s, b, r)
     return
   end
   local x = b
@@ -2065,10 +2070,9 @@ local function write(key, s, b, r, now, x0, xs)
     m = #s
   end
   if x <= now then call('DEL', key); return end
-  -- On supplied time the TTL is not on Redis' clock: no expiry is recorded for a later
-  -- KEEPTTL.
+  -- x is recorded on either clock (what read compares on supplied time); only a write on
+  -- Redis time compares it with x0 for KEEPTTL (read returns x0 on Redis time only).
   local xk = x
-  if not REDIS_TIME then xk = NO_EXPIRY end
   -- encode (prelude.lua), inlined for up to 30 fields.
   local v
   if m == 3 then v = pack('<ddddd', b, xk, s[1], s[2], s[3])
@@ -2093,9 +2097,7 @@ local function flush()
       local x = expires_at(s, b, e.r)
       if x <= now then call('DEL', key)
       else
-        local xk = x
-        if not e.redis then xk = NO_EXPIRY end
-        set_expiring(key, encode(s, b, xk), x, now, e.min, false)
+        set_expiring(key, encode(s, b, x), x, now, e.min, false)
       end
     elseif e.gone then call('DEL', key) end
   end

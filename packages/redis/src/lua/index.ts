@@ -19,23 +19,19 @@
  * built by the first call rather than at load.
  */
 import { createHash } from 'node:crypto';
+import { ALGORITHM_NAMES, registry } from '@tollgate/core';
+import * as LUA from './generated.js';
 import {
   ENTRY_LUA,
-  FIXED_WINDOW_LUA,
   KEYOPS_LUA,
   KEYS_SCRIPT_ENTRY_LUA,
-  LEAKY_BUCKET_LUA,
   LEASE_LUA,
   LIBRARY_LUA,
   ONE_LUA,
   PARSE_LUA,
   PRELUDE_LUA,
   SCRIPT_ENTRY_LUA,
-  SLIDING_BUCKETS_LUA,
-  SLIDING_LOG_LUA,
-  SLIDING_WINDOW_LUA,
   STACK_LUA,
-  TOKEN_BUCKET_LUA,
 } from './generated.js';
 
 /**
@@ -50,6 +46,16 @@ function section(code: string, lua: string): string {
 }
 
 /**
+ * Each algorithm's section, in the registry's order: its kernel file `lua/<name>.lua`
+ * (generated as `<NAME>_LUA`) under its wire code.
+ */
+const ALGORITHM_SECTIONS = ALGORITHM_NAMES.map((a) => {
+  const lua = (LUA as Record<string, string | undefined>)[`${a.replace(/-/g, '_').toUpperCase()}_LUA`];
+  if (lua === undefined) throw new Error(`@tollgate/redis: no Lua kernel for the algorithm ${a} (packages/redis/lua/${a}.lua)`);
+  return section(registry[a].code, lua);
+});
+
+/**
  * `init(NEED, NEED_MONTH)`: builds every definition (the algorithms in NEED, calendar
  * months when NEED_MONTH) and returns the entry `store(KEYS, ARGV)` and the table of the
  * common calls' closures by plan (one.lua); `tail` ends it. The library's also builds the
@@ -62,12 +68,7 @@ function initOf(name: string, tail: readonly string[]): string {
     'local ALG = {}',
     PRELUDE_LUA,
     PARSE_LUA,
-    section('f', FIXED_WINDOW_LUA),
-    section('s', SLIDING_LOG_LUA),
-    section('w', SLIDING_WINDOW_LUA),
-    section('t', TOKEN_BUCKET_LUA),
-    section('k', LEAKY_BUCKET_LUA),
-    section('b', SLIDING_BUCKETS_LUA),
+    ...ALGORITHM_SECTIONS,
     STACK_LUA,
     ONE_LUA,
     LEASE_LUA,
@@ -91,12 +92,7 @@ const KEYS_INIT = [
   'local ALG = {}',
   PRELUDE_LUA,
   PARSE_LUA,
-  section('f', FIXED_WINDOW_LUA),
-  section('s', SLIDING_LOG_LUA),
-  section('w', SLIDING_WINDOW_LUA),
-  section('t', TOKEN_BUCKET_LUA),
-  section('k', LEAKY_BUCKET_LUA),
-  section('b', SLIDING_BUCKETS_LUA),
+  ...ALGORITHM_SECTIONS,
   KEYOPS_LUA,
   'return keyop',
   'end',
