@@ -310,31 +310,54 @@ export function settleArgs(
   return b.finish([shape], [now === undefined ? '' : num(now), num(at)]);
 }
 
-/**
- * A lease call (mode `l`, see lua/lease.lua): one stack at the request's costs, on Redis time
- * (`now` undefined) or at `now`, with the most units one lease may take and the share of what
- * is left it may take.
- */
-export function leaseArgs(
-  ops: readonly StoreOp[],
-  keys: readonly string[],
-  now: number | undefined,
-  most: number,
-  share: number,
-  minTtl: string,
-): ScriptCall {
-  const b = new CallBuilder('l', minTtl);
-  const shape = b.shape(now === undefined ? 'c' : 'C', ops, keys, 0, false);
-  return b.finish([`1 ${shape}`], [now === undefined ? '' : num(now), num(most), num(share)]);
+/** One lease request of a lease call: a stack at the request's costs, its time, the most units one lease may take. */
+export interface LeaseRequest {
+  readonly ops: readonly StoreOp[];
+  /** Supplied time, or undefined for Redis time. */
+  readonly now: number | undefined;
+  readonly most: number;
 }
 
-/** A lease call's reply: the stack's decision, then each op's grant (the units it consumed if admitted). */
-export function parseLease(reply: unknown, n: number): { d: StoreDecision; grants: number[] } {
+/**
+ * A lease call (mode `l`, see lua/lease.lua): the lease requests of one tick (no key in two
+ * of them), `keys` their ops' Redis keys in order, with the share of what is left one lease
+ * may take.
+ */
+export function leaseArgs(requests: readonly LeaseRequest[], keys: readonly string[], share: number, minTtl: string): ScriptCall {
+  const b = new CallBuilder('l', minTtl);
+  const lines: string[] = new Array(requests.length);
+  const times: string[] = [num(share)];
+  let from = 0;
+  for (let j = 0; j < requests.length; j++) {
+    const q = requests[j] as LeaseRequest;
+    lines[j] = `1 ${b.shape(q.now === undefined ? 'c' : 'C', q.ops, keys, from, false)}`;
+    from += q.ops.length;
+    times.push(q.now === undefined ? '' : num(q.now), num(q.most));
+  }
+  return b.finish(lines, times);
+}
+
+/** What a lease call answers per request: its decision, and each op's grant (the units it consumed if admitted). */
+export interface LeaseAnswer {
+  readonly d: StoreDecision;
+  readonly grants: number[];
+}
+
+/** A lease call's reply: each request's decision, then every op's grant. `sizes[j]`: request j's op count. */
+export function parseLease(reply: unknown, sizes: readonly number[]): LeaseAnswer[] {
+  let n = 0;
+  for (const s of sizes) n += s;
   if (!Buffer.isBuffer(reply) || reply.length < 8 * n) throw new TypeError('The store script replied no lease grants');
   const at = reply.length - 8 * n;
-  const grants: number[] = new Array(n);
-  for (let i = 0; i < n; i++) grants[i] = reply.readDoubleLE(at + 8 * i);
-  return { d: parseDecisions(reply.subarray(0, at), [n])[0] as StoreDecision, grants };
+  const ds = parseDecisions(reply.subarray(0, at), sizes);
+  const out: LeaseAnswer[] = new Array(sizes.length);
+  let g = at;
+  for (let j = 0; j < sizes.length; j++) {
+    const grants: number[] = new Array(sizes[j] as number);
+    for (let i = 0; i < grants.length; i++, g += 8) grants[i] = reply.readDoubleLE(g);
+    out[j] = { d: ds[j] as StoreDecision, grants };
+  }
+  return out;
 }
 
 /**

@@ -18,6 +18,8 @@ export interface PendingStack extends StackCall {
   readonly resolve: (d: StoreDecision | Promise<StoreDecision>) => void;
   /** Whether it was answered (by Redis, or by the policy after a failure or the deadline). */
   done: boolean;
+  /** A settle that gives a lease's unused units back: its failure is reported as a refund's. */
+  readonly leased?: boolean;
 }
 
 /** One batched script run: its stacks, and its deadline (performance.now() time). */

@@ -7,7 +7,7 @@
  * multi-slot decision are kept for its refund.
  */
 import type { StoreDecision, StoreOp } from '@tollgate/core';
-import { decideArgs, leaseArgs, parseDecisions, parseLease, refundArgs, type StackCall } from './args.js';
+import { decideArgs, parseDecisions, refundArgs, type StackCall } from './args.js';
 import type { RedisPort } from './client.js';
 import { slotOf } from './keys.js';
 import { runScript } from './script.js';
@@ -139,17 +139,6 @@ export class SlotRuns {
   /** Whether one script run takes every key (a standalone server, or keys of one slot). */
   oneRun(keys: readonly string[]): boolean {
     return this.#groups(keys) === undefined;
-  }
-
-  /** A lease call (lua/lease.lua): one script run, so its keys share a slot (see `oneRun`). */
-  async lease(
-    ops: readonly StoreOp[],
-    keys: string[],
-    now: number | undefined,
-    most: number,
-    share: number,
-  ): Promise<{ d: StoreDecision; grants: number[] }> {
-    return parseLease(await runScript(this.#port, leaseArgs(ops, keys, now, most, share, this.#minTtl)), ops.length);
   }
 
   #rememberTime(id: string, t: number): void {

@@ -30,7 +30,7 @@ import {
   type StoreOp,
   sanitizeKey,
 } from '@tollgate/core';
-import { type Command, keyOpArgs, parseKeyState, refundArgs, settleArgs } from './args.js';
+import { type Command, keyOpArgs, type LeaseAnswer, parseKeyState, refundArgs, settleArgs } from './args.js';
 import { Batcher, type PendingStack } from './batch.js';
 import { Breaker, type BreakerState } from './breaker.js';
 import { redisChannels } from './channels.js';
@@ -41,6 +41,7 @@ import { DenyCache, signature } from './deny-cache.js';
 import { closedError, timeoutError } from './errors.js';
 import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
 import { redisKey } from './keys.js';
+import { beyondCost, LeaseCalls } from './lease/calls.js';
 import { type LeaseReply, Leases } from './lease/leases.js';
 import { leaseSettings } from './lease/options.js';
 import { operatorCall } from './operator.js';
@@ -93,6 +94,8 @@ export class RedisStore extends EventEmitter implements Store {
   readonly #cancelChecks: () => void;
   /** Leases (lease/), when the `lease` option is given. */
   readonly #leases: Leases | undefined;
+  /** A tick's lease calls as one script run (lease/calls.ts). */
+  readonly #leaseCalls: LeaseCalls | undefined;
 
   constructor(options: RedisStoreOptions) {
     super();
@@ -130,6 +133,7 @@ export class RedisStore extends EventEmitter implements Store {
     this.#cancelChecks = checks.cancel;
     // FCALL or EVALSHA: chosen for the client now, not by the first decision.
     this.#runner.prepare();
+    this.#leaseCalls = lease === undefined ? undefined : new LeaseCalls(this.#port, this.#minTtl, lease.share, options.batch ?? true);
     // --- lease hook: the store's machinery a lease goes through (lease/leases.ts) ---
     this.#leases =
       lease === undefined
@@ -138,7 +142,7 @@ export class RedisStore extends EventEmitter implements Store {
             keyOf: (rule, key, raw) => this.keyOf(rule, key, raw),
             time: (now) => this.#time(now),
             oneCall: (keys) => this.#slots.oneRun(keys),
-            lease: (ops, keys, t, max, share) => this.#leaseCall(ops, keys, t, max, share),
+            lease: (ops, keys, t, most) => this.#leaseCall(ops, keys, t, most),
             exact: (cmd, ops, now) => this.#decide(cmd, ops, now),
             // Never rejects (nothing awaits a give-back): a failure is reported, its units stay counted.
             giveBack: (ops, at, t) => this.#giveBack('refund', ops, at, t, true).catch((err) => this.#failed(err, 'refund', 'none', false)),
@@ -167,15 +171,15 @@ export class RedisStore extends EventEmitter implements Store {
    * One lease call (lease hook): the deny cache, breaker, deadline and failure policy of a
    * decision, and grants only when Redis decided.
    */
-  async #leaseCall(ops: readonly StoreOp[], keys: string[], t: number | undefined, max: number, share: number): Promise<LeaseReply> {
+  async #leaseCall(ops: readonly StoreOp[], keys: string[], t: number | undefined, most: number): Promise<LeaseReply> {
     const deny = this.#deny;
     if (deny !== undefined && deny.size > 0) {
       const hit = deny.get(signature(ops, keys), t);
       if (hit !== undefined) return { d: hit, grants: undefined };
     }
     if (!this.#breaker.tryCall()) return { d: await this.#degraded('c', ops, t), grants: undefined };
-    let r: { d: StoreDecision; grants: number[] };
-    const call = this.#slots.lease(ops, keys, t, max, share);
+    let r: LeaseAnswer;
+    const call = (this.#leaseCalls as LeaseCalls).lease(ops, keys, t, most);
     try {
       r = await this.#deadline(call);
     } catch (err) {
@@ -196,20 +200,12 @@ export class RedisStore extends EventEmitter implements Store {
    * the units it leased beyond the request's cost go back, so it costs what an exact call
    * answered late costs. Sent whatever the breaker says: Redis has just answered.
    */
-  #returnLate(ops: readonly StoreOp[], keys: readonly string[], late: { d: StoreDecision; grants: number[] }, t: number | undefined): void {
+  #returnLate(ops: readonly StoreOp[], keys: readonly string[], late: LeaseAnswer, t: number | undefined): void {
     if (!late.d.allowed || this.#closed) return;
-    const back: StoreOp[] = [];
-    const backKeys: string[] = [];
-    for (let i = 0; i < ops.length; i++) {
-      const op = ops[i] as StoreOp;
-      const extra = (late.grants[i] as number) - op.cost;
-      if (extra <= 0) continue;
-      back.push({ ...op, cost: extra });
-      backKeys.push(keys[i] as string);
-    }
-    if (back.length === 0) return;
-    this.#deny?.written(backKeys);
-    this.#deadline(this.#slots.giveBack(refundArgs, back, backKeys, late.d.now, t)).then(
+    const back = beyondCost(ops, keys, late.grants);
+    if (back.ops.length === 0) return;
+    this.#deny?.written(back.keys);
+    this.#deadline(this.#slots.giveBack(refundArgs, back.ops, back.keys, late.d.now, t)).then(
       () => this.#breaker.success(),
       (err: unknown) => this.#failed(err, 'refund', 'none'),
     );
@@ -314,9 +310,13 @@ export class RedisStore extends EventEmitter implements Store {
       return;
     }
     const batches = this.#batches;
-    if (operation === 'settle' && batches !== undefined) {
-      // In the batch of this tick, in the same script run as the decisions asked with it.
-      await new Promise<StoreDecision>((resolve) => batches.enqueue({ cmd: 's', ops, now: t, at, keys, resolve, done: false }));
+    if (batches !== undefined && (operation === 'settle' || lease)) {
+      // In the batch of this tick, in the same script run as the decisions asked with it; a
+      // lease's give-back as a settle below zero (which refunds as a refund does).
+      const sent = lease ? ops.map((op) => ({ ...op, cost: -op.cost })) : ops;
+      await new Promise<StoreDecision>((resolve) =>
+        batches.enqueue({ cmd: 's', ops: sent, now: t, at, keys, resolve, done: false, leased: lease }),
+      );
       return;
     }
     try {
@@ -459,7 +459,7 @@ export class RedisStore extends EventEmitter implements Store {
     const cmd = p.cmd;
     try {
       // A settle that failed keeps the estimate (as one sent alone): published, not retried locally.
-      this.#failed(err, OP_NAMES[cmd], cmd === 's' ? 'none' : this.onStoreError);
+      this.#failed(err, p.leased ? 'refund' : OP_NAMES[cmd], cmd === 's' ? 'none' : this.onStoreError);
     } catch (listenerError) {
       p.resolve(Promise.reject(listenerError));
       return;

@@ -15,9 +15,16 @@
  * expired, by one unref'd sweep timer, on `close()`, and before an operation by key on this
  * instance. Leases are kept per Redis key; a decision under another rule object (an
  * `update`, another tier's limit) ends the key's lease first.
+ *
+ * This file follows a decision: `local` (memory speed), else `consume` → `#call` (what
+ * leases cover is taken, the rest sized and leased in one call) → the lease installed in
+ * the table. Its parts: lease.ts (one lease and its figures), table.ts (the leases held
+ * and their give-backs), calls.ts (a tick's lease calls as one Redis call), options.ts.
  */
-import { type Outcome, type RuleSpec, registry, type StoreDecision, type StoreOp } from '@tollgate/core';
+import type { Outcome, RuleSpec, StoreDecision, StoreOp } from '@tollgate/core';
+import { distinct, type Lease, leasable, liveAt, outcomeOf, spanOf, timeIn } from './lease.js';
 import { type LeaseSettings, ttlProblem } from './options.js';
+import { LeaseTable } from './table.js';
 
 /** What a lease call answers: the decision, and each op's grant when Redis decided it. */
 export interface LeaseReply {
@@ -34,53 +41,22 @@ export interface LeaseHost {
   /** Whether one script call can take these keys (one Cluster slot). */
   oneCall(keys: readonly string[]): boolean;
   /** A lease call for `ops`, with the deny cache, breaker, deadline and failure policy. */
-  lease(ops: readonly StoreOp[], keys: string[], t: number | undefined, max: number, share: number): Promise<LeaseReply>;
+  lease(ops: readonly StoreOp[], keys: string[], t: number | undefined, most: number): Promise<LeaseReply>;
   /** The store's exact decision (no lease). */
   exact(cmd: 'c' | 'p', ops: readonly StoreOp[], now: number | undefined): Promise<StoreDecision>;
   /** Gives units back in Redis, as a refund of a decision made at `at`; never rejects. */
   giveBack(ops: readonly StoreOp[], at: number, t: number | undefined): Promise<void>;
 }
 
-interface Lease {
-  readonly rule: RuleSpec;
-  readonly key: string;
-  readonly raw: string | undefined;
-  /** The time Redis counted the units at (Redis time, or the supplied time). */
-  readonly at: number;
-  /** Whether `at` is supplied time. */
-  readonly given: boolean;
-  /** Date.now() when the call was sent: before Redis counted the units. */
-  readonly localAt: number;
-  /** How long it may be used: `ttl`, or less (a fixed window's end). */
-  readonly span: number;
-  readonly granted: number;
-  left: number;
-  /** Units decided from it (less those given back to it): the next lease's size follows. */
-  used: number;
-  /** Redis' figures right after the lease: remaining then, and resetMs. */
-  readonly remaining: number;
-  readonly resetMs: number;
-  /** Ended: its unused units were given back (or are being). */
-  dead: boolean;
-}
-
-/** A rule leases unless it delays (a leaky queue) or only observes (dry run). */
-function leasable(rule: RuleSpec): boolean {
-  return !registry[rule.algorithm].delays(rule) && !rule.dryRun;
-}
-
 export class Leases {
   readonly settings: LeaseSettings;
   readonly #host: LeaseHost;
-  /** Live leases by Redis key. */
-  readonly #table = new Map<string, Lease>();
+  /** The leases held, by Redis key, and their give-backs. */
+  readonly #table: LeaseTable;
   /** Lease calls in flight by Redis key: a decision on such a key waits for it once. */
   readonly #pending = new Map<string, Promise<void>>();
   /** Rules checked against `ttl`: true when they lease. */
   readonly #rules = new WeakMap<RuleSpec, boolean>();
-  /** The last supplied time seen: a sweep gives back supplied-time leases at it. */
-  #lastGiven = Number.NEGATIVE_INFINITY;
-  #timer: ReturnType<typeof setInterval> | undefined;
   /** Keys under an operation by key on this instance (with how many): decided exactly meanwhile. */
   readonly #fenced = new Map<string, number>();
   /** The store is closing: no lease is taken, and those whose call was in flight go back with the rest. */
@@ -92,6 +68,7 @@ export class Leases {
   constructor(settings: LeaseSettings, host: LeaseHost) {
     this.settings = settings;
     this.#host = host;
+    this.#table = new LeaseTable(settings.ttlMs, host.giveBack);
   }
 
   /** Live leases (for tests and diagnostics). */
@@ -117,19 +94,15 @@ export class Leases {
     return ok;
   }
 
-  #live(l: Lease, t: number | undefined): boolean {
-    return liveAt(l, t, Date.now());
-  }
-
   /**
    * The decision when every rule holds a live lease covering its cost (taken from them),
    * else undefined: memory speed, no promise. `t` is the supplied time (checked), or
    * undefined on Redis time.
    */
   local(ops: readonly StoreOp[], t: number | undefined, reuse = false): StoreDecision | undefined {
-    if (t !== undefined && t > this.#lastGiven) this.#lastGiven = t;
-    const host = this.#host;
     const table = this.#table;
+    table.saw(t);
+    const host = this.#host;
     if (ops.length === 1) {
       const op = ops[0] as StoreOp;
       const l = table.get(host.keyOf(op.rule, op.key, op.raw));
@@ -222,14 +195,14 @@ export class Leases {
       const op = ops[i] as StoreOp;
       const k = keys[i] as string;
       const l = this.#table.get(k);
-      if (l !== undefined && l.rule === op.rule && l.left >= op.cost && this.#live(l, t)) {
+      if (l !== undefined && l.rule === op.rule && l.left >= op.cost && this.#table.live(l, t)) {
         l.left -= op.cost;
         l.used += op.cost;
         taken[i] = l;
       } else {
-        const once = l === undefined || l.rule !== op.rule || (l.used <= op.cost && !this.#live(l, t));
+        const once = l === undefined || l.rule !== op.rule || (l.used <= op.cost && !this.#table.live(l, t));
         most = once ? 0 : Math.min(most, Math.max(2, 2 * l.used));
-        if (l !== undefined) this.#end(k, l);
+        if (l !== undefined) this.#table.end(k, l);
         need.push(i);
       }
     }
@@ -248,14 +221,32 @@ export class Leases {
     if (most > 0) for (const k of subKeys) this.#pending.set(k, pending);
     let reply: LeaseReply;
     try {
-      reply = most > 0 ? await this.#host.lease(subOps, subKeys, t, most, this.settings.share) : await this.#exact(subOps, t);
+      reply = most > 0 ? await this.#host.lease(subOps, subKeys, t, most) : await this.#exact(subOps, t);
     } catch (err) {
-      this.#putBack(ops, taken);
+      this.#table.putBack(ops, taken);
       throw err;
     } finally {
       for (const k of subKeys) if (this.#pending.get(k) === pending) this.#pending.delete(k);
       done();
     }
+    return this.#answer(ops, keys, t, taken, need, reply, localAt);
+  }
+
+  /**
+   * A lease call's answer: each leased op's grant installed as its key's lease (what it
+   * holds beyond the request's cost counted in `remaining`); in a refused stack the units
+   * taken from leases go back to them.
+   */
+  #answer(
+    ops: readonly StoreOp[],
+    keys: readonly string[],
+    t: number | undefined,
+    taken: readonly (Lease | undefined)[],
+    need: readonly number[],
+    reply: LeaseReply,
+    localAt: number,
+  ): StoreDecision {
+    const n = ops.length;
     const d = reply.d;
     const outcomes: Outcome[] = new Array(n);
     const grants = reply.grants;
@@ -268,7 +259,7 @@ export class Leases {
       const grant = grants[j] as number;
       const left = grant - op.cost;
       o.remaining += left;
-      this.#install(keys[i] as string, {
+      this.#table.install(keys[i] as string, {
         rule: op.rule,
         key: op.key,
         raw: op.raw,
@@ -284,7 +275,7 @@ export class Leases {
         dead: false,
       });
     }
-    if (!d.allowed) this.#putBack(ops, taken);
+    if (!d.allowed) this.#table.putBack(ops, taken);
     for (let i = 0; i < n; i++) {
       const l = taken[i];
       if (l === undefined) continue;
@@ -301,73 +292,6 @@ export class Leases {
     const d = await this.#host.exact('c', ops, t);
     return { d, grants: d.degraded === undefined ? ops.map((op) => op.cost) : undefined };
   }
-
-  #install(k: string, l: Lease): void {
-    const old = this.#table.get(k);
-    if (old !== undefined && !old.dead && old.rule === l.rule && old.given === l.given && fresh(old, Date.now())) {
-      // Decided meanwhile in the same span (a tick's exact decisions of one key): one entry, their demand summed.
-      if (l.left === 0) {
-        old.used += l.used;
-        return;
-      }
-      // Another call leased this key meanwhile: one lease per key, the newer goes back.
-      if (old.left > 0) {
-        this.#giveBack(l);
-        return;
-      }
-    }
-    if (old !== undefined) this.#end(k, old);
-    this.#table.set(k, l);
-    // Closing: close() gives it back with the rest once the calls in flight are answered.
-    if (this.#timer === undefined && !this.#closing) {
-      // One sweep for every lease, not a timer per key.
-      this.#timer = setInterval(this.#sweep, this.settings.ttlMs);
-      this.#timer.unref();
-    }
-  }
-
-  /** Units taken for a stack that was refused go back where they came from. */
-  #putBack(ops: readonly StoreOp[], taken: readonly (Lease | undefined)[]): void {
-    for (let i = 0; i < taken.length; i++) {
-      const l = taken[i];
-      if (l === undefined) continue;
-      const cost = (ops[i] as StoreOp).cost;
-      l.used -= cost;
-      if (!l.dead) l.left += cost;
-      else void this.#host.giveBack([opOf(l, cost)], l.at, this.#timeOf(l));
-    }
-  }
-
-  /** Ends a lease: it leaves the table and its unused units go back to Redis. */
-  #end(k: string, l: Lease): void {
-    if (this.#table.get(k) === l) this.#table.delete(k);
-    this.#giveBack(l);
-  }
-
-  #giveBack(l: Lease): Promise<void> {
-    if (l.dead) return Promise.resolve();
-    l.dead = true;
-    if (l.left <= 0) return Promise.resolve();
-    const cost = l.left;
-    l.left = 0;
-    return this.#host.giveBack([opOf(l, cost)], l.at, this.#timeOf(l));
-  }
-
-  /** The time a give-back runs at: Redis time, or the latest supplied time seen. */
-  #timeOf(l: Lease): number | undefined {
-    return l.given ? Math.max(l.at, this.#lastGiven) : undefined;
-  }
-
-  readonly #sweep = (): void => {
-    const t = this.#lastGiven === Number.NEGATIVE_INFINITY ? undefined : this.#lastGiven;
-    for (const [k, l] of this.#table) {
-      if (l.dead || !this.#live(l, l.given ? t : undefined)) this.#end(k, l);
-    }
-    if (this.#table.size === 0) {
-      clearInterval(this.#timer);
-      this.#timer = undefined;
-    }
-  };
 
   /**
    * A refund of a decision made at `at`: the units of a decision made during a lease still
@@ -388,11 +312,7 @@ export class Leases {
   }
 
   #takeBack(op: StoreOp, units: number, at: number, t: number | undefined): boolean {
-    const l = this.#table.get(this.#host.keyOf(op.rule, op.key, op.raw));
-    if (l === undefined || l.dead || at < l.at || l.rule !== op.rule || !this.#live(l, t) || l.left + units > l.granted) return false;
-    l.left += units;
-    l.used -= units;
-    return true;
+    return this.#table.takeBack(this.#host.keyOf(op.rule, op.key, op.raw), op, units, at, t);
   }
 
   /** A peek: answered locally when every rule's lease covers it; else Redis', with held units added. */
@@ -400,7 +320,7 @@ export class Leases {
     const t = this.#host.time(now);
     const found: (Lease | undefined)[] = ops.map((op) => {
       const l = this.#table.get(this.#host.keyOf(op.rule, op.key, op.raw));
-      return l !== undefined && !l.dead && l.rule === op.rule && this.#live(l, t) ? l : undefined;
+      return l !== undefined && !l.dead && l.rule === op.rule && this.#table.live(l, t) ? l : undefined;
     });
     if (ops.length > 0 && found.every((l, i) => l !== undefined && l.left >= (ops[i] as StoreOp).cost)) {
       const at = timeIn(found[0] as Lease, t);
@@ -438,10 +358,9 @@ export class Leases {
       else fenced.delete(k);
     };
     for (let p = this.#pending.get(k); p !== undefined; p = this.#pending.get(k)) await p;
-    const l = this.#table.get(k);
+    const l = this.#table.remove(k);
     if (l === undefined) return lift;
-    this.#table.delete(k);
-    if (giveBack) await this.#giveBack(l);
+    if (giveBack) await this.#table.giveBack(l);
     else l.dead = true;
     return lift;
   }
@@ -452,67 +371,8 @@ export class Leases {
    */
   async close(): Promise<void> {
     this.#closing = true;
-    clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#table.closing();
     while (this.#pending.size > 0) await Promise.all(this.#pending.values());
-    const all = [...this.#table.values()];
-    this.#table.clear();
-    await Promise.all(all.map((l) => this.#giveBack(l)));
+    await this.#table.close();
   }
-}
-
-/** Whether less than the lease's span has passed on the local clock since its call (`p`: Date.now()). */
-function fresh(l: Lease, p: number): boolean {
-  return p >= l.localAt && p - l.localAt < l.span;
-}
-
-/**
- * Whether a lease may be used at supplied time `t` (undefined: Redis time), `p` being
- * Date.now(): the clock MemoryStore decides on, read once per decision (performance.now()
- * costs more). A wall clock stepping back to before the lease's call ends the lease.
- */
-function liveAt(l: Lease, t: number | undefined, p: number): boolean {
-  if (!fresh(l, p)) return false;
-  if (t === undefined) return !l.given;
-  // Supplied time: a clock stepping back before the lease, or past its end, ends it.
-  return l.given && t >= l.at && t - l.at < l.span;
-}
-
-/**
- * The time of a decision from a lease: the supplied time, or on Redis time the lease's
- * plus the whole ms elapsed locally since its call was sent (Redis' TIME is whole ms).
- */
-function timeIn(l: Lease, t: number | undefined): number {
-  return t ?? l.at + (Date.now() - l.localAt);
-}
-
-/** A leased admission's figures at `at`: Redis' remaining at lease time plus the units still held. */
-function outcomeOf(l: Lease, at: number): Outcome {
-  return {
-    allowed: true,
-    remaining: l.remaining + l.left,
-    resetMs: Math.max(0, l.resetMs - (at - l.at)),
-    retryAfterMs: 0,
-    delayMs: 0,
-    reason: undefined,
-  };
-}
-
-/**
- * How long a lease counted at `at` may be used: `ttl`, and for a window's counts no longer
- * than the window or block they were counted in (the registry's `periodEnd`), so no unit
- * crosses into the next.
- */
-function spanOf(rule: RuleSpec, ttl: number, at: number, resetMs: number): number {
-  return Math.min(ttl, registry[rule.algorithm].periodEnd(rule, at, resetMs) - at);
-}
-
-/** The op giving `cost` units of a lease back. */
-function opOf(l: Lease, cost: number): StoreOp {
-  return l.raw === undefined ? { rule: l.rule, key: l.key, cost } : { rule: l.rule, key: l.key, raw: l.raw, cost };
-}
-
-function distinct(keys: readonly string[]): boolean {
-  for (let i = 1; i < keys.length; i++) for (let j = 0; j < i; j++) if (keys[i] === keys[j]) return false;
-  return true;
 }
