@@ -12,6 +12,7 @@ import { RedisStore } from '@tollgate/redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../setup/redis.js';
+import { storeCallsOn } from '../setup/redis-paths.js';
 import { type LeaseWorker, sleep, startLeaseWorker } from './helpers/children.js';
 import { mostInAny } from './helpers/lease-guarantee.js';
 import type { LeaseWorkerReply, WorkerDecision } from './helpers/lease-worker.js';
@@ -33,14 +34,6 @@ afterAll(async () => {
   admin.disconnect();
   await redis?.destroy();
 });
-
-/** The store calls Redis has run (FCALL or EVALSHA). */
-async function storeCalls(): Promise<number> {
-  const info = await admin.info('commandstats');
-  let c = 0;
-  for (const m of info.matchAll(/cmdstat_(?:evalsha|fcall):calls=(\d+)/g)) c += Number(m[1]);
-  return c;
-}
 
 describe('leases when an instance wall clock steps (two instances in separate processes)', () => {
   it('a step back before the lease or forward past its ttl ends it (units back, Redis asked); a small step back keeps it; Redis counts exactly the admissions', async () => {
@@ -84,8 +77,8 @@ describe('leases when an instance wall clock steps (two instances in separate pr
       return c;
     };
     /** Calls the instances made since `from` (the test's own reads taken out). */
-    const callsSince = async (from: { calls: number; reads: number }) => (await storeCalls()) - from.calls - (reads - from.reads);
-    const mark = async () => ({ calls: await storeCalls(), reads });
+    const callsSince = async (from: { calls: number; reads: number }) => (await storeCallsOn(admin)) - from.calls - (reads - from.reads);
+    const mark = async () => ({ calls: await storeCallsOn(admin), reads });
     try {
       const held = await Promise.all(
         workers.map(async (w) => keep(await w.run(0, 200, { kind: 'held', units: 5, pauseMs: 50 })).held[0] as number),

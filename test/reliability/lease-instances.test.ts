@@ -21,6 +21,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prng } from '../conformance/store-contract.js';
 import { type RedisServer, startRedis } from '../setup/redis.js';
+import { storeCallsOn } from '../setup/redis-paths.js';
 import { bucketExcess, mostInAny } from './helpers/lease-guarantee.js';
 import type { InstanceConfig, InstanceReport } from './helpers/lease-instance.js';
 
@@ -100,13 +101,6 @@ function startInstance(config: InstanceConfig): Instance {
   return { child, report, exited };
 }
 
-async function storeCalls(): Promise<number> {
-  const info = await admin.info('commandstats');
-  let c = 0;
-  for (const m of info.matchAll(/cmdstat_(?:evalsha|fcall):calls=(\d+)/g)) c += Number(m[1]);
-  return c;
-}
-
 /** What exact decisions admit on the same requests in time order (MemoryStore, supplied clock). */
 async function exactAdmitted(rule: Rule<unknown>, requests: [number, number][]): Promise<number> {
   const clock = new ManualClock(0);
@@ -123,7 +117,7 @@ async function exactAdmitted(rule: Rule<unknown>, requests: [number, number][]):
 
 describe('four instances in separate processes share one Redis through leases', () => {
   it('every algorithm keeps its guarantee shortened by ttl, and admits what exact decisions admit within instances × max', async () => {
-    const before = await storeCalls();
+    const before = await storeCallsOn(admin);
     const startAt = Date.now() + 3000;
     const instances = Array.from({ length: INSTANCES }, (_, i) =>
       startInstance({
@@ -139,7 +133,7 @@ describe('four instances in separate processes share one Redis through leases', 
     );
     const reports = await Promise.all(instances.map((x) => x.report));
     for (const x of instances) expect(await x.exited).toBe(0);
-    const calls = (await storeCalls()) - before;
+    const calls = (await storeCallsOn(admin)) - before;
     const all = reports.flatMap((r) => r.decisions);
     expect(reports.every((r) => r.degraded === 0)).toBe(true);
     // Every instance gave back what it held (close) before exiting.

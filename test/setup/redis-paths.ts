@@ -36,3 +36,11 @@ export async function scriptCalls(node: { info(section: 'commandstats'): Promise
   };
   return { fcall: count('fcall'), evalsha: count('evalsha') };
 }
+
+/** Store calls (FCALL and EVALSHA) a server has run so far, failed ones included. */
+export async function storeCallsOn(node: { info(section: 'commandstats'): Promise<string> }): Promise<number> {
+  const info = await node.info('commandstats');
+  let c = 0;
+  for (const m of info.matchAll(/cmdstat_(?:evalsha|fcall):calls=(\d+)/g)) c += Number(m[1]);
+  return c;
+}

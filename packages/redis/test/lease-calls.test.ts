@@ -8,6 +8,7 @@ import { RedisStore } from '@tollgate/redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keysWithoutExpiry, type RedisServer, startRedis } from '../../../test/setup/redis.js';
+import { storeCallsOn } from '../../../test/setup/redis-paths.js';
 
 let server: RedisServer;
 let client: Redis;
@@ -30,22 +31,14 @@ afterAll(async () => {
   await server.destroy();
 });
 
-/** The store calls Redis has run (FCALL or EVALSHA). */
-async function storeCalls(): Promise<number> {
-  const info = await admin.info('commandstats');
-  let c = 0;
-  for (const m of info.matchAll(/cmdstat_(?:evalsha|fcall):calls=(\d+)/g)) c += Number(m[1]);
-  return c;
-}
-
 type Req = { id: string };
 
 /** One tick: a request on each of the N keys; its admissions and the script calls it cost. */
 async function tick(limiter: Limiter<Req>): Promise<{ allowed: boolean[]; calls: number }> {
-  const before = await storeCalls();
+  const before = await storeCallsOn(admin);
   const ds = await Promise.all(Array.from({ length: N }, (_, i) => limiter.consume({ id: `k${i}` })));
   expect(ds.every((d) => d.degraded === undefined)).toBe(true);
-  return { allowed: ds.map((d) => d.allowed), calls: (await storeCalls()) - before };
+  return { allowed: ds.map((d) => d.allowed), calls: (await storeCallsOn(admin)) - before };
 }
 
 /** What Redis counts for each key, read by a store without leases. */
@@ -110,9 +103,9 @@ async function compare(rules: Rule<Req>[], clock: ManualClock | undefined): Prom
     for (const r of gb.limiters[i]?.rules ?? [])
       for (let k = 0; k < N; k++) held += store.leased(r.spec, `${r.spec.name === 'b' ? 'b' : ''}k${k}`);
     expect(held).toBe(N * rules.length);
-    const before = await storeCalls();
+    const before = await storeCallsOn(admin);
     await store.close();
-    expect((await storeCalls()) - before).toBe(i === 0 ? 1 : N * rules.length);
+    expect((await storeCallsOn(admin)) - before).toBe(i === 0 ? 1 : N * rules.length);
   }
   expect(await counted(rules, gb.prefixes[0], clock)).toEqual(await counted(rules, gb.prefixes[1], clock));
 }

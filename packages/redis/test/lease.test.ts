@@ -12,6 +12,7 @@ import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DelayProxy } from '../../../test/reliability/helpers/delay-proxy.js';
 import { keysWithoutExpiry, type RedisServer, startCluster, startRedis } from '../../../test/setup/redis.js';
+import { storeCallsOn } from '../../../test/setup/redis-paths.js';
 
 let server: RedisServer;
 let client: Redis;
@@ -31,14 +32,6 @@ afterAll(async () => {
   admin.disconnect();
   await server.destroy();
 });
-
-/** The store calls Redis has run (FCALL or EVALSHA). */
-async function storeCalls(): Promise<number> {
-  const info = await admin.info('commandstats');
-  let c = 0;
-  for (const m of info.matchAll(/cmdstat_(?:evalsha|fcall):calls=(\d+)/g)) c += Number(m[1]);
-  return c;
-}
 
 function prefix(): string {
   return `lease${++n}:`;
@@ -83,7 +76,7 @@ describe('leased decisions (one instance, supplied clock)', () => {
       const p = prefix();
       const store = new RedisStore({ client, prefix: p, timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
       const limiter = createLimiter({ rules: [{ name: 'r', algorithm, limit: 100, window: '1m', key: () => 'k' }], store, clock });
-      const before = await storeCalls();
+      const before = await storeCallsOn(admin);
       let admitted = 0;
       let last = 101;
       for (let i = 0; i < 150; i++) {
@@ -98,7 +91,7 @@ describe('leased decisions (one instance, supplied clock)', () => {
         }
       }
       expect(admitted).toBe(100);
-      const calls = (await storeCalls()) - before;
+      const calls = (await storeCallsOn(admin)) - before;
       // 100 admissions in leases of at most 10 (and halving near the limit), 50 refusals
       // answered by the deny cache after the first.
       expect(calls).toBeLessThan(40);
@@ -209,9 +202,9 @@ describe('refusals and features under leases', () => {
     const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 10, ttl: '1s' } });
     const limiter = createLimiter({ rules: [{ name: 'r', limit: 3, window: '1m' }], store, clock });
     for (let i = 0; i < 4; i++) await limiter.consume({});
-    const before = await storeCalls();
+    const before = await storeCallsOn(admin);
     for (let i = 0; i < 20; i++) expect((await limiter.consume({})).allowed).toBe(false);
-    expect((await storeCalls()) - before).toBe(0);
+    expect((await storeCallsOn(admin)) - before).toBe(0);
     await store.close();
   });
 
@@ -457,14 +450,14 @@ describe('peek and rules never leased', () => {
     const limiter = createLimiter({ rules: [{ name: 'r', limit: 100, window: '1m', key: () => 'k' }], store, clock });
     for (let i = 0; i < 4; i++) await limiter.consume({});
     expect(store.leased(limiter.rules[0]?.spec as RuleSpec, 'k')).toBe(3);
-    const before = await storeCalls();
+    const before = await storeCallsOn(admin);
     const p = await limiter.peek({});
-    expect((await storeCalls()) - before).toBe(0);
+    expect((await storeCallsOn(admin)) - before).toBe(0);
     // As an exact peek would say: 100 - 4 consumed, less the peeked request.
     expect(p.allowed).toBe(true);
     expect(p.rules[0]?.remaining).toBe(95);
     const big = await limiter.peek({}, { cost: 5 });
-    expect((await storeCalls()) - before).toBe(1);
+    expect((await storeCallsOn(admin)) - before).toBe(1);
     expect(big.allowed).toBe(true);
     expect(big.rules[0]?.remaining).toBe(91);
     await store.close();
@@ -477,12 +470,12 @@ describe('peek and rules never leased', () => {
       store,
     });
     const dry = createLimiter({ rules: [{ name: 'd', limit: 100, window: '1m', dryRun: true, key: () => 'k' }], store });
-    const before = await storeCalls();
+    const before = await storeCallsOn(admin);
     for (let i = 0; i < 5; i++) {
       await queue.consume({});
       await dry.consume({});
     }
-    expect((await storeCalls()) - before).toBe(10);
+    expect((await storeCallsOn(admin)) - before).toBe(10);
     expect(store.leased(queue.rules[0]?.spec as RuleSpec, 'k') + store.leased(dry.rules[0]?.spec as RuleSpec, 'k')).toBe(0);
     await store.close();
   });
@@ -563,11 +556,11 @@ describe('slow Redis and clock steps', () => {
     };
     for (let i = 0; i < 4; i++) await take();
     expect(store.leased(spec(), 'k')).toBe(3);
-    const before = await storeCalls();
+    const before = await storeCallsOn(admin);
     clock.advance(-10_000);
     await take();
     // The lease was not used: a call to Redis, and the old lease's units went back.
-    expect((await storeCalls()) - before).toBeGreaterThanOrEqual(1);
+    expect((await storeCallsOn(admin)) - before).toBeGreaterThanOrEqual(1);
     await new Promise((r) => setTimeout(r, 20));
     expect((await plain.get('r', 'k')).remaining + store.leased(spec(), 'k')).toBe(50 - admitted);
     clock.advance(60_000);
@@ -592,10 +585,10 @@ describe('calls per decision', () => {
     const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 100, ttl: '1s' } });
     const limiter = createLimiter({ rules: [{ name: 'r', limit: 1_000_000, window: '1m' }], store });
     await limiter.consume({});
-    const before = await storeCalls();
+    const before = await storeCallsOn(admin);
     const N = 5000;
     for (let i = 0; i < N; i++) await limiter.consume({});
-    const calls = (await storeCalls()) - before;
+    const calls = (await storeCallsOn(admin)) - before;
     expect(calls / N).toBeLessThanOrEqual(0.05);
     await store.close();
   });
@@ -604,11 +597,11 @@ describe('calls per decision', () => {
     const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 100, ttl: '1s' } });
     const limiter = createLimiter({ rules: [{ name: 'r', limit: 1_000_000, window: '1m' }], store });
     await limiter.consume({});
-    const before = await storeCalls();
+    const before = await storeCallsOn(admin);
     const ds = await Promise.all(Array.from({ length: 50 }, () => limiter.consume({})));
     expect(ds.every((d) => d.allowed)).toBe(true);
     // Lease sizes double from what the key used (2, 4, 8, ...): a handful of calls.
-    expect((await storeCalls()) - before).toBeLessThanOrEqual(8);
+    expect((await storeCallsOn(admin)) - before).toBeLessThanOrEqual(8);
     await store.close();
   });
 });
@@ -616,10 +609,10 @@ describe('calls per decision', () => {
 describe('keys without a recent lease', () => {
   /** Store calls for one tick of `n` decisions on `n` keys named `<tag><i>`. */
   async function oneTick(limiter: Limiter<{ id: string }>, tag: string, n: number): Promise<number> {
-    const before = await storeCalls();
+    const before = await storeCallsOn(admin);
     const ds = await Promise.all(Array.from({ length: n }, (_, i) => limiter.consume({ id: `${tag}${i}` })));
     expect(ds.every((d) => d.allowed && d.degraded === undefined)).toBe(true);
-    return (await storeCalls()) - before;
+    return (await storeCallsOn(admin)) - before;
   }
 
   it('one-off keys in one tick cost the script calls they cost without leases, and again once their entries expire', async () => {
@@ -651,13 +644,13 @@ describe('keys without a recent lease', () => {
   it('a key first seen in a burst in one tick is decided in one call, then leases: at most 0.05 calls per decision', async () => {
     const store = new RedisStore({ client, prefix: prefix(), timeoutMs: SLOW, lease: { max: 100, ttl: '1s' } });
     const limiter = createLimiter({ rules: [{ name: 'r', limit: 1_000_000, window: '1m' }], store });
-    const before = await storeCalls();
+    const before = await storeCallsOn(admin);
     const ds = await Promise.all(Array.from({ length: 20 }, () => limiter.consume({})));
     expect(ds.every((d) => d.allowed)).toBe(true);
-    expect((await storeCalls()) - before).toBe(1);
+    expect((await storeCallsOn(admin)) - before).toBe(1);
     const N = 2000;
     for (let i = 0; i < N; i++) expect((await limiter.consume({})).allowed).toBe(true);
-    expect(((await storeCalls()) - before) / N).toBeLessThanOrEqual(0.05);
+    expect(((await storeCallsOn(admin)) - before) / N).toBeLessThanOrEqual(0.05);
     await store.close();
   });
 });
