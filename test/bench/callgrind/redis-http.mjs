@@ -6,7 +6,7 @@
 // instruction counts do not depend on the machine's load, so variants run side by side.
 //
 //   pnpm build && node test/bench/callgrind/redis-http.mjs [--warmup 2000] [--batch 1000] [--batches 2]
-//       [--connections 4] [--only <substring>]... [--parallel 3] [--threads]
+//       [--connections 4] [--only <substring>]... [--parallel 3] [--threads] [--keep <dir>]
 //
 // Variants come from ../http/variants.mjs (bare Express, Fastify and node:http, tollgate's RedisStore
 // with one rule and four, rate-limit-redis, rate-limiter-flexible, @fastify/rate-limit),
@@ -29,7 +29,7 @@
 // With several
 // batches, each figure is also given as the minimum and the median of the batches.
 import { execFile, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -47,6 +47,8 @@ const { values } = parseArgs({
     connections: { type: 'string', default: '4' },
     only: { type: 'string', multiple: true },
     threads: { type: 'boolean', default: false },
+    // Keeps each variant's callgrind dumps in <dir>/<variant> (for callgrind_annotate by hand).
+    keep: { type: 'string', default: '' },
   },
 });
 const WARMUP = Number(values.warmup);
@@ -203,6 +205,7 @@ async function measure(name) {
         await new Promise((r) => p.once('exit', r));
       }
     }
+    if (values.keep !== '') cpSync(dir, join(values.keep, name.replaceAll(/[^\w@-]+/g, '-')), { recursive: true });
     rmSync(dir, { recursive: true, force: true });
   }
 }
