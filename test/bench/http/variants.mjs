@@ -112,7 +112,14 @@ const tgStore = async (kind, opts) => {
   if (!kind.startsWith('redis')) return { store: undefined, close: async () => {} };
   const { RedisStore } = await import('@tollgate/redis');
   const client = await redisClient(opts.redisPort);
-  const store = new RedisStore({ client, prefix: `bench${process.pid}`, ...(kind === 'redis lease' ? { lease: {} } : {}) });
+  // BENCH_REDIS_TIMEOUT_MS: a longer deadline where Redis answers slowly (callgrind's http-server.mjs).
+  const timeoutMs = Number(process.env.BENCH_REDIS_TIMEOUT_MS) || undefined;
+  const store = new RedisStore({
+    client,
+    prefix: `bench${process.pid}`,
+    ...(timeoutMs ? { timeoutMs } : {}),
+    ...(kind === 'redis lease' ? { lease: {} } : {}),
+  });
   return {
     store,
     close: async () => {
