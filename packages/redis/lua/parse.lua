@@ -87,8 +87,8 @@ local function rule_of(text)
   if block == '0' then block = 0 else block = tonumber(block) end
   if maxCost == Ltext then maxCost = L else maxCost = tonumber(maxCost) end
   -- 102 'f' (first-request alignment), 113 'q' (queue mode), 109 'm' (calendar month),
-  -- 49 '1' (countRejected, dryRun). An algorithm read otherwise in queue mode has an entry
-  -- for it (queue).
+  -- 49 '1' (countRejected, dryRun). An algorithm whose state reads otherwise in queue mode
+  -- has an entry for that mode (its queue).
   local alg = ALG[algo]
   if md == 113 and alg.queue then alg = alg.queue end
   -- The fields of an entry of this rule (see read): block, TTL expiry, the state's width (a
