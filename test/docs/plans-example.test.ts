@@ -16,6 +16,7 @@ const built =
   existsSync(join(root, 'packages/redis/dist/index.mjs')) &&
   existsSync(join(root, 'packages/cli/dist/index.mjs'));
 const ADMIN = { 'x-admin-token': 'test-admin' };
+const stillClock = fileURLToPath(new URL('./still-clock.mjs', import.meta.url));
 const run = promisify(execFile);
 
 const children: ChildProcess[] = [];
@@ -23,10 +24,14 @@ afterEach(() => {
   for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
 });
 
-/** Starts the example server; resolves with its base URL once it prints it. */
+/**
+ * Starts the example server; resolves with its base URL once it prints it. On the memory store
+ * its clock stands still (still-clock.mjs): the checked counts hold wherever a minute ends.
+ */
 function server(env: Record<string, string> = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['examples/plans/server.mjs'], {
+    const preload = env.REDIS_URL === undefined ? ['--import', stillClock] : [];
+    const child = spawn(process.execPath, [...preload, 'examples/plans/server.mjs'], {
       cwd: root,
       env: { ...process.env, PORT: '0', ADMIN_TOKEN: 'test-admin', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
