@@ -111,14 +111,7 @@ end
 -- it would leave.
 local function uncounted(r)
   if not r.cr then return r end
-  local u = r.uncounted
-  if u == nil then
-    u = {}
-    for k, v in pairs(r) do u[k] = v end
-    u.cr = false
-    r.uncounted = u
-  end
-  return u
+  return with_cr(r, 'uncounted', false)
 end
 
 -- A shape's ops: rule numbers, costs, key references (0: the next new key), count, and

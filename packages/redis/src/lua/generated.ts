@@ -1054,14 +1054,7 @@ end
 -- it would leave.
 local function uncounted(r)
   if not r.cr then return r end
-  local u = r.uncounted
-  if u == nil then
-    u = {}
-    for k, v in pairs(r) do u[k] = v end
-    u.cr = false
-    r.uncounted = u
-  end
-  return u
+  return with_cr(r, 'uncounted', false)
 end
 
 -- A shape's ops: rule numbers, costs, key references (0: the next new key), count, and
@@ -1239,20 +1232,25 @@ end
 -- LOG_CHARGE_MAX), far below SANE2, so no pile of charges turns a debt into a fresh budget.
 local CHARGE_MAX, LOG_CHARGE_MAX = 2 ^ 50, 2 ^ 40
 
+-- r with countRejected set to cr: a copy made once and kept on r under name.
+local function with_cr(r, name, cr)
+  local u = r[name]
+  if u == nil then
+    u = {}
+    for k, v in pairs(r) do u[k] = v end
+    u.cr = cr
+    r[name] = u
+  end
+  return u
+end
+
 -- A charge by the algorithm's own check with countRejected forced on (core's chargeByCheck):
 -- the state an admitted request of units would leave whatever is left, its number at i
 -- (from the end when negative, -1 the last) kept within limit, below it (sign 1) or above
 -- its negative (sign -1). An algorithm's charge (see the algorithm sections).
 local function charge_by_check(i, sign, limit)
   return function(s, now, r, units)
-    local f = r.forced
-    if f == nil then
-      f = {}
-      for k, v in pairs(r) do f[k] = v end
-      f.cr = true
-      r.forced = f
-    end
-    local _, _, _, _, _, nx = r.alg.check(s, now, f, units)
+    local _, _, _, _, _, nx = r.alg.check(s, now, with_cr(r, 'forced', true), units)
     local j = i
     if j < 0 then j = #nx + 1 + j end
     if sign > 0 then nx[j] = min(nx[j], limit) else nx[j] = max(nx[j], -limit) end
