@@ -205,7 +205,9 @@ export class RedisStore extends EventEmitter implements Store {
     const back = beyondCost(ops, keys, late.grants);
     if (back.ops.length === 0) return;
     this.#deny?.written(back.keys);
-    this.#deadline(this.#slots.giveBack(refundArgs, back.ops, back.keys, late.d.now, t)).then(
+    // At the latest supplied time: the clock may have moved on while the answer was late.
+    const now = (this.#leases as Leases).giveBackTime(t);
+    this.#deadline(this.#slots.giveBack(refundArgs, back.ops, back.keys, late.d.now, now)).then(
       () => this.#breaker.success(),
       (err: unknown) => this.#failed(err, 'refund', 'none'),
     );

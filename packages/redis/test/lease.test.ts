@@ -541,6 +541,50 @@ describe('slow Redis and clock steps', () => {
     }
   });
 
+  it("a late lease call's surplus goes back at the latest supplied time (at the call's own time it stayed counted once the clock had moved on)", async () => {
+    const proxy = new DelayProxy(server.port);
+    const port = await proxy.listen();
+    const c = new Redis({ port, host: '127.0.0.1' });
+    await new Promise((r) => c.once('ready', r));
+    const clock = new ManualClock(9_500_000);
+    const p = prefix();
+    const store = new RedisStore({
+      client: c,
+      prefix: p,
+      timeoutMs: 200,
+      onStoreError: 'deny',
+      breaker: { failures: 100 },
+      lease: { max: 20, ttl: '1m' },
+    });
+    const exact = new RedisStore({ client, prefix: p, timeoutMs: SLOW, clock });
+    const rules: Rule<unknown>[] = [{ name: 'r', algorithm: 'sliding-log', limit: 1000, window: '1h', key: () => 'k' }];
+    const limiter = createLimiter({ rules, store, clock });
+    const plain = createLimiter({ rules, store: exact });
+    const counted = async () => 1000 - (await plain.get('r', 'k')).remaining;
+    try {
+      for (let i = 0; i < 30; i++) await limiter.consume({});
+      // Past ttl: the next decision gives the lease's units back and leases 20 again.
+      clock.advance(61_000);
+      const before = (await counted()) - store.leased(limiter.rules[0]?.spec as RuleSpec, 'k');
+      // Answered 2 s late: long after the next decision was sent, even on a loaded machine.
+      proxy.delayMs = 1000;
+      expect((await limiter.consume({})).degraded).toBe('deny');
+      // The clock moves on and another decision is counted (a unit newer than the lease's)
+      // before the late answer arrives and its surplus goes back.
+      clock.advance(1000);
+      expect((await limiter.consume({})).degraded).toBe('deny');
+      proxy.delayMs = 0;
+      // Each request's own unit stays counted, as an exact call's would; the 19 others go back.
+      for (let i = 0; i < 120 && (await counted()) !== before + 2; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(await counted()).toBe(before + 2);
+    } finally {
+      await store.close();
+      await exact.close();
+      c.disconnect();
+      await proxy.close();
+    }
+  });
+
   it('a clock stepping back ends the lease (its units go back); one stepping past ttl too; nothing is admitted twice', async () => {
     const clock = new ManualClock(9_000_000);
     const p = prefix();

@@ -76,6 +76,11 @@ export class Leases {
     return this.#table.size;
   }
 
+  /** The time units counted at supplied time `t` go back at (see LeaseTable.latest). */
+  giveBackTime(t: number | undefined): number | undefined {
+    return this.#table.latest(t);
+  }
+
   /** Unused units this instance holds for a Redis key (0 when none live). */
   held(redisKey: string): number {
     const l = this.#table.get(redisKey);

@@ -117,9 +117,17 @@ export class LeaseTable {
     return true;
   }
 
-  /** The time a give-back runs at: Redis time, or the latest supplied time seen. */
+  /**
+   * The time a give-back of units counted at `t` runs at: Redis time (undefined), or the
+   * latest supplied time seen. Never `t` alone once the clock has moved on: a sliding log
+   * refunded at a time behind its newest entry takes from that entry, not the lease's.
+   */
+  latest(t: number | undefined): number | undefined {
+    return t === undefined ? undefined : Math.max(t, this.#lastGiven);
+  }
+
   #timeOf(l: Lease): number | undefined {
-    return l.given ? Math.max(l.at, this.#lastGiven) : undefined;
+    return this.latest(l.given ? l.at : undefined);
   }
 
   readonly #sweep = (): void => {
