@@ -265,10 +265,6 @@ export class RedisStore extends EventEmitter implements Store {
 
   refund(ops: readonly StoreOp[], at: number, now?: number, degraded?: 'local'): Promise<void> {
     if (degraded === 'local') return this.#giveBackLocally('refund', ops, at, now);
-    // Units of a lease still live go back to it; the rest to Redis.
-    if (this.#leases !== undefined && !this.#closed) {
-      return this.#giveBack('refund', this.#leases.refund(ops, at, this.#time(now)), at, now);
-    }
     return this.#giveBack('refund', ops, at, now);
   }
 
@@ -278,10 +274,6 @@ export class RedisStore extends EventEmitter implements Store {
    */
   settle(ops: readonly StoreOp[], at: number, now?: number, degraded?: 'local'): Promise<void> {
     if (degraded === 'local') return this.#giveBackLocally('settle', ops, at, now);
-    // What a settle gives back of a decision from a live lease goes back to it.
-    if (this.#leases !== undefined && !this.#closed) {
-      return this.#giveBack('settle', this.#leases.settle(ops, at, this.#time(now)), at, now);
-    }
     return this.#giveBack('settle', ops, at, now);
   }
 
@@ -296,15 +288,23 @@ export class RedisStore extends EventEmitter implements Store {
     await this.#local.store[operation](this.#local.ops(ops), at, t);
   }
 
-  async #giveBack(operation: 'refund' | 'settle', ops: readonly StoreOp[], at: number, now?: number, lease = false): Promise<void> {
+  /**
+   * A refund or settle in Redis, or (`lease`) a lease's unused units going back. Checked
+   * before anything changes, and async: a bad time or a throwing `hashTag` rejects, as
+   * without leases, instead of throwing at the caller.
+   */
+  async #giveBack(operation: 'refund' | 'settle', given: readonly StoreOp[], at: number, now?: number, lease = false): Promise<void> {
     if (this.#closed) throw closedError();
+    if (given.length === 0) return;
+    const t = this.#time(now);
+    checkTime(at, `RedisStore.${operation}: at`);
+    // What a refund or settle gives back of a decision from a live lease goes back to it; the rest to Redis.
+    const ops = lease || this.#leases === undefined ? given : this.#leases[operation](given, at, t);
     if (ops.length === 0) return;
     // A lease's units going back change only their keys' answers.
     const keys = ops.map((op) => this.keyOf(op.rule, op.key, op.raw));
     if (lease) this.#deny?.written(keys);
     else this.#deny?.clear();
-    const t = this.#time(now);
-    checkTime(at, `RedisStore.${operation}: at`);
     if (!this.#breaker.tryCall()) {
       // Decisions are being made locally: give back (or charge) there; a lease's units were
       // never counted there, so they stay counted in Redis (as a give-back that failed).

@@ -443,6 +443,52 @@ describe('failure policy: give-backs', () => {
   });
 });
 
+describe('bad input to a store with leases', () => {
+  it('refund and settle reject, as without leases, on a time that is not one or a hashTag that throws (they threw synchronously, or took the units into the lease)', async () => {
+    let throwing = false;
+    const store = new RedisStore({
+      client,
+      prefix: prefix(),
+      timeoutMs: SLOW,
+      lease: { max: 10, ttl: '1s' },
+      hashTag: (_rule, key) => {
+        if (throwing) throw new Error('hashTag failed');
+        return key;
+      },
+    });
+    const limiter = createLimiter({ rules: [{ name: 'r', limit: 100, window: '1m', key: () => 'k' }], store });
+    for (let i = 0; i < 3; i++) await limiter.consume({});
+    const d = await limiter.consume({});
+    const spec = limiter.rules[0]?.spec as RuleSpec;
+    expect(store.leased(spec, 'k')).toBeGreaterThan(0);
+    const ops = [{ rule: spec, key: 'k', cost: 1 }];
+    // A promise that rejects: a caller's .catch sees the error (a synchronous throw escaped it).
+    const outcome = (call: () => Promise<void>) =>
+      Promise.resolve().then(() => {
+        let p: Promise<void>;
+        try {
+          p = call();
+        } catch (err) {
+          return `threw ${(err as TollgateError).code ?? (err as Error).message}`;
+        }
+        return p.then(
+          () => 'resolved',
+          (err: unknown) => `rejected ${(err as TollgateError).code ?? (err as Error).message}`,
+        );
+      });
+    expect(await outcome(() => store.refund(ops, d.at, Number.NaN))).toBe('rejected TG_INVALID_TIME');
+    expect(await outcome(() => store.settle(ops, d.at, Number.NaN))).toBe('rejected TG_INVALID_TIME');
+    // A decision time that is not one is not taken back into the live lease either.
+    expect(await outcome(() => store.refund(ops, Number.NaN))).toBe('rejected TG_INVALID_TIME');
+    expect(await outcome(() => store.settle([{ ...ops[0], cost: -1 } as (typeof ops)[0]], Number.NaN))).toBe('rejected TG_INVALID_TIME');
+    throwing = true;
+    expect(await outcome(() => store.refund(ops, d.at))).toBe('rejected hashTag failed');
+    expect(await outcome(() => store.settle(ops, d.at))).toBe('rejected hashTag failed');
+    throwing = false;
+    await store.close();
+  });
+});
+
 describe('peek and rules never leased', () => {
   it('a peek covered by the lease is answered locally; otherwise Redis answers with the held units added', async () => {
     const clock = new ManualClock(11_000_000);

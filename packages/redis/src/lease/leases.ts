@@ -304,20 +304,26 @@ export class Leases {
    * stay counted in Redis and are used within its ttl. The rest go to Redis.
    */
   refund(ops: readonly StoreOp[], at: number, t: number | undefined): StoreOp[] {
-    const rest: StoreOp[] = [];
-    for (const op of ops) if (!this.#takeBack(op, op.cost, at, t)) rest.push(op);
-    return rest;
+    return this.#takeBack(ops, at, t, false);
   }
 
   /** A settle: what it gives back (a cost below zero) goes to a live lease as a refund does; the rest to Redis. */
   settle(ops: readonly StoreOp[], at: number, t: number | undefined): StoreOp[] {
-    const rest: StoreOp[] = [];
-    for (const op of ops) if (!(op.cost < 0 && this.#takeBack(op, -op.cost, at, t))) rest.push(op);
-    return rest;
+    return this.#takeBack(ops, at, t, true);
   }
 
-  #takeBack(op: StoreOp, units: number, at: number, t: number | undefined): boolean {
-    return this.#table.takeBack(this.#host.keyOf(op.rule, op.key, op.raw), op, units, at, t);
+  #takeBack(ops: readonly StoreOp[], at: number, t: number | undefined, settle: boolean): StoreOp[] {
+    // Every key first: a `hashTag` that throws leaves every lease as it was.
+    const keys = ops.map((op) => this.#host.keyOf(op.rule, op.key, op.raw));
+    const rest: StoreOp[] = [];
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as StoreOp;
+      const units = settle ? -op.cost : op.cost;
+      // A settle above the estimate (a cost above zero) is charged in Redis.
+      if (settle && units <= 0) rest.push(op);
+      else if (!this.#table.takeBack(keys[i] as string, op, units, at, t)) rest.push(op);
+    }
+    return rest;
   }
 
   /** A peek: answered locally when every rule's lease covers it; else Redis', with held units added. */
