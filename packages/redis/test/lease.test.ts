@@ -295,6 +295,49 @@ describe('refusals and features under leases', () => {
     });
   }
 
+  it('a reset while refused stacks hold units of the key lease drops those units too (they went back into the fresh state)', async () => {
+    // Instance A (through a delaying proxy) and B share the global rule G.
+    const proxy = new DelayProxy(server.port);
+    const port = await proxy.listen();
+    const c = new Redis({ port, host: '127.0.0.1' });
+    await new Promise((r) => c.once('ready', r));
+    const clock = new ManualClock(7_900_000);
+    const p = prefix();
+    type Req = { id: string };
+    const G: Rule<Req> = { name: 'G', algorithm: 'fixed-window', limit: 100, window: '1h', key: () => 'g' };
+    const U: Rule<Req> = { name: 'U', limit: 1000, window: '1h', key: (r) => r.id };
+    const storeA = new RedisStore({ client: c, prefix: p, timeoutMs: SLOW, denyCache: false, lease: { max: 20, ttl: '1m' } });
+    const storeB = new RedisStore({ client, prefix: p, timeoutMs: SLOW, denyCache: false });
+    const a = createLimiter({ rules: [G, U], store: storeA, clock });
+    const b = createLimiter({ rules: [G], store: storeB, clock });
+    try {
+      const g = a.rules[0]?.spec as RuleSpec;
+      for (let i = 0; i < 40 && storeA.leased(g, 'g') < 5; i++) await a.consume({ id: 'w' });
+      expect(storeA.leased(g, 'g')).toBeGreaterThanOrEqual(5);
+      await a.block('U', 'blocked', '1h');
+      proxy.delayMs = 400;
+      // Five stacks each take a unit of G's lease, and wait for Redis to refuse U; meanwhile G is reset.
+      const refused = Array.from({ length: 5 }, () => a.consume({ id: 'blocked' }));
+      const reset = a.reset('G', 'g');
+      // After the reset reached Redis, before the refusals reach A: B counts 3 in the fresh state.
+      await new Promise((r) => setTimeout(r, 600));
+      for (let i = 0; i < 3; i++) expect((await b.consume({ id: 'x' })).allowed).toBe(true);
+      expect((await Promise.all(refused)).map((d) => d.allowed)).toEqual([false, false, false, false, false]);
+      await reset;
+      proxy.delayMs = 0;
+      // Through A's connection, after anything A sent when the refusals arrived.
+      await a.peek({ id: 'w' });
+      let admitted = 3;
+      while (admitted < 200 && (await b.consume({ id: 'x' })).allowed) admitted++;
+      expect(admitted).toBe(100);
+    } finally {
+      await storeA.close();
+      await storeB.close();
+      c.disconnect();
+      await proxy.close();
+    }
+  });
+
   it('reserve and settle: settle goes to Redis, at the lease time', async () => {
     const clock = new ManualClock(8_000_000);
     const p = prefix();

@@ -278,6 +278,7 @@ export class Leases {
         remaining: o.remaining - left,
         resetMs: o.resetMs,
         dead: false,
+        dropped: false,
       });
     }
     if (!d.allowed) this.#table.putBack(ops, taken);
@@ -369,10 +370,12 @@ export class Leases {
       else fenced.delete(k);
     };
     for (let p = this.#pending.get(k); p !== undefined; p = this.#pending.get(k)) await p;
+    if (!giveBack) {
+      this.#table.drop(k);
+      return lift;
+    }
     const l = this.#table.remove(k);
-    if (l === undefined) return lift;
-    if (giveBack) await this.#table.giveBack(l);
-    else l.dead = true;
+    if (l !== undefined) await this.#table.giveBack(l);
     return lift;
   }
 

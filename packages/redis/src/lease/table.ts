@@ -77,7 +77,7 @@ export class LeaseTable {
       const cost = (ops[i] as StoreOp).cost;
       l.used -= cost;
       if (!l.dead) l.left += cost;
-      else void this.#giveBackOps([opOf(l, cost)], l.at, this.#timeOf(l));
+      else if (!l.dropped) void this.#giveBackOps([opOf(l, cost)], l.at, this.#timeOf(l));
     }
   }
 
@@ -92,6 +92,18 @@ export class LeaseTable {
     const l = this.#table.get(k);
     if (l !== undefined) this.#table.delete(k);
     return l;
+  }
+
+  /**
+   * Key `k`'s lease ends with the key's state (a `reset` on this instance): its units are
+   * not given back, nor those a stack in flight took from it and puts back when refused,
+   * which would credit the fresh state with units it never counted.
+   */
+  drop(k: string): void {
+    const l = this.remove(k);
+    if (l === undefined) return;
+    l.dead = true;
+    l.dropped = true;
   }
 
   /** A lease's unused units go back to Redis (once). */
