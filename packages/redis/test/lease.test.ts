@@ -748,6 +748,38 @@ describe('keys without a recent lease', () => {
     return (await storeCallsOn(admin)) - before;
   }
 
+  it('a flood of distinct keys fills at most maxKeys entries: past it, a new key decides exactly (the table grew without bound)', async () => {
+    expect(codeOf(() => new RedisStore({ client, lease: { maxKeys: 0 } }))).toBe('TG_INVALID_OPTION');
+    expect(codeOf(() => new RedisStore({ client, lease: { maxKeys: 2.5 } }))).toBe('TG_INVALID_OPTION');
+    const clock = new ManualClock(51_000_000);
+    const p = prefix();
+    const rules: Rule<{ id: string }>[] = [{ name: 'r', algorithm: 'sliding-log', limit: 1000, window: '1h', key: (r) => r.id }];
+    const store = new RedisStore({ client, prefix: p, timeoutMs: SLOW, lease: { max: 20, ttl: '1m', maxKeys: 50 } });
+    const exact = new RedisStore({ client, prefix: p, timeoutMs: SLOW, clock });
+    const limiter = createLimiter({ rules, store, clock });
+    const plain = createLimiter({ rules, store: exact });
+    const spec = limiter.rules[0]?.spec as RuleSpec;
+    // With room, a key leases from its second decision on.
+    let busy = 0;
+    for (; busy < 10 && store.leased(spec, 'busy') < 2; busy++) await limiter.consume({ id: 'busy' });
+    expect(store.leased(spec, 'busy')).toBeGreaterThanOrEqual(2);
+    await oneTick(limiter, 'flood', 200);
+    // Full: a new key decides exactly every time (one store call each), and counts exactly.
+    const before = await storeCallsOn(admin);
+    for (let i = 0; i < 5; i++) expect((await limiter.consume({ id: 'late' })).allowed).toBe(true);
+    expect(store.leased(spec, 'late')).toBe(0);
+    expect((await storeCallsOn(admin)) - before).toBe(5);
+    // The busy key's lease, held before the flood, still answers without Redis.
+    const held = store.leased(spec, 'busy');
+    expect((await limiter.consume({ id: 'busy' })).allowed).toBe(true);
+    expect(store.leased(spec, 'busy')).toBe(held - 1);
+    await store.close();
+    expect((await plain.get('r', 'late')).remaining).toBe(1000 - 5);
+    expect((await plain.get('r', 'busy')).remaining).toBe(1000 - busy - 1);
+    expect((await plain.get('r', 'flood7')).remaining).toBe(1000 - 1);
+    await exact.close();
+  });
+
   it('one-off keys in one tick cost the script calls they cost without leases, and again once their entries expire', async () => {
     const clock = new ManualClock(50_000_000);
     const rules: Rule<{ id: string }>[] = [{ name: 'r', limit: 1000, window: '1m', key: (r) => r.id }];

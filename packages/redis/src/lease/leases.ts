@@ -68,7 +68,7 @@ export class Leases {
   constructor(settings: LeaseSettings, host: LeaseHost) {
     this.settings = settings;
     this.#host = host;
-    this.#table = new LeaseTable(settings.ttlMs, host.giveBack);
+    this.#table = new LeaseTable(settings.ttlMs, settings.maxKeys, host.giveBack);
   }
 
   /** Live leases (for tests and diagnostics). */

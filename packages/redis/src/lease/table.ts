@@ -13,6 +13,7 @@ export type GiveBack = (ops: readonly StoreOp[], at: number, t: number | undefin
 
 export class LeaseTable {
   readonly #ttlMs: number;
+  readonly #maxKeys: number;
   readonly #giveBackOps: GiveBack;
   /** Live leases by Redis key. */
   readonly #table = new Map<string, Lease>();
@@ -22,8 +23,9 @@ export class LeaseTable {
   /** Closing: no sweep is armed again (close gives every lease back). */
   #closing = false;
 
-  constructor(ttlMs: number, giveBack: GiveBack) {
+  constructor(ttlMs: number, maxKeys: number, giveBack: GiveBack) {
     this.#ttlMs = ttlMs;
+    this.#maxKeys = maxKeys;
     this.#giveBackOps = giveBack;
   }
 
@@ -60,6 +62,12 @@ export class LeaseTable {
       }
     }
     if (old !== undefined) this.end(k, old);
+    else if (this.#table.size >= this.#maxKeys) {
+      // Full (a flood of distinct keys): the key keeps deciding exactly, its demand not
+      // recorded; what was leased with this answer goes back at once. The sweep frees room.
+      this.giveBack(l);
+      return;
+    }
     this.#table.set(k, l);
     // Closing: close() gives it back with the rest once the calls in flight are answered.
     if (this.#timer === undefined && !this.#closing) {
