@@ -184,10 +184,13 @@ export class RedisStore extends EventEmitter implements Store {
       r = await this.#deadline(call);
     } catch (err) {
       this.#failed(err, 'consume', this.onStoreError);
-      // Redis may still run it: then what it leased beyond the request's cost goes back.
-      call.then(
-        (late) => this.#returnLate(ops, keys, late, t),
-        () => {},
+      // Redis may still run it: what it leased beyond the cost goes back, but for keys reset here since.
+      let dropped: (key: string) => boolean = () => false;
+      dropped = (this.#leases as Leases).late(
+        call.then(
+          (late) => this.#returnLate(ops, keys, late, t, dropped),
+          () => {},
+        ),
       );
       return { d: await this.#degraded('c', ops, t), grants: undefined };
     }
@@ -200,9 +203,15 @@ export class RedisStore extends EventEmitter implements Store {
    * the units it leased beyond the request's cost go back, so it costs what an exact call
    * answered late costs. Sent whatever the breaker says: Redis has just answered.
    */
-  #returnLate(ops: readonly StoreOp[], keys: readonly string[], late: LeaseAnswer, t: number | undefined): void {
+  #returnLate(
+    ops: readonly StoreOp[],
+    keys: readonly string[],
+    late: LeaseAnswer,
+    t: number | undefined,
+    dropped: (key: string) => boolean,
+  ): void {
     if (!late.d.allowed || this.#closed) return;
-    const back = beyondCost(ops, keys, late.grants);
+    const back = beyondCost(ops, keys, late.grants, dropped);
     if (back.ops.length === 0) return;
     this.#deny?.written(back.keys);
     // At the latest supplied time: the clock may have moved on while the answer was late.
@@ -288,11 +297,7 @@ export class RedisStore extends EventEmitter implements Store {
     await this.#local.store[operation](this.#local.ops(ops), at, t);
   }
 
-  /**
-   * A refund or settle in Redis, or (`lease`) a lease's unused units going back. Checked
-   * before anything changes, and async: a bad time or a throwing `hashTag` rejects, as
-   * without leases, instead of throwing at the caller.
-   */
+  /** A refund or settle, or (`lease`) a lease's unused units going back: checked before anything changes, and a failure rejects. */
   async #giveBack(operation: 'refund' | 'settle', given: readonly StoreOp[], at: number, now?: number, lease = false): Promise<void> {
     if (this.#closed) throw closedError();
     if (given.length === 0) return;

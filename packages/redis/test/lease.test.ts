@@ -674,6 +674,43 @@ describe('slow Redis and clock steps', () => {
     }
   });
 
+  it("a late lease call's surplus does not go back into a key reset meanwhile on this instance (it credited the fresh state)", async () => {
+    const proxy = new DelayProxy(server.port);
+    const port = await proxy.listen();
+    const c = new Redis({ port, host: '127.0.0.1' });
+    await new Promise((r) => c.once('ready', r));
+    const clock = new ManualClock(9_600_000);
+    const p = prefix();
+    const rules: Rule<unknown>[] = [{ name: 'r', algorithm: 'fixed-window', limit: 100, window: '1h', key: () => 'k' }];
+    const store = new RedisStore({ client: c, prefix: p, timeoutMs: 200, onStoreError: 'deny', lease: { max: 20, ttl: '1m' } });
+    const other = new RedisStore({ client, prefix: p, timeoutMs: SLOW, denyCache: false });
+    const limiter = createLimiter({ rules, store, clock });
+    const b = createLimiter({ rules, store: other, clock });
+    try {
+      for (let i = 0; i < 30; i++) await limiter.consume({});
+      // Past ttl: the next decision leases again, and misses its deadline.
+      clock.advance(61_000);
+      proxy.delayMs = 1500;
+      const sent = Date.now();
+      expect((await limiter.consume({})).degraded).toBe('deny');
+      // The reset reaches Redis after the lease call (one connection), and misses its deadline too.
+      await limiter.reset('r', 'k').catch(() => {});
+      // Another instance counts 3 in the fresh state before the late answer reaches this one.
+      await new Promise((r) => setTimeout(r, Math.max(0, sent + 2300 - Date.now())));
+      for (let i = 0; i < 3; i++) expect((await b.consume({})).allowed).toBe(true);
+      proxy.delayMs = 0;
+      await new Promise((r) => setTimeout(r, Math.max(0, sent + 4000 - Date.now())));
+      let admitted = 3;
+      while (admitted < 200 && (await b.consume({})).allowed) admitted++;
+      expect(admitted).toBe(100);
+    } finally {
+      await store.close();
+      await other.close();
+      c.disconnect();
+      await proxy.close();
+    }
+  });
+
   it('a clock stepping back ends the lease (its units go back); one stepping past ttl too; nothing is admitted twice', async () => {
     const clock = new ManualClock(9_000_000);
     const p = prefix();

@@ -61,6 +61,11 @@ export class Leases {
   readonly #fenced = new Map<string, number>();
   /** The store is closing: no lease is taken, and those whose call was in flight go back with the rest. */
   #closing = false;
+  /** Lease calls past their deadline whose Redis answer has not come (see `late`). */
+  #lateCalls = 0;
+  /** Resets on this instance while late calls were out, counted; each key's latest (cleared with the last late call). */
+  #resets = 0;
+  readonly #resetAt = new Map<string, number>();
   /** The answer `local` reuses for the engine (see consumeLocal). */
   readonly #oneOutcome: Outcome = { allowed: true, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: undefined };
   readonly #one: StoreDecision = { allowed: true, now: 0, outcomes: [this.#oneOutcome] };
@@ -372,11 +377,27 @@ export class Leases {
     for (let p = this.#pending.get(k); p !== undefined; p = this.#pending.get(k)) await p;
     if (!giveBack) {
       this.#table.drop(k);
+      if (this.#lateCalls > 0) this.#resetAt.set(k, ++this.#resets);
       return lift;
     }
     const l = this.#table.remove(k);
     if (l !== undefined) await this.#table.giveBack(l);
     return lift;
+  }
+
+  /**
+   * A lease call missed its deadline and Redis may still run it: `answered` (which never
+   * rejects) settles when its answer comes or never will. Returns whether a key was reset on
+   * this instance since: sent after the call on its connection, the reset dropped the
+   * surplus with the state, and giving it back would credit the fresh state.
+   */
+  late(answered: Promise<unknown>): (key: string) => boolean {
+    const mark = this.#resets;
+    this.#lateCalls++;
+    void answered.finally(() => {
+      if (--this.#lateCalls === 0) this.#resetAt.clear();
+    });
+    return (key) => (this.#resetAt.get(key) ?? 0) > mark;
   }
 
   /**
