@@ -30,7 +30,7 @@ import {
   type StoreOp,
   sanitizeKey,
 } from '@tollgate/core';
-import { type Command, keyOpArgs, type LeaseAnswer, parseKeyState, refundArgs, settleArgs } from './args.js';
+import { type Command, keyOpArgs, parseKeyState, refundArgs, settleArgs } from './args.js';
 import { Batcher, type PendingStack } from './batch.js';
 import { Breaker, type BreakerState } from './breaker.js';
 import { redisChannels } from './channels.js';
@@ -41,8 +41,9 @@ import { DenyCache, signature } from './deny-cache.js';
 import { closedError, timeoutError } from './errors.js';
 import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
 import { redisKey } from './keys.js';
-import { beyondCost, LeaseCalls } from './lease/calls.js';
-import { type LeaseReply, Leases } from './lease/leases.js';
+import { LeaseCalls } from './lease/calls.js';
+import { guardedLeaseCall } from './lease/guard.js';
+import { Leases } from './lease/leases.js';
 import { leaseSettings } from './lease/options.js';
 import { operatorCall } from './operator.js';
 import { type BreakerEvent, type RedisStoreOptions, type StoreErrorEvent, validate } from './options.js';
@@ -94,8 +95,6 @@ export class RedisStore extends EventEmitter implements Store {
   readonly #cancelChecks: () => void;
   /** Leases (lease/), when the `lease` option is given. */
   readonly #leases: Leases | undefined;
-  /** A tick's lease calls as one script run (lease/calls.ts). */
-  readonly #leaseCalls: LeaseCalls | undefined;
 
   constructor(options: RedisStoreOptions) {
     super();
@@ -133,8 +132,7 @@ export class RedisStore extends EventEmitter implements Store {
     this.#cancelChecks = checks.cancel;
     // FCALL or EVALSHA: chosen for the client now, not by the first decision.
     this.#runner.prepare();
-    this.#leaseCalls = lease === undefined ? undefined : new LeaseCalls(this.#port, this.#minTtl, lease.share, options.batch ?? true);
-    // --- lease hook: the store's machinery a lease goes through (lease/leases.ts) ---
+    // --- lease hook: the store's machinery a lease goes through (lease/leases.ts, lease/guard.ts) ---
     this.#leases =
       lease === undefined
         ? undefined
@@ -142,7 +140,19 @@ export class RedisStore extends EventEmitter implements Store {
             keyOf: (rule, key, raw) => this.keyOf(rule, key, raw),
             time: (now) => this.#time(now),
             oneCall: (keys) => this.#slots.oneRun(keys),
-            lease: (ops, keys, t, most) => this.#leaseCall(ops, keys, t, most),
+            lease: guardedLeaseCall({
+              calls: new LeaseCalls(this.#port, this.#minTtl, lease.share, options.batch ?? true),
+              deny: this.#deny,
+              breaker: this.#breaker,
+              closed: () => this.#closed,
+              deadline: (p) => this.#deadline(p),
+              degraded: (ops, t) => this.#degraded('c', ops, t),
+              answered: (ops, keys, t, d) => this.#answered('c', ops, keys, t, d),
+              failed: (err, operation) => this.#failed(err, operation, operation === 'consume' ? this.onStoreError : 'none'),
+              refund: (ops, keys, at, t) => this.#slots.giveBack(refundArgs, ops, keys, at, t),
+              giveBackTime: (t) => (this.#leases as Leases).giveBackTime(t),
+              late: (answered) => (this.#leases as Leases).late(answered),
+            }),
             exact: (cmd, ops, now) => this.#decide(cmd, ops, now),
             // Never rejects (nothing awaits a give-back): a failure is reported, its units stay counted.
             giveBack: (ops, at, t) => this.#giveBack('refund', ops, at, t, true).catch((err) => this.#failed(err, 'refund', 'none', false)),
@@ -165,61 +175,6 @@ export class RedisStore extends EventEmitter implements Store {
   /** Unused leased units this instance holds for a (rule, key): 0 without leases. */
   leased(rule: RuleSpec, key: string, raw?: string): number {
     return this.#leases?.held(this.keyOf(rule, key, raw)) ?? 0;
-  }
-
-  /**
-   * One lease call (lease hook): the deny cache, breaker, deadline and failure policy of a
-   * decision, and grants only when Redis decided.
-   */
-  async #leaseCall(ops: readonly StoreOp[], keys: string[], t: number | undefined, most: number): Promise<LeaseReply> {
-    const deny = this.#deny;
-    if (deny !== undefined && deny.size > 0) {
-      const hit = deny.get(signature(ops, keys), t);
-      if (hit !== undefined) return { d: hit, grants: undefined };
-    }
-    if (!this.#breaker.tryCall()) return { d: await this.#degraded('c', ops, t), grants: undefined };
-    let r: LeaseAnswer;
-    const call = (this.#leaseCalls as LeaseCalls).lease(ops, keys, t, most);
-    try {
-      r = await this.#deadline(call);
-    } catch (err) {
-      this.#failed(err, 'consume', this.onStoreError);
-      // Redis may still run it: what it leased beyond the cost goes back, but for keys reset here since.
-      let dropped: (key: string) => boolean = () => false;
-      dropped = (this.#leases as Leases).late(
-        call.then(
-          (late) => this.#returnLate(ops, keys, late, t, dropped),
-          () => {},
-        ),
-      );
-      return { d: await this.#degraded('c', ops, t), grants: undefined };
-    }
-    this.#answered('c', ops, keys, t, r.d);
-    return r;
-  }
-
-  /**
-   * A lease call answered after its deadline (the failure policy answered the request):
-   * the units it leased beyond the request's cost go back, so it costs what an exact call
-   * answered late costs. Sent whatever the breaker says: Redis has just answered.
-   */
-  #returnLate(
-    ops: readonly StoreOp[],
-    keys: readonly string[],
-    late: LeaseAnswer,
-    t: number | undefined,
-    dropped: (key: string) => boolean,
-  ): void {
-    if (!late.d.allowed || this.#closed) return;
-    const back = beyondCost(ops, keys, late.grants, dropped);
-    if (back.ops.length === 0) return;
-    this.#deny?.written(back.keys);
-    // At the latest supplied time: the clock may have moved on while the answer was late.
-    const now = (this.#leases as Leases).giveBackTime(t);
-    this.#deadline(this.#slots.giveBack(refundArgs, back.ops, back.keys, late.d.now, now)).then(
-      () => this.#breaker.success(),
-      (err: unknown) => this.#failed(err, 'refund', 'none'),
-    );
   }
 
   /** The breaker's state: `'closed'` while Redis answers. */

@@ -391,7 +391,7 @@ export class Leases {
    * this instance since: sent after the call on its connection, the reset dropped the
    * surplus with the state, and giving it back would credit the fresh state.
    */
-  late(answered: Promise<unknown>): (key: string) => boolean {
+  late(answered: Promise<void>): (key: string) => boolean {
     const mark = this.#resets;
     this.#lateCalls++;
     void answered.finally(() => {
