@@ -373,7 +373,9 @@ describe('failure policy', () => {
     const c = new Redis({ port: own.port, host: '127.0.0.1', maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: false });
     await new Promise((r) => c.once('ready', r));
     const store = new RedisStore({ client: c, prefix: prefix(), timeoutMs: 200, onStoreError: 'deny', lease: { max: 20, ttl: '5s' } });
-    const limiter = createLimiter({ rules: [{ name: 'r', limit: 1000, window: '1m', key: () => 'k' }], store });
+    // sliding-log: a lease lasts its ttl (a window's count would end with its window, on Redis
+    // time wherever a minute ends, leaving less held than taken).
+    const limiter = createLimiter({ rules: [{ name: 'r', algorithm: 'sliding-log', limit: 1000, window: '1m', key: () => 'k' }], store });
     for (let i = 0; i < 30 && store.leased(limiter.rules[0]?.spec as RuleSpec, 'k') < 5; i++) await limiter.consume({});
     const held = store.leased(limiter.rules[0]?.spec as RuleSpec, 'k');
     expect(held).toBeGreaterThanOrEqual(5);
@@ -577,7 +579,8 @@ describe('slow Redis and clock steps', () => {
     const c = new Redis({ port, host: '127.0.0.1' });
     await new Promise((r) => c.once('ready', r));
     const store = new RedisStore({ client: c, prefix: prefix(), timeoutMs: 100, onStoreError: 'deny', lease: { max: 20, ttl: '5s' } });
-    const limiter = createLimiter({ rules: [{ name: 'r', limit: 1000, window: '1m', key: () => 'k' }], store });
+    // sliding-log: a lease lasts its ttl, not only to the end of a window's minute (see above).
+    const limiter = createLimiter({ rules: [{ name: 'r', algorithm: 'sliding-log', limit: 1000, window: '1m', key: () => 'k' }], store });
     for (let i = 0; i < 30 && store.leased(limiter.rules[0]?.spec as RuleSpec, 'k') < 5; i++) await limiter.consume({});
     const held = store.leased(limiter.rules[0]?.spec as RuleSpec, 'k');
     expect(held).toBeGreaterThanOrEqual(5);
