@@ -150,6 +150,8 @@ export class RedisStore extends EventEmitter implements Store {
               answered: (ops, keys, t, d) => this.#answered('c', ops, keys, t, d),
               failed: (err, operation) => this.#failed(err, operation, operation === 'consume' ? this.onStoreError : 'none'),
               refund: (ops, keys, at, t) => this.#slots.giveBack(refundArgs, ops, keys, at, t),
+              giveBackTime: (t) => (this.#leases as Leases).giveBackTime(t),
+              late: (answered) => (this.#leases as Leases).late(answered),
             }),
             exact: (cmd, ops, now) => this.#decide(cmd, ops, now),
             // Never rejects (nothing awaits a give-back): a failure is reported, its units stay counted.
@@ -227,10 +229,6 @@ export class RedisStore extends EventEmitter implements Store {
 
   refund(ops: readonly StoreOp[], at: number, now?: number, degraded?: 'local'): Promise<void> {
     if (degraded === 'local') return this.#giveBackLocally('refund', ops, at, now);
-    // Units of a lease still live go back to it; the rest to Redis.
-    if (this.#leases !== undefined && !this.#closed) {
-      return this.#giveBack('refund', this.#leases.refund(ops, at, this.#time(now)), at, now);
-    }
     return this.#giveBack('refund', ops, at, now);
   }
 
@@ -240,10 +238,6 @@ export class RedisStore extends EventEmitter implements Store {
    */
   settle(ops: readonly StoreOp[], at: number, now?: number, degraded?: 'local'): Promise<void> {
     if (degraded === 'local') return this.#giveBackLocally('settle', ops, at, now);
-    // What a settle gives back of a decision from a live lease goes back to it.
-    if (this.#leases !== undefined && !this.#closed) {
-      return this.#giveBack('settle', this.#leases.settle(ops, at, this.#time(now)), at, now);
-    }
     return this.#giveBack('settle', ops, at, now);
   }
 
@@ -258,15 +252,19 @@ export class RedisStore extends EventEmitter implements Store {
     await this.#local.store[operation](this.#local.ops(ops), at, t);
   }
 
-  async #giveBack(operation: 'refund' | 'settle', ops: readonly StoreOp[], at: number, now?: number, lease = false): Promise<void> {
+  /** A refund or settle, or (`lease`) a lease's unused units going back: checked before anything changes, and a failure rejects. */
+  async #giveBack(operation: 'refund' | 'settle', given: readonly StoreOp[], at: number, now?: number, lease = false): Promise<void> {
     if (this.#closed) throw closedError();
+    if (given.length === 0) return;
+    const t = this.#time(now);
+    checkTime(at, `RedisStore.${operation}: at`);
+    // What a refund or settle gives back of a decision from a live lease goes back to it; the rest to Redis.
+    const ops = lease || this.#leases === undefined ? given : this.#leases[operation](given, at, t);
     if (ops.length === 0) return;
     // A lease's units going back change only their keys' answers.
     const keys = ops.map((op) => this.keyOf(op.rule, op.key, op.raw));
     if (lease) this.#deny?.written(keys);
     else this.#deny?.clear();
-    const t = this.#time(now);
-    checkTime(at, `RedisStore.${operation}: at`);
     if (!this.#breaker.tryCall()) {
       // Decisions are being made locally: give back (or charge) there; a lease's units were
       // never counted there, so they stay counted in Redis (as a give-back that failed).

@@ -29,6 +29,10 @@ export interface LeaseGuardHost {
   failed(err: unknown, operation: 'consume' | 'refund'): void;
   /** Gives `ops` back in Redis as a refund of a decision made at `at` (one call per slot). */
   refund(ops: readonly StoreOp[], keys: string[], at: number, t: number | undefined): Promise<void>;
+  /** The time units counted at supplied time `t` go back at (Leases.giveBackTime). */
+  giveBackTime(t: number | undefined): number | undefined;
+  /** A call past its deadline, settled when its answer is handled: which keys were reset here since (Leases.late). */
+  late(answered: Promise<void>): (key: string) => boolean;
 }
 
 /** The leases' `lease` hook over the store's machinery. */
@@ -38,12 +42,19 @@ export function guardedLeaseCall(host: LeaseGuardHost): LeaseHost['lease'] {
    * the units it leased beyond the request's cost go back, so it costs what an exact call
    * answered late costs. Sent whatever the breaker says: Redis has just answered.
    */
-  function returnLate(ops: readonly StoreOp[], keys: readonly string[], late: LeaseAnswer, t: number | undefined): void {
+  function returnLate(
+    ops: readonly StoreOp[],
+    keys: readonly string[],
+    late: LeaseAnswer,
+    t: number | undefined,
+    dropped: (key: string) => boolean,
+  ): void {
     if (!late.d.allowed || host.closed()) return;
-    const back = beyondCost(ops, keys, late.grants);
+    const back = beyondCost(ops, keys, late.grants, dropped);
     if (back.ops.length === 0) return;
     host.deny?.written(back.keys);
-    host.deadline(host.refund(back.ops, back.keys, late.d.now, t)).then(
+    // At the latest supplied time: the clock may have moved on while the answer was late.
+    host.deadline(host.refund(back.ops, back.keys, late.d.now, host.giveBackTime(t))).then(
       () => host.breaker.success(),
       (err: unknown) => host.failed(err, 'refund'),
     );
@@ -62,10 +73,13 @@ export function guardedLeaseCall(host: LeaseGuardHost): LeaseHost['lease'] {
       r = await host.deadline(call);
     } catch (err) {
       host.failed(err, 'consume');
-      // Redis may still run it: then what it leased beyond the request's cost goes back.
-      call.then(
-        (late) => returnLate(ops, keys, late, t),
-        () => {},
+      // Redis may still run it: what it leased beyond the cost goes back, but for keys reset here since.
+      let dropped: (key: string) => boolean = () => false;
+      dropped = host.late(
+        call.then(
+          (late) => returnLate(ops, keys, late, t, dropped),
+          () => {},
+        ),
       );
       return { d: await host.degraded(ops, t), grants: undefined };
     }
