@@ -18,11 +18,10 @@ import tollgate, { constant, concurrency as fastifyConcurrency } from '@tollgate
 import { concurrency as nodeConcurrency } from '@tollgate/node';
 import express from 'express';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 
-const WORK_MS = 250;
-/** Longer than any answer here takes: a request still unanswered then is counted as hung. */
-const HUNG_MS = 3000;
+/** Longer than any answer here takes, even on a busy machine: a request still unanswered then is counted as hung. */
+const HUNG_MS = 12_000;
 
 const servers: http.Server[] = [];
 const fastifies: FastifyInstance[] = [];
@@ -74,15 +73,23 @@ function post(port: number): Promise<number> {
   });
 }
 
-/** A handler's work, counting how many run at once. */
+/**
+ * A handler's work, counting how many run at once. The work lasts until `open()`, so the
+ * slots are held while every other request is answered, however slow the machine.
+ */
 function meter() {
+  let open = () => {};
+  const gate = new Promise<void>((r) => {
+    open = r;
+  });
   const m = {
     running: 0,
     most: 0,
+    open,
     async work() {
       m.running++;
       m.most = Math.max(m.most, m.running);
-      await new Promise((r) => setTimeout(r, WORK_MS));
+      await gate;
       m.running--;
     },
   };
@@ -90,6 +97,24 @@ function meter() {
 }
 
 const count = (statuses: number[], s: number) => statuses.filter((x) => x === s).length;
+
+/**
+ * Sends `n` POSTs; once all but the `held` ones are answered (refused while the slots are
+ * held), lets the held work finish; resolves every status. Had a slot been given back early,
+ * more would run and fewer be answered: the wait fails instead.
+ */
+async function burst(port: number, m: ReturnType<typeof meter>, n: number, held: number): Promise<number[]> {
+  let answered = 0;
+  const all = Array.from({ length: n }, () =>
+    post(port).then((s) => {
+      answered++;
+      return s;
+    }),
+  );
+  await vi.waitFor(() => expect(answered).toBe(n - held), { timeout: HUNG_MS, interval: 20 });
+  m.open();
+  return Promise.all(all);
+}
 
 describe('a request whose body was read is still there (bug: its close released the slot or dropped the request)', () => {
   it('Express: concurrency before express.json() holds the slot until the response (bug: 10 of 10 ran at once with max 2)', async () => {
@@ -102,7 +127,7 @@ describe('a request whose body was read is still there (bug: its close released 
       res.end('ok');
     });
     const port = await listen(app);
-    const statuses = await Promise.all(Array.from({ length: 10 }, () => post(port)));
+    const statuses = await burst(port, m, 10, 2);
     expect(m.most).toBe(2);
     expect(count(statuses, 200)).toBe(2);
     expect(count(statuses, 429)).toBe(8);
@@ -120,7 +145,7 @@ describe('a request whose body was read is still there (bug: its close released 
       res.end('ok');
     });
     const port = await listen(app);
-    const statuses = await Promise.all(Array.from({ length: 6 }, () => post(port)));
+    const statuses = await burst(port, m, 6, 2);
     expect(count(statuses, 200)).toBe(2);
     expect(count(statuses, 429)).toBe(4);
     expect(m.most).toBe(2);
@@ -145,8 +170,10 @@ describe('a request whose body was read is still there (bug: its close released 
     const app = express();
     app.use(expressConcurrency({ max: 2, key: constant('k') }));
     app.use(express.json());
+    let closed = 0;
     app.post('/', async (_req, res) => {
-      await new Promise((r) => setTimeout(r, WORK_MS));
+      res.on('close', () => closed++);
+      await new Promise((r) => setTimeout(r, 250));
       res.end('ok');
     });
     const port = await listen(app);
@@ -164,7 +191,8 @@ describe('a request whose body was read is still there (bug: its close released 
       req.end(body);
       setTimeout(() => req.destroy(), 50);
     }
-    await new Promise((r) => setTimeout(r, WORK_MS * 2));
+    // Both handlers are done (their responses closed, so the slots' release has run).
+    await vi.waitFor(() => expect(closed).toBe(2), { timeout: HUNG_MS, interval: 20 });
     expect(await Promise.all([post(port), post(port)])).toEqual([200, 200]);
   });
 
@@ -179,7 +207,7 @@ describe('a request whose body was read is still there (bug: its close released 
     });
     await app.listen({ port: 0, host: '127.0.0.1' });
     const port = (app.server.address() as AddressInfo).port;
-    const statuses = await Promise.all(Array.from({ length: 10 }, () => post(port)));
+    const statuses = await burst(port, m, 10, 2);
     expect(m.most).toBe(2);
     expect(count(statuses, 200)).toBe(2);
     expect(count(statuses, 429)).toBe(8);
@@ -209,7 +237,7 @@ describe('a request whose body was read is still there (bug: its close released 
       await m.work();
       res.end('ok');
     });
-    const statuses = await Promise.all(Array.from({ length: 10 }, () => post(port)));
+    const statuses = await burst(port, m, 10, 2);
     expect(m.most).toBe(2);
     expect(count(statuses, 200)).toBe(2);
     expect(count(statuses, 429)).toBe(8);

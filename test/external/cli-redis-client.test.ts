@@ -57,7 +57,8 @@ it("uses the application's node-redis, ioredis 6 when it has that, and names wha
   // node-redis only: nothing of ioredis comes with the CLI.
   expect(installed('redis')).toBe(true);
   expect(installed('ioredis')).toBe(false);
-  const blocked = await keys(['block', '--for', '1m']);
+  // An hour: the block must outlast the npm install below, which can take minutes on a busy machine.
+  const blocked = await keys(['block', '--for', '1h']);
   expect(blocked.code, blocked.stderr).toBe(0);
   expect(JSON.parse(blocked.stdout).state).toMatchObject({ rule: 'ip', key: 'k1', blocked: true });
 

@@ -3,7 +3,7 @@
  * app, then a scrape of GET /metrics, parsed as Prometheus text, whose counters must be
  * exactly what the burst did.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { burst, startMetricsApp } from '../../examples/metrics/app.mjs';
 
 /** Samples of a Prometheus text exposition: name, labels and value of each line. */
@@ -23,10 +23,15 @@ function parse(text: string): { name: string; labels: Record<string, string>; va
 describe('examples/metrics: /metrics after a scripted burst', () => {
   let app: Awaited<ReturnType<typeof startMetricsApp>>;
   beforeAll(async () => {
+    // `Date` stands still (the clock tollgate reads by default; timers and sockets stay real):
+    // the burst falls in one 10 s window wherever one ends, so its counts are exact.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.UTC(2026, 0, 1, 0, 0, 1));
     app = await startMetricsApp({ port: 0 });
   });
   afterAll(async () => {
     await app?.close();
+    vi.useRealTimers();
   });
 
   it('counts each tenant’s admitted and refused requests, each policy’s verdicts and every decision’s latency', async () => {

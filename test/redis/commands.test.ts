@@ -92,6 +92,8 @@ describe('the commands of a decision', () => {
       },
       tier: async (r) => r.plan,
       store,
+      // A still clock: on Redis time a minute ending among the decisions gave free a fresh window.
+      clock: new ManualClock(Date.now()),
       prefix: 'tiers',
     }).extend([{ name: 'route', key: () => 'upload', limit: 1000, window: '1m' }]);
     await l.consume({ ip: 'warm', plan: 'pro', quota: 10 });

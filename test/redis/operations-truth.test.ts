@@ -59,7 +59,9 @@ describe.each(CLIENTS)('$name', (kind: ClientKind) => {
   function limiterOn(c: Connected, p: string, timeoutMs = 2000, breaker?: { failures: number; cooldownMs: number }) {
     const store = new RedisStore({ client: c.client, prefix: p, timeoutMs, denyCache: false, ...(breaker ? { breaker } : {}) });
     store.on('error', () => {});
-    const l: Limiter<string> = createLimiter({ rules: [{ name: 'r', key: (k: string) => k, limit: LIMIT, window: '1h' }], store });
+    // sliding-log: a penalty counts in full for an hour, wherever an hour ends while Redis is frozen.
+    const rules = [{ name: 'r', key: (k: string) => k, algorithm: 'sliding-log' as const, limit: LIMIT, window: '1h' as const }];
+    const l: Limiter<string> = createLimiter({ rules, store });
     return { l, store };
   }
 

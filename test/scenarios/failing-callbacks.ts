@@ -14,7 +14,7 @@
  * the app's error handler with 500 and the JSON body `{ code }` (`err.code` or null), or
  * throws from that handler when `spec.errorHandlerFails`.
  */
-import type { Decision, Store, StoreDecision } from '@tollgate/core';
+import { type Decision, ManualClock, type Store, type StoreDecision } from '@tollgate/core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Reply, send } from '../setup/http.js';
 
@@ -107,6 +107,8 @@ interface Case {
 }
 
 const rule = (extra: Record<string, unknown> = {}) => ({ name: 'r', limit: 1, window: '1h', ...extra });
+/** A clock that stands still, for the cases whose second request must be refused wherever an hour ends. */
+const still = () => new ManualClock(0);
 
 /** A store that fails every decision (the `onStoreError` function's cases). */
 export function failingStore(): Store {
@@ -197,10 +199,12 @@ function cases(): Case[] {
   add('rules[].burst', [...failures, ...wrong(['NaN', () => Number.NaN], ['0', () => 0], ['a string', () => '5'])], (fn) => ({
     rateLimit: { rules: [rule({ algorithm: 'token-bucket', burst: fn })] },
   }));
-  add('handler', failures, (fn) => ({ rateLimit: { rules: [rule()] }, handler: fn }), 2);
+  add('handler', failures, (fn) => ({ rateLimit: { rules: [rule()], clock: still() }, handler: fn }), 2);
   // A hook beside the refusal: a throw is the app's error; a rejection comes after the refusal was sent.
-  add('onRejected', [throws], (fn) => ({ rateLimit: { rules: [rule()], onRejected: fn } }), 2);
-  add('onRejected', [rejectsV, thenableThrows], (fn) => ({ rateLimit: { rules: [rule()], onRejected: fn } }), 2, { status: 429 });
+  add('onRejected', [throws], (fn) => ({ rateLimit: { rules: [rule()], clock: still(), onRejected: fn } }), 2);
+  add('onRejected', [rejectsV, thenableThrows], (fn) => ({ rateLimit: { rules: [rule()], clock: still(), onRejected: fn } }), 2, {
+    status: 429,
+  });
   // Counting by outcome runs once the response is over: the answer stands, the request is counted.
   add('rules[].countIf', [throws, rejectsV, thenableThrows], (fn) => ({ rateLimit: { rules: [rule({ countIf: fn })] } }), 1, {
     status: 200,

@@ -4,12 +4,12 @@
  * adapters on both stores; the standalone-Redis and memory runs are the HTTP scenarios and
  * key-ops.test.ts). The app-level `ip` rule and the tier rules have keys in different slots,
  * so a decision spans slots: it must still be all or nothing (a tier refusal gives back what
- * the `ip` rule took). Real HTTP on loopback, the store's clock (Redis TIME), windows of a
- * minute or more so nothing expires during a test.
+ * the `ip` rule took). Real HTTP on loopback; the store's clock stands still (read once, so
+ * within Redis TIME's second), so a test's decisions never straddle a window's end.
  */
 import http from 'node:http';
 import type { KeyOperations, Rule, Store } from '@tollgate/core';
-import { user } from '@tollgate/core';
+import { ManualClock, user } from '@tollgate/core';
 import { rateLimit as expressRateLimit } from '@tollgate/express';
 import tollgate from '@tollgate/fastify';
 import { RedisStore } from '@tollgate/redis';
@@ -120,7 +120,7 @@ describe.each([
   });
 
   async function start(): Promise<void> {
-    const store = new RedisStore({ client, prefix: `tc${++n}:`, timeoutMs: 3000 });
+    const store = new RedisStore({ client, prefix: `tc${++n}:`, timeoutMs: 3000, clock: new ManualClock(Date.now()) });
     store.on('error', (e) => failures.push(e));
     app = await make(store);
   }

@@ -123,8 +123,25 @@ describe('standalone', () => {
 
   it('Redis frozen (CLIENT PAUSE): penalize exits 3 saying it may have been applied; the retry with --id charges once either way', async () => {
     const prefix = `cli${++n}:`;
-    const { limiter, store } = app([{ name: 'ip', rate: '100/min' }], prefix);
-    const flags = ['--prefix', prefix, '--rule', 'ip', '--rate', '100/min', '--key', '203.0.113.9', '--units', '40', '--id', 'freeze-1'];
+    // sliding-log: the 40 units count in full for a minute after the penalty, wherever a minute
+    // boundary falls among the reads (a sliding-window counter's estimate drops across one).
+    const { limiter, store } = app([{ name: 'ip', rate: '100/min', algorithm: 'sliding-log' }], prefix);
+    const flags = [
+      '--prefix',
+      prefix,
+      '--rule',
+      'ip',
+      '--rate',
+      '100/min',
+      '--algorithm',
+      'sliding-log',
+      '--key',
+      '203.0.113.9',
+      '--units',
+      '40',
+      '--id',
+      'freeze-1',
+    ];
     expect(await rawCommand(server.port, 'CLIENT PAUSE 10000 WRITE')).toMatch(/^\+OK/);
     let r: Awaited<ReturnType<typeof cli>>;
     try {
@@ -144,8 +161,22 @@ describe('standalone', () => {
 
   it('--id: a penalize repeated with the same id is applied once', async () => {
     const prefix = `cli${++n}:`;
-    const { limiter, store } = app([{ name: 'ip', rate: '100/min' }], prefix);
-    const flags = ['--prefix', prefix, '--rule', 'ip', '--rate', '100/min', '--key', '203.0.113.7', '--units', '40'];
+    // sliding-log: the penalty counts in full for a minute, wherever a minute boundary falls among the runs.
+    const { limiter, store } = app([{ name: 'ip', rate: '100/min', algorithm: 'sliding-log' }], prefix);
+    const flags = [
+      '--prefix',
+      prefix,
+      '--rule',
+      'ip',
+      '--rate',
+      '100/min',
+      '--algorithm',
+      'sliding-log',
+      '--key',
+      '203.0.113.7',
+      '--units',
+      '40',
+    ];
     expect((await keys(['penalize', ...flags, '--id', 'incident-7'])).json.state.remaining).toBe(60);
     expect((await keys(['penalize', ...flags, '--id', 'incident-7'])).json.state.remaining).toBe(60);
     expect((await limiter.get('ip', '203.0.113.7')).remaining).toBe(60);
@@ -158,7 +189,17 @@ describe('standalone', () => {
     const prefix = `cli${++n}:`;
     const rules: Rule<RequestLike>[] = [
       { name: 'ip', rate: '100/min', key: ip({ ipv6Subnet: 64 }) },
-      { name: 'login', limit: 2, window: '15m', algorithm: 'fixed-window', blockFor: '1h', key: ip({ ipv6Subnet: 64 }) },
+      // A window from the key's first request: the three attempts are in one window wherever a
+      // clock-aligned quarter hour would end (there, the third would open a fresh one and pass).
+      {
+        name: 'login',
+        limit: 2,
+        window: '15m',
+        algorithm: 'fixed-window',
+        align: 'first-request',
+        blockFor: '1h',
+        key: ip({ ipv6Subnet: 64 }),
+      },
     ];
     const store = new RedisStore({ client, prefix, timeoutMs: 2000, denyCache: false });
     const limiter = createLimiter({ rules, store, prefix: 'shop' });
@@ -167,7 +208,7 @@ describe('standalone', () => {
     const config = [
       'rules:',
       '  - { name: ip, rate: 100/min }',
-      '  - { name: login, limit: 2, window: 15m, algorithm: fixed-window, blockFor: 1h }',
+      '  - { name: login, limit: 2, window: 15m, algorithm: fixed-window, align: first-request, blockFor: 1h }',
     ].join('\n');
     const args = [
       '--prefix',
@@ -185,7 +226,7 @@ describe('standalone', () => {
     ];
     const got = await keys(['get', ...args], { 'rules.yaml': config });
     expect(got.json.state).toMatchObject({ rule: 'login', key: '2001:db8:1:2::/64', blocked: true, remaining: 0 });
-    expect(got.json.redisKey).toBe(`${prefix}shop:login:f900000{2001:db8:1:2::/64}`);
+    expect(got.json.redisKey).toBe(`${prefix}shop:login:fa900000{2001:db8:1:2::/64}`);
     await keys(['unblock', ...args], { 'rules.yaml': config });
     await keys(['reward', ...args, '--units', '1'], { 'rules.yaml': config });
     expect((await limiter.consume(req('2001:db8:1:2::5'))).allowed).toBe(true);

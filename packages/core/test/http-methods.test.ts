@@ -5,7 +5,7 @@
  * adapters' suites run these through Express, Fastify and node; this pins their edges.
  */
 
-import type { Decision, Rule } from '@tollgate/core';
+import { type Decision, ManualClock, type Rule } from '@tollgate/core';
 import {
   choiceOption,
   createRateLimit,
@@ -22,8 +22,12 @@ import { describe, expect, it } from 'vitest';
 
 type Req = { headers: Record<string, string>; socket: { remoteAddress: string } };
 const from = (remoteAddress: string): Req => ({ headers: {}, socket: { remoteAddress } });
+// A clock that stands still: the decisions of a test fall in one window wherever a minute ends.
 const limiterOf = (rules: Rule<Req>[]) =>
-  createRateLimit(nodePort as never, normalizeLimiterOptions<Req, LimiterOptionsOf<Req, never, never>>({ rules }, RATE_LIMIT_WORDING));
+  createRateLimit(
+    nodePort as never,
+    normalizeLimiterOptions<Req, LimiterOptionsOf<Req, never, never>>({ rules, clock: new ManualClock(0) }, RATE_LIMIT_WORDING),
+  );
 const ipLeft = (d: Decision | undefined) => d?.rules.find((r) => r.name === 'ip')?.remaining;
 
 describe('limiterMethods', () => {

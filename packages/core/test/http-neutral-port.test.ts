@@ -86,8 +86,10 @@ const request = (address: string | undefined, headers: Record<string, string> = 
 const response = (): WebRes => ({ status: 200, headers: new Map(), finished: [], over: new Set(), gone: false });
 const settled = () => new Promise((r) => setImmediate(r));
 
+/** A rate limit on the web port, on a clock that stands still: a test's decisions fall in one window wherever a minute ends. */
 function limiter(options: LimiterOptionsOf<WebReq, WebRes, Outcome>) {
-  return createRateLimit(webPort, normalizeLimiterOptions<WebReq, typeof options>(options, RATE_LIMIT_WORDING));
+  const o = { clock: new ManualClock(0), ...options };
+  return createRateLimit(webPort, normalizeLimiterOptions<WebReq, typeof o>(o, RATE_LIMIT_WORDING));
 }
 
 /** Runs one request through `handle`; its outcome, response and decision once settled. */

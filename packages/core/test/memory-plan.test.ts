@@ -131,6 +131,8 @@ describe('the limiter and Store.prepare', () => {
     const store = new Recording({ sweepIntervalMs: 0 });
     const limiter = createLimiter<Req & { plan: string }>({
       store,
+      // A still clock: the figures below hold wherever a minute ends among the decisions.
+      clock: new ManualClock(1_000_000),
       rules: [{ name: 'ip', key: (r) => r.k, limit: 10, window: '1m' }],
       tiers: {
         free: [{ name: 'free', key: (r) => r.k, limit: 2, window: '1m' }],
@@ -165,6 +167,8 @@ describe('the limiter and Store.prepare', () => {
     const store = new Recording({ sweepIntervalMs: 0 });
     const limiter = createLimiter<Req & { L: number }>({
       store,
+      // A still clock: the figures below hold wherever a minute ends among the decisions.
+      clock: new ManualClock(1_000_000),
       rules: [{ name: 'ip', key: (r) => r.k, limit: (r) => r.L, window: '1m' }],
     });
     await limiter.consume({ k: 'a', L: 5 });

@@ -8,7 +8,7 @@
  * machine does not skew it): deciding for new keys in a full store costs about what it
  * costs while the store fills.
  */
-import { createLimiter, MemoryStore } from '@tollgate/core';
+import { createLimiter, ManualClock, MemoryStore } from '@tollgate/core';
 import { describe, expect, it } from 'vitest';
 
 const MAX = 100_000;
@@ -28,7 +28,13 @@ describe('key flood at maxKeys is 7× slower per decision', () => {
     '%s: evicting the oldest state costs about what filling costs',
     async (algorithm) => {
       const store = new MemoryStore({ maxKeys: MAX, sweepIntervalMs: 0 });
-      const limiter = createLimiter({ rules: [{ name: 'k', key: (r: { k: string }) => r.k, limit: 5, window: '1h', algorithm }], store });
+      // A still clock: each key's consume and peek fall in one window wherever an hour ends.
+      const clock = new ManualClock(0);
+      const limiter = createLimiter({
+        rules: [{ name: 'k', key: (r: { k: string }) => r.k, limit: 5, window: '1h', algorithm }],
+        store,
+        clock,
+      });
       let n = 0;
       const chunk = () =>
         chunkCpuMs(async () => {

@@ -59,7 +59,8 @@ describe('operations by key on the limiter', () => {
       reset: (rule, key) => inner.reset(rule, key),
       close: () => inner.close(),
     };
-    const l = createLimiter({ rules: [{ name: 'r', key: byK, limit: 1, window: '1m' }], store: bare });
+    // A still clock: the second consume is refused wherever a minute ends.
+    const l = createLimiter({ rules: [{ name: 'r', key: byK, limit: 1, window: '1m' }], store: bare, clock: new ManualClock(START) });
     await l.consume(req('a'));
     expect((await l.consume(req('a'))).allowed).toBe(false);
     await l.reset('r', 'a');

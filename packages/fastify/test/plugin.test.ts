@@ -522,7 +522,7 @@ describe('allow and deny', () => {
   it('a registration with only route rules (rules: []) still applies its lists to every route, declared before or after it', async () => {
     const app = fastify();
     app.get('/early', async () => 'early');
-    app.register(tollgate, { rules: [], deny: ['192.0.2.0/24'], allow: ['198.51.100.7'] });
+    app.register(tollgate, { rules: [], deny: ['192.0.2.0/24'], allow: ['198.51.100.7'], clock: clock() });
     app.get('/plain', async () => 'plain');
     app.get('/limited', { config: { rateLimit: { rules: [fixed('r', 1)] } } }, async () => 'limited');
     app.get('/off', { config: { rateLimit: false } }, async () => 'off');

@@ -2,7 +2,7 @@
  * A failing user callback goes to Hono's error handler (`app.onError`), never through,
  * and the middleware's own promise never rejects unhandled.
  */
-import { rateLimit, slowDown } from '@tollgate/hono';
+import { ManualClock, rateLimit, slowDown } from '@tollgate/hono';
 import { Hono, type MiddlewareHandler } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -53,7 +53,9 @@ describe('failing callbacks', () => {
       errors.push(err);
       return c.text('handled', 500);
     });
-    app.use(rateLimit({ rules: [{ name: 'ip', limit: 1, window: '1m' }], connInfo, handler: (() => 'nope') as never }));
+    // A clock that stands still: the second request is refused (and reaches the handler) wherever a minute ends.
+    const clock = new ManualClock(0);
+    app.use(rateLimit({ rules: [{ name: 'ip', limit: 1, window: '1m' }], connInfo, clock, handler: (() => 'nope') as never }));
     app.get('/', (c) => c.text('reached'));
     expect(await (await app.request('/')).text()).toBe('reached');
     expect(await (await app.request('/')).text()).toBe('handled');

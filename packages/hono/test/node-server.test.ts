@@ -5,7 +5,7 @@
 import type { Server } from 'node:http';
 import { serve } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
-import { MemoryStore, rateLimit } from '@tollgate/hono';
+import { ManualClock, MemoryStore, rateLimit } from '@tollgate/hono';
 import { Hono } from 'hono';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
@@ -22,6 +22,8 @@ beforeAll(async () => {
         { name: 'hourly', limit: 100, window: '1h' },
       ],
       store,
+      // A clock that stands still: the four requests fall in one window wherever a minute ends.
+      clock: new ManualClock(0),
       connInfo: getConnInfo,
     }),
   );

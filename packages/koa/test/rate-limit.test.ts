@@ -261,6 +261,7 @@ describe('@tollgate/koa rateLimit', () => {
   it('re-exports the key extractors; the operations by key work without a request', async () => {
     const limiter = rateLimit({
       rules: [{ name: 'user', key: user((ctx: Context) => ctx.get('x-user') || undefined), limit: 1, window: '1m' }],
+      clock: clock(),
     });
     const { http } = appWith([limiter]);
     expect((await http().get('/').set('x-user', 'ann')).status).toBe(200);

@@ -7,6 +7,7 @@
 
 import { readFileSync } from 'node:fs';
 import { InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
+import { ManualClock } from '@tollgate/core';
 import { rateLimit } from '@tollgate/express';
 import tollgate from '@tollgate/fastify';
 import { RECORD_FAILED_WARNING, type TollgateMetrics, tollgateMetrics } from '@tollgate/otel';
@@ -64,13 +65,15 @@ const settle = async () => {
 };
 
 const rules = [{ name: 'ip', limit: 3, window: '1m' as const }];
+/** A clock that stands still: a run's requests fall in one window wherever a minute ends (its statuses are exact). */
+const still = () => new ManualClock(0);
 
 describe('a failing observer', () => {
   it('a counter whose add() throws and a histogram whose record() throws: Express answers as without metrics, one warning', async () => {
     provider = brokenProvider(['tollgate.requests', 'tollgate.decision.duration']);
     recorder = tollgateMetrics({ meterProvider: provider });
     const app = express();
-    app.use(rateLimit({ rules, name: 'api' }));
+    app.use(rateLimit({ rules, name: 'api', clock: still() }));
     app.get('/', (_req, res) => res.send('ok'));
     const statuses: number[] = [];
     for (let i = 0; i < 5; i++) statuses.push((await request(app).get('/')).status);
@@ -86,7 +89,7 @@ describe('a failing observer', () => {
     provider = brokenProvider(['tollgate.decisions']);
     recorder = tollgateMetrics({ meterProvider: provider });
     const app = Fastify();
-    await app.register(tollgate, { rules });
+    await app.register(tollgate, { rules, clock: still() });
     app.get('/', async () => 'ok');
     const statuses: number[] = [];
     for (let i = 0; i < 4; i++) statuses.push((await app.inject('/')).statusCode);
@@ -133,7 +136,7 @@ describe('a failing observer', () => {
     provider = new MeterProvider({ readers: [new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 100 })] });
     recorder = tollgateMetrics({ meterProvider: provider });
     const app = express();
-    app.use(rateLimit({ rules, name: 'exported' }));
+    app.use(rateLimit({ rules, name: 'exported', clock: still() }));
     app.get('/', (_req, res) => res.send('ok'));
     const statuses: number[] = [];
     for (let i = 0; i < 4; i++) statuses.push((await request(app).get('/')).status);

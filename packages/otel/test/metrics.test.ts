@@ -39,6 +39,9 @@ const rules = [
   { name: 'shadow', limit: 1, window: '1m' as const, dryRun: true },
 ];
 
+/** A clock that stands still: a run's requests fall in one window wherever a minute ends (its counts are exact). */
+const still = () => new ManualClock(0);
+
 const R = METRIC_NAMES.requests;
 const D = METRIC_NAMES.decisions;
 
@@ -46,7 +49,7 @@ describe('tollgate.requests and tollgate.decisions', () => {
   it('count five requests through Express by request outcome and by each policy’s own verdict', async () => {
     const m = record();
     const app = express();
-    app.use(rateLimit({ rules, name: 'api' }));
+    app.use(rateLimit({ rules, name: 'api', clock: still() }));
     app.get('/', (_req, res) => res.send('ok'));
     const statuses = [];
     for (let i = 0; i < 5; i++) statuses.push((await request(app).get('/')).status);
@@ -82,7 +85,7 @@ describe('tollgate.requests and tollgate.decisions', () => {
       scoped.get('/', async () => 'ok');
     });
     await app.register(async (scoped) => {
-      await scoped.register(tollgate, { name: 'trial', dryRun: true, rules: [{ name: 'strict', limit: 1, window: '1m' }] });
+      await scoped.register(tollgate, { name: 'trial', dryRun: true, rules: [{ name: 'strict', limit: 1, window: '1m' }], clock: still() });
       scoped.get('/trial', async () => 'ok');
     });
     await app.ready();
@@ -325,7 +328,7 @@ describe('setup', () => {
   it('with no meter provider installed it records into the API’s no-ops without failing a request', async () => {
     recorder = tollgateMetrics();
     const app = express();
-    app.use(rateLimit({ rules }));
+    app.use(rateLimit({ rules, clock: still() }));
     app.get('/', (_req, res) => res.send('ok'));
     for (let i = 0; i < 5; i++) await request(app).get('/');
     expect((await request(app).get('/')).status).toBe(429);

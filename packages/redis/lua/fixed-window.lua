@@ -59,6 +59,10 @@ local function fw_refused(start, count, used, e, now, r)
 end
 
 ALG['f'] = {
+  width = 2,
+  count_step = 2,
+  -- The count never beyond CHARGE_MAX.
+  charge = charge_by_check(2, 1, CHARGE_MAX),
   refused = fw_refused,
   check = function(state, now, r, cost)
     local start, e

@@ -37,7 +37,7 @@ local function ko_read(key, r)
   local s, b, x = decode(v)
   local y = b * b
   if s ~= nil then for i = 1, #s do y = y + s[i] * s[i] end end
-  if not (y <= SANE2) or negative_count(r.algo, s) then return nil, nil, nil end
+  if not (y <= SANE2) or (r.counts and negative_count(s, r.counts)) then return nil, nil, nil end
   return s, b, x
 end
 

@@ -34,7 +34,18 @@ local function lb_refund(state, now, r, cost, at)
   return { max(now, state[1] - weight) }
 end
 
+-- Both readings' charge: the stored time moves on by units*T whatever the tolerance (never
+-- beyond CHARGE_MAX ahead of now), as in the core.
+local function lb_charge(state, now, r, units)
+  local base = now
+  if state ~= nil and state[1] > now then base = state[1] end
+  return { min(base + units * (r.W / r.L), now + CHARGE_MAX) }
+end
+
+-- The meter. Its state is a time, no count (no count_step).
 ALG['k'] = {
+  width = 1,
+  charge = lb_charge,
   check = function(state, now, r, cost)
     local T = r.W / r.L
     local sl = 0.5 / r.L
@@ -62,8 +73,10 @@ ALG['k'] = {
   expires = function(state, r) return ceil(state[1]) end,
 }
 
--- The queue mode: rules with mode 'q' use this entry (see parse.lua).
-ALG['kq'] = {
+-- The queue: rules in queue mode (mode 'q') use this entry instead (see parse.lua).
+ALG['k'].queue = {
+  width = 1,
+  charge = lb_charge,
   check = function(state, now, r, cost)
     local T = r.W / r.L
     local sl = 0.5 / r.L

@@ -1,8 +1,8 @@
 -- The function library's functions (FUNCTION LOAD, then FCALL), after init (see
 -- src/lua/index.ts). Their names, STORE_FN, SLOTS_FN and KEYS_FN here, carry a hash of the
 -- library's source and are set by index.ts (function names are global in Redis, so two
--- versions of the application on one server each call their own).
-local ALL = { f = true, s = true, w = true, t = true, k = true, b = true }
+-- versions of the application on one server each call their own). ALL, every algorithm's
+-- code, precedes this file (index.ts derives it from core's registry).
 -- The common calls' closures (one.lua) are looked up here, one Lua call fewer.
 local store, FAST, keyop = nil, nil, nil
 redis.register_function('STORE_FN', function(keys, args)

@@ -87,18 +87,19 @@ local function rule_of(text)
   if block == '0' then block = 0 else block = tonumber(block) end
   if maxCost == Ltext then maxCost = L else maxCost = tonumber(maxCost) end
   -- 102 'f' (first-request alignment), 113 'q' (queue mode), 109 'm' (calendar month),
-  -- 49 '1' (countRejected, dryRun). The leaky bucket's queue mode has its own entry.
+  -- 49 '1' (countRejected, dryRun). An algorithm whose state reads otherwise in queue mode
+  -- has an entry for that mode (its queue).
   local alg = ALG[algo]
-  if md == 113 and algo == 'k' then alg = ALG['kq'] end
+  if md == 113 and alg.queue then alg = alg.queue end
+  -- The fields of an entry of this rule (see read): block, TTL expiry, the state's width (a
+  -- state of variable width: 0); and whether the state holds counts, which no value of ours
+  -- has below zero (negative_count).
+  local m = alg.width
+  if m > 0 then m = m + 2 end
   r = {
     algo = algo, first = align == 102, queue = md == 113, month = cal == 109, cr = cr == 49, dry = dry == 49,
-    L = L, W = tonumber(W), B = B, Q = Q, block = block, maxCost = maxCost, alg = alg, m = 4,
+    L = L, W = tonumber(W), B = B, Q = Q, block = block, maxCost = maxCost, alg = alg, m = m, counts = alg.count_step,
   }
-  -- The fields of an entry of this rule (see read): block, TTL expiry, the state (a
-  -- sliding log's and sliding buckets' vary: 0).
-  if algo == 'w' then r.m = 5 elseif algo == 'k' then r.m = 3 elseif algo == 's' or algo == 'b' then r.m = 0 end
-  -- Whether the state holds counts, which no value of ours has below zero (negative_count).
-  r.counts = algo == 'f' or algo == 's' or algo == 'w' or algo == 'b'
   if NRULES_CACHED >= CACHED_MAX then RULES, NRULES_CACHED = {}, 0 end
   RULES[text] = r
   NRULES_CACHED = NRULES_CACHED + 1
@@ -110,14 +111,7 @@ end
 -- it would leave.
 local function uncounted(r)
   if not r.cr then return r end
-  local u = r.uncounted
-  if u == nil then
-    u = {}
-    for k, v in pairs(r) do u[k] = v end
-    u.cr = false
-    r.uncounted = u
-  end
-  return u
+  return with_cr(r, 'uncounted', false)
 end
 
 -- A shape's ops: rule numbers, costs, key references (0: the next new key), count, and

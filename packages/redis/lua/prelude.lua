@@ -1,6 +1,15 @@
 -- Lua prelude shared by every script section: number formatting and entry encoding. Each
 -- algorithm's check returns the outcome of core/src/algorithms/types.ts as values.
 --
+-- Each algorithm's section (<algorithm>.lua) defines ALG[code], everything the shared code
+-- knows of it, named as in core's registry (core/src/algorithms/types.ts) where it has the
+-- fact: check, refund, expires (expiresAt), charge; width, the numbers of its state (0: a
+-- list of variable width); count_step, where its state holds counts (see negative_count;
+-- nil: none); reward, where its own differs from a refund at now; queue, the entry that
+-- rules in queue mode use (mode 'q': another reading of the same state); refused (and any
+-- helper such as retry_at), which its kernel inlined in the cost-1 closures (ops.lua,
+-- one.lua) calls.
+--
 -- Redis runs Lua 5.1, whose numbers are IEEE doubles like JavaScript's, so the same
 -- operations in the same order give the same results. Decisions leave the script as
 -- packed doubles and states are stored as packed doubles, so both round-trip exactly.
@@ -40,18 +49,15 @@ end
 -- tens of millions of entries to reach it).
 local SANE2 = 1e32
 
--- A count below zero: what a fixed window, a sliding log, sliding buckets or a sliding-window counter
--- holds is a number of units, never negative in a value we wrote (refunds and rewards stop
--- at zero); a foreign one (-1000) would read as a thousand units of credit. A token
--- bucket's tokens go below zero as a debt (countRejected), a leaky bucket holds a time:
--- both are left as they are (a debt only refuses more).
-local function negative_count(algo, s)
+-- A count below zero: a count of units is never negative in a value we wrote (refunds and
+-- rewards stop at zero); a foreign one (-1000) would read as a thousand units of credit.
+-- step: the algorithm's count_step, its counts being every step-th number of its state from
+-- the second. A state without counts (a debt that may go below zero, a time) has no
+-- count_step and is left as it is (a debt only refuses more).
+local function negative_count(s, step)
   if s == nil then return false end
-  if algo == 'w' then return s[2] < 0 or s[3] < 0 end
-  if algo == 'f' or algo == 's' or algo == 'b' then
-    for i = 2, #s, 2 do
-      if s[i] < 0 then return true end
-    end
+  for i = 2, #s, step do
+    if s[i] < 0 then return true end
   end
   return false
 end
@@ -88,4 +94,34 @@ end
 local function out(x)
   if x == floor(x) and x < 9007199254740992 and x > -9007199254740992 then return x end
   return fmt(x)
+end
+
+-- The most a charge leaves in a state (core's CHARGE_MAX; each sliding-log entry or block:
+-- LOG_CHARGE_MAX), far below SANE2, so no pile of charges turns a debt into a fresh budget.
+local CHARGE_MAX, LOG_CHARGE_MAX = 2 ^ 50, 2 ^ 40
+
+-- r with countRejected set to cr: a copy made once and kept on r under name.
+local function with_cr(r, name, cr)
+  local u = r[name]
+  if u == nil then
+    u = {}
+    for k, v in pairs(r) do u[k] = v end
+    u.cr = cr
+    r[name] = u
+  end
+  return u
+end
+
+-- A charge by the algorithm's own check with countRejected forced on (core's chargeByCheck):
+-- the state an admitted request of units would leave whatever is left, its number at i
+-- (from the end when negative, -1 the last) kept within limit, below it (sign 1) or above
+-- its negative (sign -1). An algorithm's charge (see the algorithm sections).
+local function charge_by_check(i, sign, limit)
+  return function(s, now, r, units)
+    local _, _, _, _, _, nx = r.alg.check(s, now, with_cr(r, 'forced', true), units)
+    local j = i
+    if j < 0 then j = #nx + 1 + j end
+    if sign > 0 then nx[j] = min(nx[j], limit) else nx[j] = max(nx[j], -limit) end
+    return nx
+  end
 end

@@ -24,6 +24,11 @@ local function sb_block(state, at, b)
 end
 
 ALG['b'] = {
+  width = 0,
+  -- Each block's count, after its start.
+  count_step = 2,
+  -- The newest block's count never beyond LOG_CHARGE_MAX.
+  charge = charge_by_check(-1, 1, LOG_CHARGE_MAX),
   check = function(state, at, r, cost)
     local W = r.W
     local k = sb_block(state, at, W / r.Q)

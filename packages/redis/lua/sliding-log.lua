@@ -4,6 +4,11 @@
 --#include inline/entries.lua
 
 ALG['s'] = {
+  width = 0,
+  -- Each entry's count, after its time.
+  count_step = 2,
+  -- The newest entry's count never beyond LOG_CHARGE_MAX.
+  charge = charge_by_check(-1, 1, LOG_CHARGE_MAX),
   check = function(state, at, r, cost)
     local W = r.W
     local first = 1

@@ -59,6 +59,11 @@ end
 
 
 ALG['w'] = {
+  width = 3,
+  -- Both counts, the previous window's and the current one's.
+  count_step = 1,
+  -- The current count never beyond CHARGE_MAX.
+  charge = charge_by_check(3, 1, CHARGE_MAX),
   reward = sw_reward,
   retry_at = sw_retry_at,
   refused = sw_refused,

@@ -77,7 +77,7 @@ local function read(key, r, now, drop, idx)
           y = y + z * z
         end
       end
-      if not (y <= SANE2) or (r.counts and negative_count(r.algo, s)) then b, s, x0 = nil, nil, nil end
+      if not (y <= SANE2) or (r.counts and negative_count(s, r.counts)) then b, s, x0 = nil, nil, nil end
     end
     if HOT[key] then
       e = { s = s, b = b, x = x0 }
@@ -272,38 +272,14 @@ local function write_packed(key, v, x, now, at)
   set_expiring(key, v, x, now, 0, at)
 end
 
--- The state after charging units at now without refusing (core's chargeState): the
--- algorithm's check with countRejected forced on, its next state written whatever it
--- says; no number beyond CHARGE_MAX (a sliding-log entry or block: LOG_CHARGE_MAX), far below SANE2.
-local CHARGE_MAX, LOG_CHARGE_MAX = 2 ^ 50, 2 ^ 40
-local function charge(s, now, r, units)
-  if r.algo == 'k' then
-    local base = now
-    if s ~= nil and s[1] > now then base = s[1] end
-    return { min(base + units * (r.W / r.L), now + CHARGE_MAX) }
-  end
-  local f = r.forced
-  if f == nil then
-    f = {}
-    for k, v in pairs(r) do f[k] = v end
-    f.cr = true
-    r.forced = f
-  end
-  local _, _, _, _, _, nx = r.alg.check(s, now, f, units)
-  if r.algo == 't' then nx[2] = max(nx[2], -CHARGE_MAX)
-  elseif r.algo == 'f' then nx[2] = min(nx[2], CHARGE_MAX)
-  elseif r.algo == 'w' then nx[3] = min(nx[3], CHARGE_MAX)
-  elseif r.algo == 's' or r.algo == 'b' then nx[#nx] = min(nx[#nx], LOG_CHARGE_MAX) end
-  return nx
-end
-
 -- Gives back (refund) or settles one op under key (KEYS[idx]) decided at time at. A
 -- settle's cost c is the actual cost less the estimate: above zero a charge (core's
--- settleEntry), below zero a refund of the difference.
+-- settleEntry: the algorithm's charge, the state after charging c without refusing), below
+-- zero a refund of the difference.
 local function give_back(key, idx, r, c, now, drop, at, settle)
   local s, b = read(key, r, now, drop, idx)
   if settle and c > 0 then
-    write(key, charge(s, now, r, c), b or 0, r, now)
+    write(key, r.alg.charge(s, now, r, c), b or 0, r, now)
     return
   end
   if s == nil then return end

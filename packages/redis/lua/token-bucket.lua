@@ -22,6 +22,10 @@ local function tb_refused(tn, scaled, need, now, r, cap)
 end
 
 ALG['t'] = {
+  -- Its tokens go below zero as a debt (no count_step).
+  width = 2,
+  -- The debt never beyond CHARGE_MAX.
+  charge = charge_by_check(2, -1, CHARGE_MAX),
   refused = tb_refused,
   check = function(state, now, r, cost)
     local L, W = r.L, r.W

@@ -30,7 +30,7 @@ import {
   type StoreOp,
   sanitizeKey,
 } from '@tollgate/core';
-import { type Command, keyOpArgs, type LeaseAnswer, parseKeyState, refundArgs, settleArgs } from './args.js';
+import { type Command, keyOpArgs, parseKeyState, refundArgs, settleArgs } from './args.js';
 import { Batcher, type PendingStack } from './batch.js';
 import { Breaker, type BreakerState } from './breaker.js';
 import { redisChannels } from './channels.js';
@@ -41,8 +41,9 @@ import { DenyCache, signature } from './deny-cache.js';
 import { closedError, timeoutError } from './errors.js';
 import { allowAll, denyAll, LocalFallback, type StoreErrorPolicy } from './fallback.js';
 import { redisKey } from './keys.js';
-import { beyondCost, LeaseCalls } from './lease/calls.js';
-import { type LeaseReply, Leases } from './lease/leases.js';
+import { LeaseCalls } from './lease/calls.js';
+import { guardedLeaseCall } from './lease/guard.js';
+import { Leases } from './lease/leases.js';
 import { leaseSettings } from './lease/options.js';
 import { operatorCall } from './operator.js';
 import { type BreakerEvent, type RedisStoreOptions, type StoreErrorEvent, validate } from './options.js';
@@ -94,8 +95,6 @@ export class RedisStore extends EventEmitter implements Store {
   readonly #cancelChecks: () => void;
   /** Leases (lease/), when the `lease` option is given. */
   readonly #leases: Leases | undefined;
-  /** A tick's lease calls as one script run (lease/calls.ts). */
-  readonly #leaseCalls: LeaseCalls | undefined;
 
   constructor(options: RedisStoreOptions) {
     super();
@@ -133,8 +132,7 @@ export class RedisStore extends EventEmitter implements Store {
     this.#cancelChecks = checks.cancel;
     // FCALL or EVALSHA: chosen for the client now, not by the first decision.
     this.#runner.prepare();
-    this.#leaseCalls = lease === undefined ? undefined : new LeaseCalls(this.#port, this.#minTtl, lease.share, options.batch ?? true);
-    // --- lease hook: the store's machinery a lease goes through (lease/leases.ts) ---
+    // --- lease hook: the store's machinery a lease goes through (lease/leases.ts, lease/guard.ts) ---
     this.#leases =
       lease === undefined
         ? undefined
@@ -142,7 +140,19 @@ export class RedisStore extends EventEmitter implements Store {
             keyOf: (rule, key, raw) => this.keyOf(rule, key, raw),
             time: (now) => this.#time(now),
             oneCall: (keys) => this.#slots.oneRun(keys),
-            lease: (ops, keys, t, most) => this.#leaseCall(ops, keys, t, most),
+            lease: guardedLeaseCall({
+              calls: new LeaseCalls(this.#port, this.#minTtl, lease.share, options.batch ?? true),
+              deny: this.#deny,
+              breaker: this.#breaker,
+              closed: () => this.#closed,
+              deadline: (p) => this.#deadline(p),
+              degraded: (ops, t) => this.#degraded('c', ops, t),
+              answered: (ops, keys, t, d) => this.#answered('c', ops, keys, t, d),
+              failed: (err, operation) => this.#failed(err, operation, operation === 'consume' ? this.onStoreError : 'none'),
+              refund: (ops, keys, at, t) => this.#slots.giveBack(refundArgs, ops, keys, at, t),
+              giveBackTime: (t) => (this.#leases as Leases).giveBackTime(t),
+              late: (answered) => (this.#leases as Leases).late(answered),
+            }),
             exact: (cmd, ops, now) => this.#decide(cmd, ops, now),
             // Never rejects (nothing awaits a give-back): a failure is reported, its units stay counted.
             giveBack: (ops, at, t) => this.#giveBack('refund', ops, at, t, true).catch((err) => this.#failed(err, 'refund', 'none', false)),
@@ -165,50 +175,6 @@ export class RedisStore extends EventEmitter implements Store {
   /** Unused leased units this instance holds for a (rule, key): 0 without leases. */
   leased(rule: RuleSpec, key: string, raw?: string): number {
     return this.#leases?.held(this.keyOf(rule, key, raw)) ?? 0;
-  }
-
-  /**
-   * One lease call (lease hook): the deny cache, breaker, deadline and failure policy of a
-   * decision, and grants only when Redis decided.
-   */
-  async #leaseCall(ops: readonly StoreOp[], keys: string[], t: number | undefined, most: number): Promise<LeaseReply> {
-    const deny = this.#deny;
-    if (deny !== undefined && deny.size > 0) {
-      const hit = deny.get(signature(ops, keys), t);
-      if (hit !== undefined) return { d: hit, grants: undefined };
-    }
-    if (!this.#breaker.tryCall()) return { d: await this.#degraded('c', ops, t), grants: undefined };
-    let r: LeaseAnswer;
-    const call = (this.#leaseCalls as LeaseCalls).lease(ops, keys, t, most);
-    try {
-      r = await this.#deadline(call);
-    } catch (err) {
-      this.#failed(err, 'consume', this.onStoreError);
-      // Redis may still run it: then what it leased beyond the request's cost goes back.
-      call.then(
-        (late) => this.#returnLate(ops, keys, late, t),
-        () => {},
-      );
-      return { d: await this.#degraded('c', ops, t), grants: undefined };
-    }
-    this.#answered('c', ops, keys, t, r.d);
-    return r;
-  }
-
-  /**
-   * A lease call answered after its deadline (the failure policy answered the request):
-   * the units it leased beyond the request's cost go back, so it costs what an exact call
-   * answered late costs. Sent whatever the breaker says: Redis has just answered.
-   */
-  #returnLate(ops: readonly StoreOp[], keys: readonly string[], late: LeaseAnswer, t: number | undefined): void {
-    if (!late.d.allowed || this.#closed) return;
-    const back = beyondCost(ops, keys, late.grants);
-    if (back.ops.length === 0) return;
-    this.#deny?.written(back.keys);
-    this.#deadline(this.#slots.giveBack(refundArgs, back.ops, back.keys, late.d.now, t)).then(
-      () => this.#breaker.success(),
-      (err: unknown) => this.#failed(err, 'refund', 'none'),
-    );
   }
 
   /** The breaker's state: `'closed'` while Redis answers. */
@@ -263,10 +229,6 @@ export class RedisStore extends EventEmitter implements Store {
 
   refund(ops: readonly StoreOp[], at: number, now?: number, degraded?: 'local'): Promise<void> {
     if (degraded === 'local') return this.#giveBackLocally('refund', ops, at, now);
-    // Units of a lease still live go back to it; the rest to Redis.
-    if (this.#leases !== undefined && !this.#closed) {
-      return this.#giveBack('refund', this.#leases.refund(ops, at, this.#time(now)), at, now);
-    }
     return this.#giveBack('refund', ops, at, now);
   }
 
@@ -276,10 +238,6 @@ export class RedisStore extends EventEmitter implements Store {
    */
   settle(ops: readonly StoreOp[], at: number, now?: number, degraded?: 'local'): Promise<void> {
     if (degraded === 'local') return this.#giveBackLocally('settle', ops, at, now);
-    // What a settle gives back of a decision from a live lease goes back to it.
-    if (this.#leases !== undefined && !this.#closed) {
-      return this.#giveBack('settle', this.#leases.settle(ops, at, this.#time(now)), at, now);
-    }
     return this.#giveBack('settle', ops, at, now);
   }
 
@@ -294,15 +252,19 @@ export class RedisStore extends EventEmitter implements Store {
     await this.#local.store[operation](this.#local.ops(ops), at, t);
   }
 
-  async #giveBack(operation: 'refund' | 'settle', ops: readonly StoreOp[], at: number, now?: number, lease = false): Promise<void> {
+  /** A refund or settle, or (`lease`) a lease's unused units going back: checked before anything changes, and a failure rejects. */
+  async #giveBack(operation: 'refund' | 'settle', given: readonly StoreOp[], at: number, now?: number, lease = false): Promise<void> {
     if (this.#closed) throw closedError();
+    if (given.length === 0) return;
+    const t = this.#time(now);
+    checkTime(at, `RedisStore.${operation}: at`);
+    // What a refund or settle gives back of a decision from a live lease goes back to it; the rest to Redis.
+    const ops = lease || this.#leases === undefined ? given : this.#leases[operation](given, at, t);
     if (ops.length === 0) return;
     // A lease's units going back change only their keys' answers.
     const keys = ops.map((op) => this.keyOf(op.rule, op.key, op.raw));
     if (lease) this.#deny?.written(keys);
     else this.#deny?.clear();
-    const t = this.#time(now);
-    checkTime(at, `RedisStore.${operation}: at`);
     if (!this.#breaker.tryCall()) {
       // Decisions are being made locally: give back (or charge) there; a lease's units were
       // never counted there, so they stay counted in Redis (as a give-back that failed).

@@ -42,12 +42,19 @@ function delta(before: Record<string, number>, after: Record<string, number>, cm
   return (after[cmd] ?? 0) - (before[cmd] ?? 0);
 }
 
+/**
+ * A limiter of `limit` per minute on Redis time, its window opened by the key's first request:
+ * a clock-aligned minute ending among the decisions would give a fresh budget (one more admitted).
+ */
 function limiter(client: object, limit = 3): { l: Limiter<unknown>; store: RedisStore; errors: unknown[] } {
   const store = new RedisStore({ client, prefix: 'fn:', timeoutMs: 5000, denyCache: false });
   const errors: unknown[] = [];
   store.on('error', (e) => errors.push(e));
-  return { l: createLimiter({ rules: [{ name: 'r', key: () => 'k', limit, window: '1m' }], store, prefix: `fn${n++}` }), store, errors };
+  const rules = [{ name: 'r', key: () => 'k', limit, ...FROM_FIRST }];
+  return { l: createLimiter({ rules, store, prefix: `fn${n++}` }), store, errors };
 }
+
+const FROM_FIRST = { window: '1m', algorithm: 'fixed-window', align: 'first-request' } as const;
 
 async function admitted(l: Limiter<unknown>, count: number): Promise<number> {
   let yes = 0;
@@ -164,8 +171,8 @@ describe('an ACL user without SETRANGE', () => {
     store.on('error', (e) => errors.push(e));
     const stack = createLimiter({
       rules: [
-        { name: 'a', key: () => 'k', limit: 3, window: '1m' },
-        { name: 'b', key: () => 'k', algorithm: 'fixed-window', limit: 3, window: '1m' },
+        { name: 'a', key: () => 'k', limit: 3, ...FROM_FIRST },
+        { name: 'b', key: () => 'k', limit: 3, ...FROM_FIRST },
       ],
       store,
       prefix: `fn${n++}`,

@@ -295,6 +295,49 @@ describe('refusals and features under leases', () => {
     });
   }
 
+  it('a reset while refused stacks hold units of the key lease drops those units too (they went back into the fresh state)', async () => {
+    // Instance A (through a delaying proxy) and B share the global rule G.
+    const proxy = new DelayProxy(server.port);
+    const port = await proxy.listen();
+    const c = new Redis({ port, host: '127.0.0.1' });
+    await new Promise((r) => c.once('ready', r));
+    const clock = new ManualClock(7_900_000);
+    const p = prefix();
+    type Req = { id: string };
+    const G: Rule<Req> = { name: 'G', algorithm: 'fixed-window', limit: 100, window: '1h', key: () => 'g' };
+    const U: Rule<Req> = { name: 'U', limit: 1000, window: '1h', key: (r) => r.id };
+    const storeA = new RedisStore({ client: c, prefix: p, timeoutMs: SLOW, denyCache: false, lease: { max: 20, ttl: '1m' } });
+    const storeB = new RedisStore({ client, prefix: p, timeoutMs: SLOW, denyCache: false });
+    const a = createLimiter({ rules: [G, U], store: storeA, clock });
+    const b = createLimiter({ rules: [G], store: storeB, clock });
+    try {
+      const g = a.rules[0]?.spec as RuleSpec;
+      for (let i = 0; i < 40 && storeA.leased(g, 'g') < 5; i++) await a.consume({ id: 'w' });
+      expect(storeA.leased(g, 'g')).toBeGreaterThanOrEqual(5);
+      await a.block('U', 'blocked', '1h');
+      proxy.delayMs = 400;
+      // Five stacks each take a unit of G's lease, and wait for Redis to refuse U; meanwhile G is reset.
+      const refused = Array.from({ length: 5 }, () => a.consume({ id: 'blocked' }));
+      const reset = a.reset('G', 'g');
+      // After the reset reached Redis, before the refusals reach A: B counts 3 in the fresh state.
+      await new Promise((r) => setTimeout(r, 600));
+      for (let i = 0; i < 3; i++) expect((await b.consume({ id: 'x' })).allowed).toBe(true);
+      expect((await Promise.all(refused)).map((d) => d.allowed)).toEqual([false, false, false, false, false]);
+      await reset;
+      proxy.delayMs = 0;
+      // Through A's connection, after anything A sent when the refusals arrived.
+      await a.peek({ id: 'w' });
+      let admitted = 3;
+      while (admitted < 200 && (await b.consume({ id: 'x' })).allowed) admitted++;
+      expect(admitted).toBe(100);
+    } finally {
+      await storeA.close();
+      await storeB.close();
+      c.disconnect();
+      await proxy.close();
+    }
+  });
+
   it('reserve and settle: settle goes to Redis, at the lease time', async () => {
     const clock = new ManualClock(8_000_000);
     const p = prefix();
@@ -330,7 +373,9 @@ describe('failure policy', () => {
     const c = new Redis({ port: own.port, host: '127.0.0.1', maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: false });
     await new Promise((r) => c.once('ready', r));
     const store = new RedisStore({ client: c, prefix: prefix(), timeoutMs: 200, onStoreError: 'deny', lease: { max: 20, ttl: '5s' } });
-    const limiter = createLimiter({ rules: [{ name: 'r', limit: 1000, window: '1m', key: () => 'k' }], store });
+    // sliding-log: a lease lasts its ttl (a window's count would end with its window, on Redis
+    // time wherever a minute ends, leaving less held than taken).
+    const limiter = createLimiter({ rules: [{ name: 'r', algorithm: 'sliding-log', limit: 1000, window: '1m', key: () => 'k' }], store });
     for (let i = 0; i < 30 && store.leased(limiter.rules[0]?.spec as RuleSpec, 'k') < 5; i++) await limiter.consume({});
     const held = store.leased(limiter.rules[0]?.spec as RuleSpec, 'k');
     expect(held).toBeGreaterThanOrEqual(5);
@@ -443,6 +488,52 @@ describe('failure policy: give-backs', () => {
   });
 });
 
+describe('bad input to a store with leases', () => {
+  it('refund and settle reject, as without leases, on a time that is not one or a hashTag that throws (they threw synchronously, or took the units into the lease)', async () => {
+    let throwing = false;
+    const store = new RedisStore({
+      client,
+      prefix: prefix(),
+      timeoutMs: SLOW,
+      lease: { max: 10, ttl: '1s' },
+      hashTag: (_rule, key) => {
+        if (throwing) throw new Error('hashTag failed');
+        return key;
+      },
+    });
+    const limiter = createLimiter({ rules: [{ name: 'r', limit: 100, window: '1m', key: () => 'k' }], store });
+    for (let i = 0; i < 3; i++) await limiter.consume({});
+    const d = await limiter.consume({});
+    const spec = limiter.rules[0]?.spec as RuleSpec;
+    expect(store.leased(spec, 'k')).toBeGreaterThan(0);
+    const ops = [{ rule: spec, key: 'k', cost: 1 }];
+    // A promise that rejects: a caller's .catch sees the error (a synchronous throw escaped it).
+    const outcome = (call: () => Promise<void>) =>
+      Promise.resolve().then(() => {
+        let p: Promise<void>;
+        try {
+          p = call();
+        } catch (err) {
+          return `threw ${(err as TollgateError).code ?? (err as Error).message}`;
+        }
+        return p.then(
+          () => 'resolved',
+          (err: unknown) => `rejected ${(err as TollgateError).code ?? (err as Error).message}`,
+        );
+      });
+    expect(await outcome(() => store.refund(ops, d.at, Number.NaN))).toBe('rejected TG_INVALID_TIME');
+    expect(await outcome(() => store.settle(ops, d.at, Number.NaN))).toBe('rejected TG_INVALID_TIME');
+    // A decision time that is not one is not taken back into the live lease either.
+    expect(await outcome(() => store.refund(ops, Number.NaN))).toBe('rejected TG_INVALID_TIME');
+    expect(await outcome(() => store.settle([{ ...ops[0], cost: -1 } as (typeof ops)[0]], Number.NaN))).toBe('rejected TG_INVALID_TIME');
+    throwing = true;
+    expect(await outcome(() => store.refund(ops, d.at))).toBe('rejected hashTag failed');
+    expect(await outcome(() => store.settle(ops, d.at))).toBe('rejected hashTag failed');
+    throwing = false;
+    await store.close();
+  });
+});
+
 describe('peek and rules never leased', () => {
   it('a peek covered by the lease is answered locally; otherwise Redis answers with the held units added', async () => {
     const clock = new ManualClock(11_000_000);
@@ -488,7 +579,8 @@ describe('slow Redis and clock steps', () => {
     const c = new Redis({ port, host: '127.0.0.1' });
     await new Promise((r) => c.once('ready', r));
     const store = new RedisStore({ client: c, prefix: prefix(), timeoutMs: 100, onStoreError: 'deny', lease: { max: 20, ttl: '5s' } });
-    const limiter = createLimiter({ rules: [{ name: 'r', limit: 1000, window: '1m', key: () => 'k' }], store });
+    // sliding-log: a lease lasts its ttl, not only to the end of a window's minute (see above).
+    const limiter = createLimiter({ rules: [{ name: 'r', algorithm: 'sliding-log', limit: 1000, window: '1m', key: () => 'k' }], store });
     for (let i = 0; i < 30 && store.leased(limiter.rules[0]?.spec as RuleSpec, 'k') < 5; i++) await limiter.consume({});
     const held = store.leased(limiter.rules[0]?.spec as RuleSpec, 'k');
     expect(held).toBeGreaterThanOrEqual(5);
@@ -536,6 +628,87 @@ describe('slow Redis and clock steps', () => {
     } finally {
       await store.close();
       await exact.close();
+      c.disconnect();
+      await proxy.close();
+    }
+  });
+
+  it("a late lease call's surplus goes back at the latest supplied time (at the call's own time it stayed counted once the clock had moved on)", async () => {
+    const proxy = new DelayProxy(server.port);
+    const port = await proxy.listen();
+    const c = new Redis({ port, host: '127.0.0.1' });
+    await new Promise((r) => c.once('ready', r));
+    const clock = new ManualClock(9_500_000);
+    const p = prefix();
+    const store = new RedisStore({
+      client: c,
+      prefix: p,
+      timeoutMs: 200,
+      onStoreError: 'deny',
+      breaker: { failures: 100 },
+      lease: { max: 20, ttl: '1m' },
+    });
+    const exact = new RedisStore({ client, prefix: p, timeoutMs: SLOW, clock });
+    const rules: Rule<unknown>[] = [{ name: 'r', algorithm: 'sliding-log', limit: 1000, window: '1h', key: () => 'k' }];
+    const limiter = createLimiter({ rules, store, clock });
+    const plain = createLimiter({ rules, store: exact });
+    const counted = async () => 1000 - (await plain.get('r', 'k')).remaining;
+    try {
+      for (let i = 0; i < 30; i++) await limiter.consume({});
+      // Past ttl: the next decision gives the lease's units back and leases 20 again.
+      clock.advance(61_000);
+      const before = (await counted()) - store.leased(limiter.rules[0]?.spec as RuleSpec, 'k');
+      // Answered 2 s late: long after the next decision was sent, even on a loaded machine.
+      proxy.delayMs = 1000;
+      expect((await limiter.consume({})).degraded).toBe('deny');
+      // The clock moves on and another decision is counted (a unit newer than the lease's)
+      // before the late answer arrives and its surplus goes back.
+      clock.advance(1000);
+      expect((await limiter.consume({})).degraded).toBe('deny');
+      proxy.delayMs = 0;
+      // Each request's own unit stays counted, as an exact call's would; the 19 others go back.
+      for (let i = 0; i < 120 && (await counted()) !== before + 2; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(await counted()).toBe(before + 2);
+    } finally {
+      await store.close();
+      await exact.close();
+      c.disconnect();
+      await proxy.close();
+    }
+  });
+
+  it("a late lease call's surplus does not go back into a key reset meanwhile on this instance (it credited the fresh state)", async () => {
+    const proxy = new DelayProxy(server.port);
+    const port = await proxy.listen();
+    const c = new Redis({ port, host: '127.0.0.1' });
+    await new Promise((r) => c.once('ready', r));
+    const clock = new ManualClock(9_600_000);
+    const p = prefix();
+    const rules: Rule<unknown>[] = [{ name: 'r', algorithm: 'fixed-window', limit: 100, window: '1h', key: () => 'k' }];
+    const store = new RedisStore({ client: c, prefix: p, timeoutMs: 200, onStoreError: 'deny', lease: { max: 20, ttl: '1m' } });
+    const other = new RedisStore({ client, prefix: p, timeoutMs: SLOW, denyCache: false });
+    const limiter = createLimiter({ rules, store, clock });
+    const b = createLimiter({ rules, store: other, clock });
+    try {
+      for (let i = 0; i < 30; i++) await limiter.consume({});
+      // Past ttl: the next decision leases again, and misses its deadline.
+      clock.advance(61_000);
+      proxy.delayMs = 1500;
+      const sent = Date.now();
+      expect((await limiter.consume({})).degraded).toBe('deny');
+      // The reset reaches Redis after the lease call (one connection), and misses its deadline too.
+      await limiter.reset('r', 'k').catch(() => {});
+      // Another instance counts 3 in the fresh state before the late answer reaches this one.
+      await new Promise((r) => setTimeout(r, Math.max(0, sent + 2300 - Date.now())));
+      for (let i = 0; i < 3; i++) expect((await b.consume({})).allowed).toBe(true);
+      proxy.delayMs = 0;
+      await new Promise((r) => setTimeout(r, Math.max(0, sent + 4000 - Date.now())));
+      let admitted = 3;
+      while (admitted < 200 && (await b.consume({})).allowed) admitted++;
+      expect(admitted).toBe(100);
+    } finally {
+      await store.close();
+      await other.close();
       c.disconnect();
       await proxy.close();
     }
@@ -614,6 +787,38 @@ describe('keys without a recent lease', () => {
     expect(ds.every((d) => d.allowed && d.degraded === undefined)).toBe(true);
     return (await storeCallsOn(admin)) - before;
   }
+
+  it('a flood of distinct keys fills at most maxKeys entries: past it, a new key decides exactly (the table grew without bound)', async () => {
+    expect(codeOf(() => new RedisStore({ client, lease: { maxKeys: 0 } }))).toBe('TG_INVALID_OPTION');
+    expect(codeOf(() => new RedisStore({ client, lease: { maxKeys: 2.5 } }))).toBe('TG_INVALID_OPTION');
+    const clock = new ManualClock(51_000_000);
+    const p = prefix();
+    const rules: Rule<{ id: string }>[] = [{ name: 'r', algorithm: 'sliding-log', limit: 1000, window: '1h', key: (r) => r.id }];
+    const store = new RedisStore({ client, prefix: p, timeoutMs: SLOW, lease: { max: 20, ttl: '1m', maxKeys: 50 } });
+    const exact = new RedisStore({ client, prefix: p, timeoutMs: SLOW, clock });
+    const limiter = createLimiter({ rules, store, clock });
+    const plain = createLimiter({ rules, store: exact });
+    const spec = limiter.rules[0]?.spec as RuleSpec;
+    // With room, a key leases from its second decision on.
+    let busy = 0;
+    for (; busy < 10 && store.leased(spec, 'busy') < 2; busy++) await limiter.consume({ id: 'busy' });
+    expect(store.leased(spec, 'busy')).toBeGreaterThanOrEqual(2);
+    await oneTick(limiter, 'flood', 200);
+    // Full: a new key decides exactly every time (one store call each), and counts exactly.
+    const before = await storeCallsOn(admin);
+    for (let i = 0; i < 5; i++) expect((await limiter.consume({ id: 'late' })).allowed).toBe(true);
+    expect(store.leased(spec, 'late')).toBe(0);
+    expect((await storeCallsOn(admin)) - before).toBe(5);
+    // The busy key's lease, held before the flood, still answers without Redis.
+    const held = store.leased(spec, 'busy');
+    expect((await limiter.consume({ id: 'busy' })).allowed).toBe(true);
+    expect(store.leased(spec, 'busy')).toBe(held - 1);
+    await store.close();
+    expect((await plain.get('r', 'late')).remaining).toBe(1000 - 5);
+    expect((await plain.get('r', 'busy')).remaining).toBe(1000 - busy - 1);
+    expect((await plain.get('r', 'flood7')).remaining).toBe(1000 - 1);
+    await exact.close();
+  });
 
   it('one-off keys in one tick cost the script calls they cost without leases, and again once their entries expire', async () => {
     const clock = new ManualClock(50_000_000);

@@ -49,6 +49,18 @@ describe('Lua sources', () => {
       const lua = readFileSync(`${root}packages/redis/lua/${a}.lua`, 'utf8');
       expect(lua, a).toMatch(new RegExp(`^ALG\\['${code}'\\] = \\{`, 'm'));
       expect(STORE_SCRIPT, a).toContain(`if NEED['${code}'] then\n-- Lua mirror of core/src/algorithms/${a}.ts`);
+      // Its state's width as the registry has it (an entry's field count follows from it).
+      expect(lua, a).toMatch(new RegExp(`^ALG\\['${code}'\\] = \\{\\n(?:  --.*\\n)*  width = ${registry[a].width},$`, 'm'));
+    }
+  });
+
+  it('the shared Lua names no algorithm: what differs by algorithm is in its ALG entry', () => {
+    const perAlgorithm = new Set(ALGORITHM_NAMES.map((a) => `${a}.lua`));
+    const shared = sources().filter((f) => !f.startsWith('inline/') && !perAlgorithm.has(f));
+    expect(shared).toContain('parse.lua');
+    for (const f of shared) {
+      const code = readFileSync(`${root}packages/redis/lua/${f}`, 'utf8').replace(/--.*$/gm, '');
+      expect(code, f).not.toMatch(/algo *[=~]= *'|ALG\[['"]/);
     }
   });
 

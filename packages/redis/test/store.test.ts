@@ -188,7 +188,12 @@ describe('local deny cache', () => {
 
   it('bug: answers from the deny cache on Redis time gave fractional retryAfterMs and resetMs (e.g. 287.58), not whole ms like Redis', async () => {
     const store = new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:' });
-    const l = createLimiter({ rules, store, prefix: `dc${n++}` });
+    // The window opens at the first request: a clock-aligned 10 s window ending among these
+    // calls would admit the third, or end the cached refusal (asking Redis, which admits).
+    const fromFirst = [
+      { name: 'r', key: () => 'k', algorithm: 'fixed-window' as const, align: 'first-request' as const, limit: 2, window: '10s' as const },
+    ];
+    const l = createLimiter({ rules: fromFirst, store, prefix: `dc${n++}` });
     await l.consume({});
     await l.consume({});
     const first = await l.consume({});

@@ -111,18 +111,22 @@ export class LeaseCalls {
   }
 }
 
-/** What a lease call granted beyond each op's cost (a late answer gives it back), with the ops' keys. */
+/**
+ * What a lease call granted beyond each op's cost (a late answer gives it back), with the
+ * ops' keys; none for a key `dropped` (reset since: the surplus went with its state).
+ */
 export function beyondCost(
   ops: readonly StoreOp[],
   keys: readonly string[],
   grants: readonly number[],
+  dropped: (key: string) => boolean,
 ): { ops: StoreOp[]; keys: string[] } {
   const back: StoreOp[] = [];
   const backKeys: string[] = [];
   for (let i = 0; i < ops.length; i++) {
     const op = ops[i] as StoreOp;
     const extra = (grants[i] as number) - op.cost;
-    if (extra <= 0) continue;
+    if (extra <= 0 || dropped(keys[i] as string)) continue;
     back.push({ ...op, cost: extra });
     backKeys.push(keys[i] as string);
   }

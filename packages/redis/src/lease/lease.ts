@@ -26,6 +26,8 @@ export interface Lease {
   readonly resetMs: number;
   /** Ended: its unused units were given back (or are being). */
   dead: boolean;
+  /** Ended by a `reset` here: its units went with the key's state, so none of them goes back. */
+  dropped: boolean;
 }
 
 /** A rule leases unless it delays (a leaky queue) or only observes (dry run). */

@@ -61,6 +61,11 @@ export class Leases {
   readonly #fenced = new Map<string, number>();
   /** The store is closing: no lease is taken, and those whose call was in flight go back with the rest. */
   #closing = false;
+  /** Lease calls past their deadline whose Redis answer has not come (see `late`). */
+  #lateCalls = 0;
+  /** Resets on this instance while late calls were out, counted; each key's latest (cleared with the last late call). */
+  #resets = 0;
+  readonly #resetAt = new Map<string, number>();
   /** The answer `local` reuses for the engine (see consumeLocal). */
   readonly #oneOutcome: Outcome = { allowed: true, remaining: 0, resetMs: 0, retryAfterMs: 0, delayMs: 0, reason: undefined };
   readonly #one: StoreDecision = { allowed: true, now: 0, outcomes: [this.#oneOutcome] };
@@ -68,12 +73,17 @@ export class Leases {
   constructor(settings: LeaseSettings, host: LeaseHost) {
     this.settings = settings;
     this.#host = host;
-    this.#table = new LeaseTable(settings.ttlMs, host.giveBack);
+    this.#table = new LeaseTable(settings.ttlMs, settings.maxKeys, host.giveBack);
   }
 
   /** Live leases (for tests and diagnostics). */
   get size(): number {
     return this.#table.size;
+  }
+
+  /** The time units counted at supplied time `t` go back at (see LeaseTable.latest). */
+  giveBackTime(t: number | undefined): number | undefined {
+    return this.#table.latest(t);
   }
 
   /** Unused units this instance holds for a Redis key (0 when none live). */
@@ -273,6 +283,7 @@ export class Leases {
         remaining: o.remaining - left,
         resetMs: o.resetMs,
         dead: false,
+        dropped: false,
       });
     }
     if (!d.allowed) this.#table.putBack(ops, taken);
@@ -299,20 +310,26 @@ export class Leases {
    * stay counted in Redis and are used within its ttl. The rest go to Redis.
    */
   refund(ops: readonly StoreOp[], at: number, t: number | undefined): StoreOp[] {
-    const rest: StoreOp[] = [];
-    for (const op of ops) if (!this.#takeBack(op, op.cost, at, t)) rest.push(op);
-    return rest;
+    return this.#takeBack(ops, at, t, false);
   }
 
   /** A settle: what it gives back (a cost below zero) goes to a live lease as a refund does; the rest to Redis. */
   settle(ops: readonly StoreOp[], at: number, t: number | undefined): StoreOp[] {
-    const rest: StoreOp[] = [];
-    for (const op of ops) if (!(op.cost < 0 && this.#takeBack(op, -op.cost, at, t))) rest.push(op);
-    return rest;
+    return this.#takeBack(ops, at, t, true);
   }
 
-  #takeBack(op: StoreOp, units: number, at: number, t: number | undefined): boolean {
-    return this.#table.takeBack(this.#host.keyOf(op.rule, op.key, op.raw), op, units, at, t);
+  #takeBack(ops: readonly StoreOp[], at: number, t: number | undefined, settle: boolean): StoreOp[] {
+    // Every key first: a `hashTag` that throws leaves every lease as it was.
+    const keys = ops.map((op) => this.#host.keyOf(op.rule, op.key, op.raw));
+    const rest: StoreOp[] = [];
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as StoreOp;
+      const units = settle ? -op.cost : op.cost;
+      // A settle above the estimate (a cost above zero) is charged in Redis.
+      if (settle && units <= 0) rest.push(op);
+      else if (!this.#table.takeBack(keys[i] as string, op, units, at, t)) rest.push(op);
+    }
+    return rest;
   }
 
   /** A peek: answered locally when every rule's lease covers it; else Redis', with held units added. */
@@ -358,11 +375,29 @@ export class Leases {
       else fenced.delete(k);
     };
     for (let p = this.#pending.get(k); p !== undefined; p = this.#pending.get(k)) await p;
+    if (!giveBack) {
+      this.#table.drop(k);
+      if (this.#lateCalls > 0) this.#resetAt.set(k, ++this.#resets);
+      return lift;
+    }
     const l = this.#table.remove(k);
-    if (l === undefined) return lift;
-    if (giveBack) await this.#table.giveBack(l);
-    else l.dead = true;
+    if (l !== undefined) await this.#table.giveBack(l);
     return lift;
+  }
+
+  /**
+   * A lease call missed its deadline and Redis may still run it: `answered` (which never
+   * rejects) settles when its answer comes or never will. Returns whether a key was reset on
+   * this instance since: sent after the call on its connection, the reset dropped the
+   * surplus with the state, and giving it back would credit the fresh state.
+   */
+  late(answered: Promise<void>): (key: string) => boolean {
+    const mark = this.#resets;
+    this.#lateCalls++;
+    void answered.finally(() => {
+      if (--this.#lateCalls === 0) this.#resetAt.clear();
+    });
+    return (key) => (this.#resetAt.get(key) ?? 0) > mark;
   }
 
   /**

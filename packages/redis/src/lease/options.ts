@@ -21,6 +21,14 @@ export interface LeaseOptions {
    * @example lease: { max: 50, ttl: '200ms' }
    */
   ttl?: Duration;
+  /**
+   * The most keys this instance keeps lease entries for (each entry records a key's recent
+   * demand or holds its lease, for about `ttl`): past it, keys not already held decide
+   * exactly, so a flood of distinct keys cannot grow the process's memory without bound.
+   * @default 100000
+   * @example lease: { max: 100, ttl: '1s', maxKeys: 20_000 }
+   */
+  maxKeys?: number;
 }
 
 /** The lease settings in force. */
@@ -29,16 +37,18 @@ export interface LeaseSettings {
   readonly ttlMs: number;
   /** A lease takes at most `left / share` units: `instances + 1`. */
   readonly share: number;
+  /** The most keys with an entry in the lease table. */
+  readonly maxKeys: number;
 }
 
 /** A rule's window must be at least this many times `ttl`. */
 export const TTL_WINDOW_RATIO = 10;
 
-const LEASE_KEYS = ['max', 'ttl'];
+const LEASE_KEYS = ['max', 'ttl', 'maxKeys'];
 
 export function leaseSettings(value: unknown, instances: number): LeaseSettings {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw optionError('RedisStore.lease', 'an object { max?, ttl? }', value, "Pass e.g. { max: 100, ttl: '1s' }, or omit it.");
+    throw optionError('RedisStore.lease', 'an object { max?, ttl?, maxKeys? }', value, "Pass e.g. { max: 100, ttl: '1s' }, or omit it.");
   }
   for (const k of Object.keys(value)) {
     if (!LEASE_KEYS.includes(k))
@@ -48,8 +58,11 @@ export function leaseSettings(value: unknown, instances: number): LeaseSettings 
   if (o.max !== undefined && !(Number.isSafeInteger(o.max) && o.max >= 1)) {
     throw optionError('RedisStore.lease.max', 'a whole number of units >= 1', o.max, 'Use e.g. 100; omit it for the default.');
   }
+  if (o.maxKeys !== undefined && !(Number.isSafeInteger(o.maxKeys) && o.maxKeys >= 1)) {
+    throw optionError('RedisStore.lease.maxKeys', 'a whole number of keys >= 1', o.maxKeys, 'Use e.g. 100000; omit it for the default.');
+  }
   const ttlMs = o.ttl === undefined ? 1000 : parseDuration(o.ttl, 'RedisStore.lease.ttl');
-  return { max: o.max ?? 100, ttlMs, share: instances + 1 };
+  return { max: o.max ?? 100, ttlMs, share: instances + 1, maxKeys: o.maxKeys ?? 100_000 };
 }
 
 /** The configuration error of a `ttl` not well below a rule's window, or undefined. */

@@ -13,6 +13,7 @@ export type GiveBack = (ops: readonly StoreOp[], at: number, t: number | undefin
 
 export class LeaseTable {
   readonly #ttlMs: number;
+  readonly #maxKeys: number;
   readonly #giveBackOps: GiveBack;
   /** Live leases by Redis key. */
   readonly #table = new Map<string, Lease>();
@@ -22,8 +23,9 @@ export class LeaseTable {
   /** Closing: no sweep is armed again (close gives every lease back). */
   #closing = false;
 
-  constructor(ttlMs: number, giveBack: GiveBack) {
+  constructor(ttlMs: number, maxKeys: number, giveBack: GiveBack) {
     this.#ttlMs = ttlMs;
+    this.#maxKeys = maxKeys;
     this.#giveBackOps = giveBack;
   }
 
@@ -60,6 +62,12 @@ export class LeaseTable {
       }
     }
     if (old !== undefined) this.end(k, old);
+    else if (this.#table.size >= this.#maxKeys) {
+      // Full (a flood of distinct keys): the key keeps deciding exactly, its demand not
+      // recorded; what was leased with this answer goes back at once. The sweep frees room.
+      this.giveBack(l);
+      return;
+    }
     this.#table.set(k, l);
     // Closing: close() gives it back with the rest once the calls in flight are answered.
     if (this.#timer === undefined && !this.#closing) {
@@ -77,7 +85,7 @@ export class LeaseTable {
       const cost = (ops[i] as StoreOp).cost;
       l.used -= cost;
       if (!l.dead) l.left += cost;
-      else void this.#giveBackOps([opOf(l, cost)], l.at, this.#timeOf(l));
+      else if (!l.dropped) void this.#giveBackOps([opOf(l, cost)], l.at, this.#timeOf(l));
     }
   }
 
@@ -92,6 +100,18 @@ export class LeaseTable {
     const l = this.#table.get(k);
     if (l !== undefined) this.#table.delete(k);
     return l;
+  }
+
+  /**
+   * Key `k`'s lease ends with the key's state (a `reset` on this instance): its units are
+   * not given back, nor those a stack in flight took from it and puts back when refused,
+   * which would credit the fresh state with units it never counted.
+   */
+  drop(k: string): void {
+    const l = this.remove(k);
+    if (l === undefined) return;
+    l.dead = true;
+    l.dropped = true;
   }
 
   /** A lease's unused units go back to Redis (once). */
@@ -117,9 +137,17 @@ export class LeaseTable {
     return true;
   }
 
-  /** The time a give-back runs at: Redis time, or the latest supplied time seen. */
+  /**
+   * The time a give-back of units counted at `t` runs at: Redis time (undefined), or the
+   * latest supplied time seen. Never `t` alone once the clock has moved on: a sliding log
+   * refunded at a time behind its newest entry takes from that entry, not the lease's.
+   */
+  latest(t: number | undefined): number | undefined {
+    return t === undefined ? undefined : Math.max(t, this.#lastGiven);
+  }
+
   #timeOf(l: Lease): number | undefined {
-    return l.given ? Math.max(l.at, this.#lastGiven) : undefined;
+    return this.latest(l.given ? l.at : undefined);
   }
 
   readonly #sweep = (): void => {

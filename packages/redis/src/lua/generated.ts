@@ -96,6 +96,10 @@ local function fw_refused(start, count, used, e, now, r)
 end
 
 ALG['f'] = {
+  width = 2,
+  count_step = 2,
+  -- The count never beyond CHARGE_MAX.
+  charge = charge_by_check(2, 1, CHARGE_MAX),
   refused = fw_refused,
   check = function(state, now, r, cost)
     local start, e
@@ -182,7 +186,7 @@ local function ko_read(key, r)
   local s, b, x = decode(v)
   local y = b * b
   if s ~= nil then for i = 1, #s do y = y + s[i] * s[i] end end
-  if not (y <= SANE2) or negative_count(r.algo, s) then return nil, nil, nil end
+  if not (y <= SANE2) or (r.counts and negative_count(s, r.counts)) then return nil, nil, nil end
   return s, b, x
 end
 
@@ -336,7 +340,18 @@ local function lb_refund(state, now, r, cost, at)
   return { max(now, state[1] - weight) }
 end
 
+-- Both readings' charge: the stored time moves on by units*T whatever the tolerance (never
+-- beyond CHARGE_MAX ahead of now), as in the core.
+local function lb_charge(state, now, r, units)
+  local base = now
+  if state ~= nil and state[1] > now then base = state[1] end
+  return { min(base + units * (r.W / r.L), now + CHARGE_MAX) }
+end
+
+-- The meter. Its state is a time, no count (no count_step).
 ALG['k'] = {
+  width = 1,
+  charge = lb_charge,
   check = function(state, now, r, cost)
     local T = r.W / r.L
     local sl = 0.5 / r.L
@@ -364,8 +379,10 @@ ALG['k'] = {
   expires = function(state, r) return ceil(state[1]) end,
 }
 
--- The queue mode: rules with mode 'q' use this entry (see parse.lua).
-ALG['kq'] = {
+-- The queue: rules in queue mode (mode 'q') use this entry instead (see parse.lua).
+ALG['k'].queue = {
+  width = 1,
+  charge = lb_charge,
   check = function(state, now, r, cost)
     local T = r.W / r.L
     local sl = 0.5 / r.L
@@ -460,8 +477,8 @@ end
 export const LIBRARY_LUA = `-- The function library's functions (FUNCTION LOAD, then FCALL), after init (see
 -- src/lua/index.ts). Their names, STORE_FN, SLOTS_FN and KEYS_FN here, carry a hash of the
 -- library's source and are set by index.ts (function names are global in Redis, so two
--- versions of the application on one server each call their own).
-local ALL = { f = true, s = true, w = true, t = true, k = true, b = true }
+-- versions of the application on one server each call their own). ALL, every algorithm's
+-- code, precedes this file (index.ts derives it from core's registry).
 -- The common calls' closures (one.lua) are looked up here, one Lua call fewer.
 local store, FAST, keyop = nil, nil, nil
 redis.register_function('STORE_FN', function(keys, args)
@@ -1013,18 +1030,19 @@ local function rule_of(text)
   if block == '0' then block = 0 else block = tonumber(block) end
   if maxCost == Ltext then maxCost = L else maxCost = tonumber(maxCost) end
   -- 102 'f' (first-request alignment), 113 'q' (queue mode), 109 'm' (calendar month),
-  -- 49 '1' (countRejected, dryRun). The leaky bucket's queue mode has its own entry.
+  -- 49 '1' (countRejected, dryRun). An algorithm whose state reads otherwise in queue mode
+  -- has an entry for that mode (its queue).
   local alg = ALG[algo]
-  if md == 113 and algo == 'k' then alg = ALG['kq'] end
+  if md == 113 and alg.queue then alg = alg.queue end
+  -- The fields of an entry of this rule (see read): block, TTL expiry, the state's width (a
+  -- state of variable width: 0); and whether the state holds counts, which no value of ours
+  -- has below zero (negative_count).
+  local m = alg.width
+  if m > 0 then m = m + 2 end
   r = {
     algo = algo, first = align == 102, queue = md == 113, month = cal == 109, cr = cr == 49, dry = dry == 49,
-    L = L, W = tonumber(W), B = B, Q = Q, block = block, maxCost = maxCost, alg = alg, m = 4,
+    L = L, W = tonumber(W), B = B, Q = Q, block = block, maxCost = maxCost, alg = alg, m = m, counts = alg.count_step,
   }
-  -- The fields of an entry of this rule (see read): block, TTL expiry, the state (a
-  -- sliding log's and sliding buckets' vary: 0).
-  if algo == 'w' then r.m = 5 elseif algo == 'k' then r.m = 3 elseif algo == 's' or algo == 'b' then r.m = 0 end
-  -- Whether the state holds counts, which no value of ours has below zero (negative_count).
-  r.counts = algo == 'f' or algo == 's' or algo == 'w' or algo == 'b'
   if NRULES_CACHED >= CACHED_MAX then RULES, NRULES_CACHED = {}, 0 end
   RULES[text] = r
   NRULES_CACHED = NRULES_CACHED + 1
@@ -1036,14 +1054,7 @@ end
 -- it would leave.
 local function uncounted(r)
   if not r.cr then return r end
-  local u = r.uncounted
-  if u == nil then
-    u = {}
-    for k, v in pairs(r) do u[k] = v end
-    u.cr = false
-    r.uncounted = u
-  end
-  return u
+  return with_cr(r, 'uncounted', false)
 end
 
 -- A shape's ops: rule numbers, costs, key references (0: the next new key), count, and
@@ -1122,6 +1133,15 @@ local HOT = {}
 export const PRELUDE_LUA = `-- Lua prelude shared by every script section: number formatting and entry encoding. Each
 -- algorithm's check returns the outcome of core/src/algorithms/types.ts as values.
 --
+-- Each algorithm's section (<algorithm>.lua) defines ALG[code], everything the shared code
+-- knows of it, named as in core's registry (core/src/algorithms/types.ts) where it has the
+-- fact: check, refund, expires (expiresAt), charge; width, the numbers of its state (0: a
+-- list of variable width); count_step, where its state holds counts (see negative_count;
+-- nil: none); reward, where its own differs from a refund at now; queue, the entry that
+-- rules in queue mode use (mode 'q': another reading of the same state); refused (and any
+-- helper such as retry_at), which its kernel inlined in the cost-1 closures (ops.lua,
+-- one.lua) calls.
+--
 -- Redis runs Lua 5.1, whose numbers are IEEE doubles like JavaScript's, so the same
 -- operations in the same order give the same results. Decisions leave the script as
 -- packed doubles and states are stored as packed doubles, so both round-trip exactly.
@@ -1161,18 +1181,15 @@ end
 -- tens of millions of entries to reach it).
 local SANE2 = 1e32
 
--- A count below zero: what a fixed window, a sliding log, sliding buckets or a sliding-window counter
--- holds is a number of units, never negative in a value we wrote (refunds and rewards stop
--- at zero); a foreign one (-1000) would read as a thousand units of credit. A token
--- bucket's tokens go below zero as a debt (countRejected), a leaky bucket holds a time:
--- both are left as they are (a debt only refuses more).
-local function negative_count(algo, s)
+-- A count below zero: a count of units is never negative in a value we wrote (refunds and
+-- rewards stop at zero); a foreign one (-1000) would read as a thousand units of credit.
+-- step: the algorithm's count_step, its counts being every step-th number of its state from
+-- the second. A state without counts (a debt that may go below zero, a time) has no
+-- count_step and is left as it is (a debt only refuses more).
+local function negative_count(s, step)
   if s == nil then return false end
-  if algo == 'w' then return s[2] < 0 or s[3] < 0 end
-  if algo == 'f' or algo == 's' or algo == 'b' then
-    for i = 2, #s, 2 do
-      if s[i] < 0 then return true end
-    end
+  for i = 2, #s, step do
+    if s[i] < 0 then return true end
   end
   return false
 end
@@ -1209,6 +1226,36 @@ end
 local function out(x)
   if x == floor(x) and x < 9007199254740992 and x > -9007199254740992 then return x end
   return fmt(x)
+end
+
+-- The most a charge leaves in a state (core's CHARGE_MAX; each sliding-log entry or block:
+-- LOG_CHARGE_MAX), far below SANE2, so no pile of charges turns a debt into a fresh budget.
+local CHARGE_MAX, LOG_CHARGE_MAX = 2 ^ 50, 2 ^ 40
+
+-- r with countRejected set to cr: a copy made once and kept on r under name.
+local function with_cr(r, name, cr)
+  local u = r[name]
+  if u == nil then
+    u = {}
+    for k, v in pairs(r) do u[k] = v end
+    u.cr = cr
+    r[name] = u
+  end
+  return u
+end
+
+-- A charge by the algorithm's own check with countRejected forced on (core's chargeByCheck):
+-- the state an admitted request of units would leave whatever is left, its number at i
+-- (from the end when negative, -1 the last) kept within limit, below it (sign 1) or above
+-- its negative (sign -1). An algorithm's charge (see the algorithm sections).
+local function charge_by_check(i, sign, limit)
+  return function(s, now, r, units)
+    local _, _, _, _, _, nx = r.alg.check(s, now, with_cr(r, 'forced', true), units)
+    local j = i
+    if j < 0 then j = #nx + 1 + j end
+    if sign > 0 then nx[j] = min(nx[j], limit) else nx[j] = max(nx[j], -limit) end
+    return nx
+  end
 end
 `;
 
@@ -1334,6 +1381,11 @@ local function sb_block(state, at, b)
 end
 
 ALG['b'] = {
+  width = 0,
+  -- Each block's count, after its start.
+  count_step = 2,
+  -- The newest block's count never beyond LOG_CHARGE_MAX.
+  charge = charge_by_check(-1, 1, LOG_CHARGE_MAX),
   check = function(state, at, r, cost)
     local W = r.W
     local k = sb_block(state, at, W / r.Q)
@@ -1457,6 +1509,11 @@ local function entries_expires(state, r)
 end
 
 ALG['s'] = {
+  width = 0,
+  -- Each entry's count, after its time.
+  count_step = 2,
+  -- The newest entry's count never beyond LOG_CHARGE_MAX.
+  charge = charge_by_check(-1, 1, LOG_CHARGE_MAX),
   check = function(state, at, r, cost)
     local W = r.W
     local first = 1
@@ -1556,6 +1613,11 @@ end
 
 
 ALG['w'] = {
+  width = 3,
+  -- Both counts, the previous window's and the current one's.
+  count_step = 1,
+  -- The current count never beyond CHARGE_MAX.
+  charge = charge_by_check(3, 1, CHARGE_MAX),
   reward = sw_reward,
   retry_at = sw_retry_at,
   refused = sw_refused,
@@ -1728,7 +1790,7 @@ local function read(key, r, now, drop, idx)
           y = y + z * z
         end
       end
-      if not (y <= SANE2) or (r.counts and negative_count(r.algo, s)) then b, s, x0 = nil, nil, nil end
+      if not (y <= SANE2) or (r.counts and negative_count(s, r.counts)) then b, s, x0 = nil, nil, nil end
     end
     if HOT[key] then
       e = { s = s, b = b, x = x0 }
@@ -1923,38 +1985,14 @@ local function write_packed(key, v, x, now, at)
   set_expiring(key, v, x, now, 0, at)
 end
 
--- The state after charging units at now without refusing (core's chargeState): the
--- algorithm's check with countRejected forced on, its next state written whatever it
--- says; no number beyond CHARGE_MAX (a sliding-log entry or block: LOG_CHARGE_MAX), far below SANE2.
-local CHARGE_MAX, LOG_CHARGE_MAX = 2 ^ 50, 2 ^ 40
-local function charge(s, now, r, units)
-  if r.algo == 'k' then
-    local base = now
-    if s ~= nil and s[1] > now then base = s[1] end
-    return { min(base + units * (r.W / r.L), now + CHARGE_MAX) }
-  end
-  local f = r.forced
-  if f == nil then
-    f = {}
-    for k, v in pairs(r) do f[k] = v end
-    f.cr = true
-    r.forced = f
-  end
-  local _, _, _, _, _, nx = r.alg.check(s, now, f, units)
-  if r.algo == 't' then nx[2] = max(nx[2], -CHARGE_MAX)
-  elseif r.algo == 'f' then nx[2] = min(nx[2], CHARGE_MAX)
-  elseif r.algo == 'w' then nx[3] = min(nx[3], CHARGE_MAX)
-  elseif r.algo == 's' or r.algo == 'b' then nx[#nx] = min(nx[#nx], LOG_CHARGE_MAX) end
-  return nx
-end
-
 -- Gives back (refund) or settles one op under key (KEYS[idx]) decided at time at. A
 -- settle's cost c is the actual cost less the estimate: above zero a charge (core's
--- settleEntry), below zero a refund of the difference.
+-- settleEntry: the algorithm's charge, the state after charging c without refusing), below
+-- zero a refund of the difference.
 local function give_back(key, idx, r, c, now, drop, at, settle)
   local s, b = read(key, r, now, drop, idx)
   if settle and c > 0 then
-    write(key, charge(s, now, r, c), b or 0, r, now)
+    write(key, r.alg.charge(s, now, r, c), b or 0, r, now)
     return
   end
   if s == nil then return end
@@ -2373,6 +2411,10 @@ local function tb_refused(tn, scaled, need, now, r, cap)
 end
 
 ALG['t'] = {
+  -- Its tokens go below zero as a debt (no count_step).
+  width = 2,
+  -- The debt never beyond CHARGE_MAX.
+  charge = charge_by_check(2, -1, CHARGE_MAX),
   refused = tb_refused,
   check = function(state, now, r, cost)
     local L, W = r.L, r.W

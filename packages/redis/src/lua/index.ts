@@ -107,10 +107,13 @@ export const KEYS_SCRIPT_SHA = createHash('sha1').update(KEYS_SCRIPT).digest('he
 
 export const STORE_SCRIPT_SHA = createHash('sha1').update(STORE_SCRIPT).digest('hex');
 
+/** The library builds every algorithm: `ALL`, each wire code of the registry (library.lua). */
+const ALL = `local ALL = { ${ALGORITHM_NAMES.map((a) => `${registry[a].code} = true`).join(', ')} }`;
+
 /** The library's body, before its name is known (the name is a hash of it). */
 function libraryBody(storeFn: string, slotsFn: string, keysFn: string): string {
   const fns = LIBRARY_LUA.replace("'STORE_FN'", `'${storeFn}'`).replace("'SLOTS_FN'", `'${slotsFn}'`).replace("'KEYS_FN'", `'${keysFn}'`);
-  return [LIBRARY_INIT, fns].join('\n');
+  return [LIBRARY_INIT, ALL, fns].join('\n');
 }
 
 /** The library's version: a hash of its source, whatever the function names will be. */
