@@ -8,7 +8,7 @@
  * reads the count on a direct client. node-redis does not re-send; it runs the same test.
  */
 import { createLimiter, type Limiter, ManualClock, type Rule, type StoreOp } from '@tollgate/core';
-import { RedisStore } from '@tollgate/redis';
+import { RedisStore, type RedisStoreOptions } from '@tollgate/redis';
 import { Redis } from 'ioredis';
 import * as redis5 from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -68,7 +68,7 @@ interface Setup {
   done: () => Promise<void>;
 }
 
-async function setup(connect: Connect, lease?: { max: number; ttl: string }): Promise<Setup> {
+async function setup(connect: Connect, lease?: RedisStoreOptions['lease']): Promise<Setup> {
   const proxy = new DelayProxy(server.port);
   const port = await proxy.listen();
   const { client, close } = await connect(port);
