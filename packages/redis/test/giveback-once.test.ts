@@ -6,14 +6,16 @@
  * admitted. Each test drops the connection (a proxy closed and listening again on its port)
  * once Redis has applied the give-back and while its reply is still held by the proxy, then
  * reads the count on a direct client. node-redis does not re-send; it runs the same test.
+ * Then, with a client that sends every give-back call twice (what a re-send is), the
+ * EVALSHA fallback and a Redis Cluster, where each slot's call has a mark of its own.
  */
 import { createLimiter, type Limiter, ManualClock, type Rule, type StoreOp } from '@tollgate/core';
 import { RedisStore, type RedisStoreOptions } from '@tollgate/redis';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import * as redis5 from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DelayProxy } from '../../../test/reliability/helpers/delay-proxy.js';
-import { keysWithoutExpiry, type RedisServer, startRedis } from '../../../test/setup/redis.js';
+import { keysWithoutExpiry, type RedisCluster, type RedisServer, startCluster, startRedis } from '../../../test/setup/redis.js';
 
 let server: RedisServer;
 let admin: Redis;
@@ -190,6 +192,104 @@ describe.each(clients)('%s: a give-back whose reply was lost is applied once', (
       expect((await s.plain.get('r', 'k')).remaining).toBe(LIMIT - 30);
     } finally {
       await s.done();
+    }
+  });
+});
+
+/**
+ * `client` (ioredis, standalone or Cluster) sending each script call that gives back twice
+ * in a row, as ioredis does when a reply is lost: the second reply is the one answered.
+ */
+/** A plan that gives back (lua/parse.lua): a refund or settle call, or a batched call with a settle run. */
+const GIVES_BACK = /^[rs] \S+ \d+\n|\n\d+ [sS]\d+:/;
+
+function resending<T extends object>(client: T): T {
+  const doubled = new Set<string | symbol>(['fcallBuffer', 'evalshaBuffer', 'evalBuffer']);
+  return new Proxy(client, {
+    get(target, prop) {
+      const v: unknown = Reflect.get(target, prop, target);
+      if (typeof v !== 'function') return v;
+      if (!doubled.has(prop)) return v.bind(target);
+      return async (...args: unknown[]) => {
+        const first: unknown = await v.apply(target, args);
+        if (!args.some((a) => typeof a === 'string' && GIVES_BACK.test(a))) return first;
+        return v.apply(target, args);
+      };
+    },
+  });
+}
+
+describe('a client that sends every give-back call twice', () => {
+  let cluster: RedisCluster;
+  beforeAll(async () => {
+    cluster = await startCluster();
+    // FUNCTION refused (a managed service's ACL): the store runs its script with EVALSHA.
+    await admin.call('ACL', 'SETUSER', 'gbnofunction', 'on', '>pw', '~*', '&*', '+@all', '-function');
+  });
+  afterAll(async () => {
+    await cluster.destroy();
+  });
+
+  const rules: Rule<unknown>[] = [
+    { name: 'a', algorithm: 'fixed-window', limit: LIMIT, window: '1h', key: () => 'k1' },
+    { name: 'b', algorithm: 'sliding-window', limit: LIMIT, window: '1h', key: () => 'k2' },
+  ];
+
+  async function twiceSent(client: object, direct: object): Promise<void> {
+    const prefix = `gb${++n}:`;
+    const clock = new ManualClock(3_600_000 * 700 + 1000);
+    const store = new RedisStore({ client: resending(client), prefix, timeoutMs: SLOW });
+    const exact = new RedisStore({ client: direct, prefix, timeoutMs: SLOW });
+    const limiter = createLimiter({ rules, store, clock });
+    const plain = createLimiter({ rules, store: exact, clock });
+    const errors: unknown[] = [];
+    store.on('error', (e) => errors.push(e));
+    try {
+      let last = await limiter.consume({});
+      for (let i = 1; i < 31; i++) last = await limiter.consume({});
+      await limiter.refund({}, last);
+      const res = await limiter.reserve({}, { cost: 10 });
+      await res.settle(4);
+      // Two settles in one tick (one batched call on a standalone server).
+      const [r1, r2] = [await limiter.reserve({}, { cost: 5 }), await limiter.reserve({}, { cost: 5 })];
+      await Promise.all([r1.settle(2), r2.settle(1)]);
+      for (const name of ['a', 'b']) expect((await plain.get(name, name === 'a' ? 'k1' : 'k2')).remaining).toBe(LIMIT - 30 - 4 - 2 - 1);
+      expect(errors).toEqual([]);
+    } finally {
+      await store.close();
+      await exact.close();
+    }
+  }
+
+  it('FCALL, standalone: each give-back applied once (they were applied twice)', async () => {
+    const c = new Redis({ port: server.port, host: '127.0.0.1' });
+    try {
+      await twiceSent(c, admin);
+    } finally {
+      c.disconnect();
+    }
+  });
+
+  it('the EVALSHA fallback: each give-back applied once', async () => {
+    const c = new Redis({ port: server.port, host: '127.0.0.1', username: 'gbnofunction', password: 'pw' });
+    const before = await admin.info('commandstats');
+    try {
+      await twiceSent(c, admin);
+    } finally {
+      c.disconnect();
+    }
+    const evalshas = (info: string) => Number(/cmdstat_evalsha:calls=(\d+)/.exec(info)?.[1] ?? 0);
+    expect(evalshas(await admin.info('commandstats'))).toBeGreaterThan(evalshas(before));
+  });
+
+  it('a Cluster, a stack across slots: each slot gives back once', async () => {
+    const c = new Cluster(cluster.startupNodes);
+    const direct = new Cluster(cluster.startupNodes);
+    try {
+      await twiceSent(c, direct);
+    } finally {
+      c.disconnect();
+      direct.disconnect();
     }
   });
 });
