@@ -95,6 +95,8 @@ export class RedisStore extends EventEmitter implements Store {
   readonly #cancelChecks: () => void;
   /** Leases (lease/), when the `lease` option is given. */
   readonly #leases: Leases | undefined;
+  /** Listeners that threw or rejected (see #tell). */
+  #listenerFailures = 0;
 
   constructor(options: RedisStoreOptions) {
     super();
@@ -180,6 +182,14 @@ export class RedisStore extends EventEmitter implements Store {
   /** The breaker's state: `'closed'` while Redis answers. */
   get breakerState(): BreakerState {
     return this.#breaker.state;
+  }
+
+  /**
+   * How many times an `'error'` or `'breaker'` listener threw (or, async, rejected): each
+   * was caught, and the first reported as the process warning `TOLLGATE_REDIS_LISTENER_FAILED`.
+   */
+  get listenerFailures(): number {
+    return this.#listenerFailures;
   }
 
   /**
@@ -457,13 +467,6 @@ export class RedisStore extends EventEmitter implements Store {
     if (this.listenerCount('breaker') > 0) this.#tell('breaker', e);
     if (redisChannels.breaker.hasSubscribers) redisChannels.breaker.publish({ store: this, ...e });
   }
-
-  /** How many times an `'error'` or `'breaker'` listener threw or rejected (each caught; see #tell). */
-  get listenerFailures(): number {
-    return this.#listenerFailures;
-  }
-
-  #listenerFailures = 0;
 
   /**
    * Calls each listener of `name` with `event`. They run inside a decision's path (a
