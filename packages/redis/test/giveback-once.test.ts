@@ -23,7 +23,7 @@ let n = 0;
 const SLOW = 10_000;
 const LIMIT = 100;
 /** The proxy holds each chunk this long: time enough to see the give-back applied and drop its reply. */
-const HOLD_MS = 400;
+const HOLD_MS = 800;
 
 beforeAll(async () => {
   server = await startRedis();
