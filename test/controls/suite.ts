@@ -114,6 +114,28 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
       ).toBeLessThanOrEqual(before);
     });
 
+    /**
+     * The store with its give-backs (refunds, settles) counted once done: a test waits for the
+     * ones it expects (they run after the response's 'finish') instead of sleeping.
+     */
+    function counting(store: Store): { store: Store; givenBack: () => number } {
+      let done = 0;
+      const proxy = new Proxy(store, {
+        get(target, prop) {
+          const v: unknown = Reflect.get(target, prop, target);
+          if (typeof v !== 'function') return v;
+          if (prop === 'refund' || prop === 'settle') {
+            return (...args: unknown[]) =>
+              (v.apply(target, args) as Promise<void>).finally(() => {
+                done++;
+              });
+          }
+          return v.bind(target);
+        },
+      });
+      return { store: proxy, givenBack: () => done };
+    }
+
     async function start(
       build: (ctx: { clock: ManualClock; timers: ManualTimers; store: Store; slots: SlotStore }) => Stage[],
       behaviour: (path: string) => Behaviour = () => ({ kind: 'ok' }),
@@ -123,11 +145,12 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
       const timers = new ManualTimers(clock);
       const stores = await makeStores(clock);
       open.push(() => stores.close());
+      const counted = counting(stores.store);
       const starts: Array<{ path: string; at: number; headers: Record<string, string | string[] | undefined> }> = [];
       const app = await makeApp({
         clock,
         timers,
-        stages: build({ clock, timers, store: stores.store, slots: stores.slots }),
+        stages: build({ clock, timers, store: counted.store, slots: stores.slots }),
         behaviour,
         onStart: (path, req) => starts.push({ path, at: clock.now() - startMs, headers: req.headers }),
       });
@@ -138,7 +161,9 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
       });
       const get = (path = '/', o: Omit<SendOptions, 'path'> = {}): Sent => send(app.port, { ...o, path });
       const at = () => clock.now() - startMs;
-      return { clock, timers, starts, get, at, ...stores, startMs, port: app.port };
+      /** Waits until `n` give-backs in all are done. */
+      const givenBack = (n: number) => until(() => counted.givenBack() >= n, `${n} give-backs done`, 10_000);
+      return { clock, timers, starts, get, at, ...stores, startMs, port: app.port, givenBack };
     }
 
     async function all(sent: Sent[]): Promise<Reply[]> {
@@ -615,7 +640,7 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
         // 5 failures at once: each is counted on arrival, refunded after its response.
         const fails = await all(Array.from({ length: 5 }, () => t.get('/fail')));
         expect(fails.map((r) => r.status)).toEqual(Array(5).fill(500));
-        await new Promise((r) => setTimeout(r, 20)); // refunds run after 'finish'
+        await t.givenBack(5);
         const oks = await all(Array.from({ length: 6 }, () => t.get('/ok')));
         expect(oks.map((r) => r.status).sort()).toEqual([200, 200, 200, 200, 200, 429]);
       });
@@ -625,10 +650,9 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
           path === '/bad' ? { kind: 'status', status: 401 } : { kind: 'ok' },
         );
         for (let i = 0; i < 5; i++) expect((await t.get('/good').reply).status).toBe(200);
-        await new Promise((r) => setTimeout(r, 20));
+        await t.givenBack(5);
         expect((await t.get('/bad').reply).status).toBe(401);
         expect((await t.get('/bad').reply).status).toBe(401);
-        await new Promise((r) => setTimeout(r, 20));
         expect((await t.get('/good').reply).status).toBe(429);
       });
 
@@ -638,9 +662,8 @@ export function controlScenarios(name: string, makeApp: MakeControlApp, makeStor
           (path) => (path === '/created' ? { kind: 'status', status: 201 } : { kind: 'status', status: 409 }),
         );
         for (let i = 0; i < 3; i++) expect((await t.get('/conflict').reply).status).toBe(409);
-        await new Promise((r) => setTimeout(r, 20));
+        await t.givenBack(3);
         expect((await t.get('/created').reply).status).toBe(201);
-        await new Promise((r) => setTimeout(r, 20));
         expect((await t.get('/created').reply).status).toBe(429);
       });
 

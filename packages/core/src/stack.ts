@@ -51,10 +51,12 @@ export class RuleJudgement extends Verdict {
 /** The decision of `def` at `site`, into `v`. */
 function run(def: AlgorithmDef, site: Site, now: number, r: RuleSpec, cost: number, v: Verdict): void {
   const kernel = def.kernel;
-  if (kernel !== undefined) {
-    kernel(site.s, site.o, site.has, now, r, cost, v);
-    return;
-  }
+  if (kernel !== undefined) kernel(site.s, site.o, site.has, now, r, cost, v);
+  else runCheck(def, site, now, r, cost, v);
+}
+
+/** `run` for an algorithm without a kernel (a state of variable width): its `check`, copied into `v`. */
+function runCheck(def: AlgorithmDef, site: Site, now: number, r: RuleSpec, cost: number, v: Verdict): void {
   const c = def.check(site.log, now, r, cost);
   v.allowed = c.allowed;
   v.remaining = c.remaining;
@@ -77,43 +79,50 @@ export function nextState(def: AlgorithmDef, v: Verdict): State | undefined {
 /**
  * Decides one rule at `site` into `v`: the largest cost, the algorithm, a block, and on a
  * refusal its block (`blockFor`). The algorithm runs once: a `countRejected` refusal's
- * figures, which describe the state it leaves, are its own.
+ * figures, which describe the state it leaves, are its own. The rare branches are
+ * functions of their own so that this one stays small enough to be inlined.
  */
 export function judge(site: Site, now: number, r: RuleSpec, cost: number, v: RuleJudgement): void {
   v.block = 0;
-  if (cost > r.maxCost) {
-    v.allowed = false;
-    v.remaining = 0;
-    v.resetMs = 0;
-    v.retryAfterMs = 0;
-    v.delayMs = 0;
-    v.reason = 'cost_exceeds_limit';
-    v.write = false;
-    return;
-  }
   const def = registry[r.algorithm];
-  const blocked = site.block;
-  if (blocked > now) {
-    // Blocked: nothing is written, so the figures are the state's as it is.
-    run(def, site, now, uncounted(r), cost, v);
-    const wait = blocked - now;
-    v.retryAfterMs = Math.max(wait, v.allowed ? 0 : v.retryAfterMs);
-    v.resetMs = Math.max(v.resetMs, wait);
-    v.allowed = false;
-    v.remaining = 0;
-    v.delayMs = 0;
-    v.reason = 'blocked';
-    v.write = false;
-    return;
+  if (cost > r.maxCost) refuseCost(v);
+  else if (site.block > now) judgeBlocked(def, site, now, r, cost, v);
+  else {
+    run(def, site, now, r, cost, v);
+    if (!v.allowed && r.blockForMs > 0) startBlock(now, r, v);
   }
-  run(def, site, now, r, cost, v);
-  if (v.allowed) return;
-  if (r.blockForMs > 0) {
-    v.block = now + r.blockForMs;
-    v.retryAfterMs = Math.max(v.retryAfterMs, r.blockForMs);
-    v.resetMs = Math.max(v.resetMs, r.blockForMs);
-    v.remaining = 0;
-  }
+}
+
+/** A cost above the rule's largest: refused whatever the state, nothing written. */
+function refuseCost(v: RuleJudgement): void {
+  v.allowed = false;
+  v.remaining = 0;
+  v.resetMs = 0;
+  v.retryAfterMs = 0;
+  v.delayMs = 0;
+  v.reason = 'cost_exceeds_limit';
+  v.write = false;
+}
+
+/** A blocked key: nothing is written, so the figures are the state's as it is. */
+function judgeBlocked(def: AlgorithmDef, site: Site, now: number, r: RuleSpec, cost: number, v: RuleJudgement): void {
+  run(def, site, now, uncounted(r), cost, v);
+  const wait = site.block - now;
+  v.retryAfterMs = Math.max(wait, v.allowed ? 0 : v.retryAfterMs);
+  v.resetMs = Math.max(v.resetMs, wait);
+  v.allowed = false;
+  v.remaining = 0;
+  v.delayMs = 0;
+  v.reason = 'blocked';
+  v.write = false;
+}
+
+/** A refusal of a rule with `blockFor`: the block it starts, in its figures too. */
+function startBlock(now: number, r: RuleSpec, v: RuleJudgement): void {
+  v.block = now + r.blockForMs;
+  v.retryAfterMs = Math.max(v.retryAfterMs, r.blockForMs);
+  v.resetMs = Math.max(v.resetMs, r.blockForMs);
+  v.remaining = 0;
 }
 
 /**

@@ -2,15 +2,18 @@
 -- after stack.lua, one.lua and lease.lua.
 
 -- A refund or settle call (modes r and s, see parse.lua): each op given back or settled at
--- ARGV[2] (empty: Redis TIME), the decision's time ARGV[3]; replies now.
+-- ARGV[2] (empty: Redis TIME), the decision's time ARGV[3]; replies now. Applied once: a
+-- call whose mark (the key after the ops', ARGV[4] its lifetime) is already set ran before.
 local function give_back_call(plan, keys, argv)
   begin_call(keys, argv, plan.minTtl, nil)
   local now, drop = stack_now(argv[2])
   local at = tonumber(argv[3])
   local sh = plan.sh
+  local n = sh.n
+  if not call('SET', keys[n + 1], '1', 'NX', 'PX', argv[4]) then return out(now) end
   local settle = plan.mode == 's'
-  VALS = call('MGET', unpack(keys))
-  for i = 1, sh.n do give_back(keys[i], i, plan.rules[sh.nums[i]], sh.costs[i], now, drop, at, settle) end
+  VALS = call('MGET', unpack(keys, 1, n))
+  for i = 1, n do give_back(keys[i], i, plan.rules[sh.nums[i]], sh.costs[i], now, drop, at, settle) end
   return out(now)
 end
 

@@ -27,6 +27,12 @@
 --   A settle also rides in a d call as a run of its own (1 s1:-3,2:5; S when its
 --   now is supplied), decided in its place among the stacks: its times are the next
 --   ARGV (now for S, then at), and its reply is allowed (1) and now, no op fields.
+-- - A call that gives back (r, s, or d with a settle) is applied once: its last key is
+--   its mark (`<first key> gb <id>`, in the first key's slot, the id the call's own) and
+--   its last ARGV the mark's lifetime in ms. It sets the mark (SET NX PX) before giving
+--   anything back; when the mark is there already, the client re-sent a call Redis ran
+--   (ioredis after a reconnect), and its give-backs are skipped; a d call's stacks are
+--   still decided, as its reply is needed.
 --
 -- A plan names no key and no time, so the calls of one limiter send the same plan again and
 -- again: a function library keeps each plan parsed (see plan_of), and a call reads it with

@@ -419,7 +419,16 @@ local function stack_of(plan)
       hot = true
       HAD_HOT = true
     end
+    -- A call with settles gives back once: its last key is its mark, the last argument the
+    -- mark's lifetime (see finish in src/args.ts); when the mark is already there (the client
+    -- re-sent a call Redis ran), its stacks are decided again and its settles skipped.
+    local nk, give = nil, true
+    if plan.settles then
+      nk = #keys - 1
+      give = call('SET', keys[nk + 1], '1', 'NX', 'PX', argv[#argv])
+    end
     if vals0 then VALS = vals0
+    elseif nk then VALS = call('MGET', unpack(keys, 1, nk))
     elseif keys[2] == nil then
       -- One key: GET costs Redis less than MGET. A key of another type (a hash, a list),
       -- which GET refuses, reads as absent, as with MGET.
@@ -498,7 +507,7 @@ local function stack_of(plan)
             nextKey = nextKey + 1
             idx = nextKey
           end
-          give_back(keys[idx], idx, rules[i], costs[i], now, drop, at, true)
+          if give then give_back(keys[idx], idx, rules[i], costs[i], now, drop, at, true) end
         end
         count = 0
       end

@@ -9,6 +9,7 @@
  * the same double; `-0` kept), which Lua's `tonumber` reads exactly. The decide reply is
  * one string of packed doubles, read here from the Buffer ioredis returns.
  */
+import { randomBytes } from 'node:crypto';
 import {
   type KeyOp,
   OPERATION_ID_TTL_MS,
@@ -57,6 +58,18 @@ interface StackPlan {
   readonly costs: readonly number[];
   readonly plan: string;
 }
+
+/**
+ * How long a give-back's mark lives in Redis, in ms: longer than a client takes to re-send
+ * a call it had no reply to (ioredis after a reconnect; see docs/decisions.md, "A give-back
+ * is applied once").
+ */
+export const GIVE_BACK_MARK_MS = 60_000;
+const MARK_TTL = String(GIVE_BACK_MARK_MS);
+/** This process's part of every give-back id (random: two instances' ids never meet). */
+const PROCESS_ID = randomBytes(9).toString('base64url');
+/** Numbers the give-back calls built by this process. */
+let giveBacks = 0;
 
 /** Longest stack whose plan is kept (its keys are compared pairwise). */
 const STACK_PLAN_MAX = 8;
@@ -154,11 +167,18 @@ class CallBuilder {
     return shape;
   }
 
-  /** The call: the plan (header, rules, `tail`'s lines) and then `times`. */
-  finish(tail: readonly string[], times: readonly string[]): ScriptCall {
+  /**
+   * The call: the plan (header, rules, `tail`'s lines) and then `times`. A call that gives
+   * back (`giveBack`) also carries its mark, a key of its own in the first key's slot (its
+   * hash tag; no key of ours has a space), last of the keys, and the mark's lifetime, last
+   * of the arguments: Redis applies the call's give-backs only if it sets the mark.
+   */
+  finish(tail: readonly string[], times: readonly string[], giveBack = false): ScriptCall {
     this.lines[0] = this.#head + String(this.#rules);
     for (const f of tail) this.lines.push(f);
-    return { keys: this.keys, args: [this.lines.join('\n'), ...times] };
+    if (!giveBack) return { keys: this.keys, args: [this.lines.join('\n'), ...times] };
+    this.keys.push(`${this.keys[0] as string} gb ${PROCESS_ID}.${(++giveBacks).toString(36)}`);
+    return { keys: this.keys, args: [this.lines.join('\n'), ...times, MARK_TTL] };
   }
 }
 
@@ -233,6 +253,7 @@ function build(stacks: readonly StackCall[], keys: readonly string[], minTtl: st
   let last: StackCall | undefined;
   let lastRefs: number[] = [];
   let refs: number[] = [];
+  let settles = false;
   for (const st of stacks) {
     const ops = st.ops;
     b.list(ops, keys, from, true, refs);
@@ -247,13 +268,16 @@ function build(stacks: readonly StackCall[], keys: readonly string[], minTtl: st
     shape = b.text(st.now === undefined ? st.cmd : st.cmd.toUpperCase(), ops, refs);
     tail.push('');
     if (st.now !== undefined) times.push(num(st.now));
-    if (st.cmd === 's') times.push(num(st.at as number));
+    if (st.cmd === 's') {
+      times.push(num(st.at as number));
+      settles = true;
+    }
     last = st;
     // The run keeps its references; the next stack's are listed into the other array.
     [lastRefs, refs] = [refs, lastRefs];
   }
   if (runAt >= 0) tail[runAt] = `${count} ${shape}`;
-  return b.finish(tail, times);
+  return b.finish(tail, times, settles);
 }
 
 /** The plan of one op of cost 1 of `rule` on Redis time (what decideArgs would build). */
@@ -294,7 +318,7 @@ export function refundArgs(
 ): ScriptCall {
   const b = new CallBuilder('r', minTtl);
   const shape = b.shape('r', ops, keys, 0, false);
-  return b.finish([shape], [now === undefined ? '' : num(now), num(at)]);
+  return b.finish([shape], [now === undefined ? '' : num(now), num(at)], true);
 }
 
 /** A settle's call (see `s` in lua/parse.lua): each op's cost is the actual cost less the estimate. */
@@ -307,7 +331,7 @@ export function settleArgs(
 ): ScriptCall {
   const b = new CallBuilder('s', minTtl);
   const shape = b.shape('s', ops, keys, 0, false);
-  return b.finish([shape], [now === undefined ? '' : num(now), num(at)]);
+  return b.finish([shape], [now === undefined ? '' : num(now), num(at)], true);
 }
 
 /** One lease request of a lease call: a stack at the request's costs, its time, the most units one lease may take. */

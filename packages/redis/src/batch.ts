@@ -32,7 +32,7 @@ interface BatchRun {
 
 /** What the store does with a batched stack's answer or failure. */
 export interface BatchHost {
-  /** Bookkeeping of a decision (or settle) Redis made; a listener's error thrown here rejects that decision. */
+  /** Bookkeeping of a decision (or settle) Redis made. */
   answered(p: PendingStack, d: StoreDecision): void;
   /** The stack's run failed or its deadline passed: the failure policy answers it (and marks it done). */
   fail(p: PendingStack, err: unknown): void;
@@ -206,13 +206,7 @@ export class Batcher {
       if (p.done) continue; // past the deadline: the policy answered
       p.done = true;
       const d = ds[j] as StoreDecision;
-      try {
-        this.#host.answered(p, d);
-      } catch (listenerError) {
-        // A 'breaker' listener threw: this decision rejects with its error.
-        p.resolve(Promise.reject(listenerError));
-        continue;
-      }
+      this.#host.answered(p, d);
       p.resolve(d);
     }
   }

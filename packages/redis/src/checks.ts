@@ -35,7 +35,8 @@ export interface RedisWarningMessage {
   skewMs?: number;
 }
 
-function warn(m: RedisWarningMessage): void {
+/** A coded process warning, also published on `tollgate:redis:warning`. */
+export function warn(m: RedisWarningMessage): void {
   process.emitWarning(m.message, { type: 'TollgateWarning', code: m.code });
   if (redisChannels.warning.hasSubscribers) redisChannels.warning.publish(m);
 }

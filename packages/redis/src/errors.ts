@@ -27,10 +27,11 @@ export function timeoutError(ms: number): TollgateError {
   return new TollgateError('TG_STORE_TIMEOUT', `RedisStore: Redis did not answer within timeoutMs (${ms} ms).`);
 }
 
-/** Codes of the process warnings `RedisStore` emits (checks.ts), and their one-line meaning. */
+/** Codes of the process warnings `RedisStore` emits (checks.ts, redis-store.ts), and their one-line meaning. */
 export const REDIS_WARNINGS = {
   TOLLGATE_REDIS_EVICTION_POLICY: 'Redis runs with a maxmemory-policy other than noeviction, so it may evict rate-limit counters.',
   TOLLGATE_REDIS_CLOCK_SKEW: 'A RedisStore clock differs from Redis TIME by more than a second at connect.',
+  TOLLGATE_REDIS_LISTENER_FAILED: "A RedisStore 'error' or 'breaker' listener threw or rejected; the store caught it and went on.",
 } as const;
 
 export type RedisWarningCode = keyof typeof REDIS_WARNINGS;

@@ -15,8 +15,8 @@
  * Failure policy: every call races a `timeoutMs` deadline (batched stacks share their
  * tick's, armed when the first was asked); failures feed a breaker; while Redis cannot
  * answer, `onStoreError` decides (`'local'` by default). Failures and breaker changes are
- * events (`'error'` only when someone listens, so nothing is ever thrown at the app) and
- * diagnostics-channel messages.
+ * events (`'error'` only when someone listens, so nothing is ever thrown at the app; a
+ * listener that throws is caught and reported, see #tell) and diagnostics-channel messages.
  */
 import { EventEmitter } from 'node:events';
 import {
@@ -34,7 +34,7 @@ import { type Command, keyOpArgs, parseKeyState, refundArgs, settleArgs } from '
 import { Batcher, type PendingStack } from './batch.js';
 import { Breaker, type BreakerState } from './breaker.js';
 import { redisChannels } from './channels.js';
-import { checkOnConnect } from './checks.js';
+import { checkOnConnect, warn } from './checks.js';
 import { portOf, type RedisPort } from './client.js';
 import { SlotRuns } from './cluster.js';
 import { DenyCache, signature } from './deny-cache.js';
@@ -95,6 +95,8 @@ export class RedisStore extends EventEmitter implements Store {
   readonly #cancelChecks: () => void;
   /** Leases (lease/), when the `lease` option is given. */
   readonly #leases: Leases | undefined;
+  /** Listeners that threw or rejected (see #tell). */
+  #listenerFailures = 0;
 
   constructor(options: RedisStoreOptions) {
     super();
@@ -180,6 +182,14 @@ export class RedisStore extends EventEmitter implements Store {
   /** The breaker's state: `'closed'` while Redis answers. */
   get breakerState(): BreakerState {
     return this.#breaker.state;
+  }
+
+  /**
+   * How many times an `'error'` or `'breaker'` listener threw (or, async, rejected): each
+   * was caught, and the first reported as the process warning `TOLLGATE_REDIS_LISTENER_FAILED`.
+   */
+  get listenerFailures(): number {
+    return this.#listenerFailures;
   }
 
   /**
@@ -411,21 +421,12 @@ export class RedisStore extends EventEmitter implements Store {
     if (!d.allowed) deny.remember(signature(ops, keys), ops, keys, d, t !== undefined);
   }
 
-  /**
-   * A stack failed (its run, or its deadline): the failure is published and the policy
-   * answers. An `'error'` or `'breaker'` listener that throws rejects this decision with
-   * its error, as an unbatched call does, and leaves the rest of the batch to be answered.
-   */
+  /** A stack failed (its run, or its deadline): the failure is published and the policy answers. */
   #fail(p: PendingStack, err: unknown): void {
     p.done = true;
     const cmd = p.cmd;
-    try {
-      // A settle that failed keeps the estimate (as one sent alone): published, not retried locally.
-      this.#failed(err, p.leased ? 'refund' : OP_NAMES[cmd], cmd === 's' ? 'none' : this.onStoreError);
-    } catch (listenerError) {
-      p.resolve(Promise.reject(listenerError));
-      return;
-    }
+    // A settle that failed keeps the estimate (as one sent alone): published, not retried locally.
+    this.#failed(err, p.leased ? 'refund' : OP_NAMES[cmd], cmd === 's' ? 'none' : this.onStoreError);
     p.resolve(cmd === 's' ? { allowed: true, now: p.now ?? Date.now(), outcomes: [] } : this.#degraded(cmd, p.ops, p.now));
   }
 
@@ -458,12 +459,42 @@ export class RedisStore extends EventEmitter implements Store {
   #failed(error: unknown, operation: StoreErrorEvent['operation'], policy: StoreErrorEvent['policy'], breaker = true): void {
     if (breaker) this.#breaker.failure();
     const event: StoreErrorEvent = { error, operation, policy, breaker: this.#breaker.state };
-    if (this.listenerCount('error') > 0) this.emit('error', event);
+    if (this.listenerCount('error') > 0) this.#tell('error', event);
     if (redisChannels.error.hasSubscribers) redisChannels.error.publish({ store: this, ...event });
   }
 
   #breakerChanged(e: BreakerEvent): void {
-    this.emit('breaker', e);
+    if (this.listenerCount('breaker') > 0) this.#tell('breaker', e);
     if (redisChannels.breaker.hasSubscribers) redisChannels.breaker.publish({ store: this, ...e });
+  }
+
+  /**
+   * Calls each listener of `name` with `event`. They run inside a decision's path (a
+   * breaker changes state on a reply): one that throws (or rejects) is counted and reported
+   * once per store, and the others are still called, so an observer never changes or breaks
+   * a decision (a throw there rejected it, and left a lease call's units counted for nobody).
+   */
+  #tell(name: 'error' | 'breaker', event: StoreErrorEvent | BreakerEvent): void {
+    // rawListeners: a `once` listener's wrapper, which removes it when called.
+    for (const listener of this.rawListeners(name)) {
+      try {
+        const r: unknown = Reflect.apply(listener, this, [event]);
+        if (r instanceof Promise) r.catch((err: unknown) => this.#listenerFailed(name, err));
+      } catch (err) {
+        this.#listenerFailed(name, err);
+      }
+    }
+  }
+
+  #listenerFailed(name: 'error' | 'breaker', err: unknown): void {
+    if (++this.#listenerFailures > 1) return;
+    const what = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+    warn({
+      store: this,
+      code: 'TOLLGATE_REDIS_LISTENER_FAILED',
+      message:
+        `A RedisStore '${name}' listener threw (${what}): the store went on as if it had not; ` +
+        'later failures are only counted (store.listenerFailures). Catch errors inside the listener.',
+    });
   }
 }

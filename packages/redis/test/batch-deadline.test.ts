@@ -121,24 +121,35 @@ describe('RedisStore batched deadline', () => {
     expect(vi.getTimerCount()).toBe(timers);
   });
 
-  it("a throwing 'error' listener rejects each decision with its error, none hangs", async () => {
+  it("a throwing 'error' listener does not change the decision the failure policy gives (it rejected each decision with its error)", async () => {
     const { client } = heldClient();
     const store = new RedisStore({ client, timeoutMs: 20, onStoreError: 'allow', denyCache: false });
+    const warned = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
     const bug = new Error('listener bug');
     let calls = 0;
+    let after = 0;
     store.on('error', () => {
       calls++;
       throw bug;
     });
+    // A listener after the throwing one still hears every failure.
+    store.on('error', () => after++);
     const l = limiterOn(store);
-    const asked = Promise.allSettled(['x', 'y'].map((ip) => store.consume(l.resolve({ ip }))));
-    await vi.advanceTimersByTimeAsync(20);
-    const settled = await asked;
-    expect(settled).toEqual([
-      { status: 'rejected', reason: bug },
-      { status: 'rejected', reason: bug },
-    ]);
-    expect(calls).toBe(2);
+    try {
+      const asked = Promise.allSettled(['x', 'y'].map((ip) => store.consume(l.resolve({ ip }))));
+      await vi.advanceTimersByTimeAsync(20);
+      const settled = await asked;
+      expect(settled.map((r) => r.status === 'fulfilled' && [r.value.allowed, r.value.degraded])).toEqual([
+        [true, 'allow'],
+        [true, 'allow'],
+      ]);
+      expect([calls, after, store.listenerFailures]).toEqual([2, 2, 2]);
+      // Reported once per store, as a coded warning.
+      const codes = warned.mock.calls.map((c) => (c[1] as { code?: string } | undefined)?.code);
+      expect(codes).toEqual(['TOLLGATE_REDIS_LISTENER_FAILED']);
+    } finally {
+      warned.mockRestore();
+    }
   });
 
   it('a client that throws instead of rejecting fails that run at once, without a deadline left behind', async () => {

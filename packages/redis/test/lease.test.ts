@@ -9,7 +9,7 @@
 import { type AlgorithmName, createLimiter, type Limiter, ManualClock, type Rule, type RuleSpec, TollgateError } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
 import { Cluster, Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DelayProxy } from '../../../test/reliability/helpers/delay-proxy.js';
 import { keysWithoutExpiry, type RedisServer, startCluster, startRedis } from '../../../test/setup/redis.js';
 import { storeCallsOn } from '../../../test/setup/redis-paths.js';
@@ -626,6 +626,57 @@ describe('slow Redis and clock steps', () => {
       for (let i = 0; i < 200 && (await counted()) !== before + 1; i++) await new Promise((r) => setTimeout(r, 50));
       expect(await counted()).toBe(before + 1);
     } finally {
+      await store.close();
+      await exact.close();
+      c.disconnect();
+      await proxy.close();
+    }
+  });
+
+  it("a 'breaker' listener that throws during a lease call leaves no units counted that nobody holds, and the policy's answer stands (the decision rejected with the listener's error, the late call's 19 extra units stayed counted)", async () => {
+    const proxy = new DelayProxy(server.port);
+    const port = await proxy.listen();
+    const c = new Redis({ port, host: '127.0.0.1' });
+    await new Promise((r) => c.once('ready', r));
+    const p = prefix();
+    const breaker = { failures: 1, cooldownMs: 60_000 };
+    const store = new RedisStore({ client: c, prefix: p, timeoutMs: 1000, onStoreError: 'deny', breaker, lease: { max: 20, ttl: '5s' } });
+    const exact = new RedisStore({ client, prefix: p, timeoutMs: SLOW });
+    const rules: Rule<unknown>[] = [{ name: 'r', algorithm: 'sliding-log', limit: 1000, window: '1m', key: () => 'k' }];
+    const limiter = createLimiter({ rules, store });
+    const plain = createLimiter({ rules, store: exact });
+    const spec = limiter.rules[0]?.spec as RuleSpec;
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown) => unhandled.push(e);
+    process.on('unhandledRejection', onUnhandled);
+    const warned = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    const changes: string[] = [];
+    store.on('breaker', () => {
+      throw new Error('listener bug');
+    });
+    store.on('breaker', (e: { to: string }) => changes.push(e.to));
+    try {
+      for (let i = 0; i < 40; i++) await limiter.consume({});
+      for (let i = 0; i < 40 && store.leased(spec, 'k') > 0; i++) await limiter.consume({});
+      expect(store.leased(spec, 'k')).toBe(0);
+      const counted = async () => 1000 - (await plain.get('r', 'k')).remaining;
+      const before = await counted();
+      proxy.delayMs = 2000;
+      // The lease call misses its deadline: the breaker opens, and its listener throws.
+      const late = await limiter.consume({});
+      expect(late.degraded).toBe('deny');
+      expect(changes[0]).toBe('open');
+      proxy.delayMs = 0;
+      for (let i = 0; i < 200 && (await counted()) !== before + 1; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(await counted()).toBe(before + 1);
+      // Every change thrown (the late answer closes the breaker again), reported once.
+      expect(store.listenerFailures).toBe(changes.length);
+      const codes = warned.mock.calls.map((w) => (w[1] as { code?: string } | undefined)?.code);
+      expect(codes.filter((code) => code === 'TOLLGATE_REDIS_LISTENER_FAILED')).toHaveLength(1);
+      expect(unhandled).toEqual([]);
+    } finally {
+      warned.mockRestore();
+      process.off('unhandledRejection', onUnhandled);
       await store.close();
       await exact.close();
       c.disconnect();

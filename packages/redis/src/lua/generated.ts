@@ -6,15 +6,18 @@ export const ENTRY_LUA = `-- The entry point, store(KEYS, ARGV), which the assem
 -- after stack.lua, one.lua and lease.lua.
 
 -- A refund or settle call (modes r and s, see parse.lua): each op given back or settled at
--- ARGV[2] (empty: Redis TIME), the decision's time ARGV[3]; replies now.
+-- ARGV[2] (empty: Redis TIME), the decision's time ARGV[3]; replies now. Applied once: a
+-- call whose mark (the key after the ops', ARGV[4] its lifetime) is already set ran before.
 local function give_back_call(plan, keys, argv)
   begin_call(keys, argv, plan.minTtl, nil)
   local now, drop = stack_now(argv[2])
   local at = tonumber(argv[3])
   local sh = plan.sh
+  local n = sh.n
+  if not call('SET', keys[n + 1], '1', 'NX', 'PX', argv[4]) then return out(now) end
   local settle = plan.mode == 's'
-  VALS = call('MGET', unpack(keys))
-  for i = 1, sh.n do give_back(keys[i], i, plan.rules[sh.nums[i]], sh.costs[i], now, drop, at, settle) end
+  VALS = call('MGET', unpack(keys, 1, n))
+  for i = 1, n do give_back(keys[i], i, plan.rules[sh.nums[i]], sh.costs[i], now, drop, at, settle) end
   return out(now)
 end
 
@@ -958,6 +961,12 @@ export const PARSE_LUA = `-- The wire format of the store calls, and the parsing
 --   A settle also rides in a d call as a run of its own (1 s1:-3,2:5; S when its
 --   now is supplied), decided in its place among the stacks: its times are the next
 --   ARGV (now for S, then at), and its reply is allowed (1) and now, no op fields.
+-- - A call that gives back (r, s, or d with a settle) is applied once: its last key is
+--   its mark (\`<first key> gb <id>\`, in the first key's slot, the id the call's own) and
+--   its last ARGV the mark's lifetime in ms. It sets the mark (SET NX PX) before giving
+--   anything back; when the mark is there already, the client re-sent a call Redis ran
+--   (ioredis after a reconnect), and its give-backs are skipped; a d call's stacks are
+--   still decided, as its reply is needed.
 --
 -- A plan names no key and no time, so the calls of one limiter send the same plan again and
 -- again: a function library keeps each plan parsed (see plan_of), and a call reads it with
@@ -2132,7 +2141,16 @@ local function stack_of(plan)
       hot = true
       HAD_HOT = true
     end
+    -- A call with settles gives back once: its last key is its mark, the last argument the
+    -- mark's lifetime (see finish in src/args.ts); when the mark is already there (the client
+    -- re-sent a call Redis ran), its stacks are decided again and its settles skipped.
+    local nk, give = nil, true
+    if plan.settles then
+      nk = #keys - 1
+      give = call('SET', keys[nk + 1], '1', 'NX', 'PX', argv[#argv])
+    end
     if vals0 then VALS = vals0
+    elseif nk then VALS = call('MGET', unpack(keys, 1, nk))
     elseif keys[2] == nil then
       -- One key: GET costs Redis less than MGET. A key of another type (a hash, a list),
       -- which GET refuses, reads as absent, as with MGET.
@@ -2242,7 +2260,7 @@ local function stack_of(plan)
             nextKey = nextKey + 1
             idx = nextKey
           end
-          give_back(keys[idx], idx, rules[i], costs[i], now, drop, at, true)
+          if give then give_back(keys[idx], idx, rules[i], costs[i], now, drop, at, true) end
         end
         count = 0
       end
