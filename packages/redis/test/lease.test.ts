@@ -67,6 +67,22 @@ describe('options', () => {
   });
 });
 
+/** An ioredis client through a delay proxy to the suite's server; `end` disconnects both. */
+async function proxied(): Promise<{ proxy: DelayProxy; client: Redis; end: () => Promise<void> }> {
+  const proxy = new DelayProxy(server.port);
+  const port = await proxy.listen();
+  const client = new Redis({ port, host: '127.0.0.1' });
+  await new Promise((r) => client.once('ready', r));
+  return {
+    proxy,
+    client,
+    end: async () => {
+      client.disconnect();
+      await proxy.close();
+    },
+  };
+}
+
 const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-log', 'sliding-window', 'token-bucket', 'leaky-bucket', 'sliding-buckets'];
 
 describe('leased decisions (one instance, supplied clock)', () => {
@@ -297,10 +313,7 @@ describe('refusals and features under leases', () => {
 
   it('a reset while refused stacks hold units of the key lease drops those units too (they went back into the fresh state)', async () => {
     // Instance A (through a delaying proxy) and B share the global rule G.
-    const proxy = new DelayProxy(server.port);
-    const port = await proxy.listen();
-    const c = new Redis({ port, host: '127.0.0.1' });
-    await new Promise((r) => c.once('ready', r));
+    const { proxy, client: c, end } = await proxied();
     const clock = new ManualClock(7_900_000);
     const p = prefix();
     type Req = { id: string };
@@ -333,8 +346,7 @@ describe('refusals and features under leases', () => {
     } finally {
       await storeA.close();
       await storeB.close();
-      c.disconnect();
-      await proxy.close();
+      await end();
     }
   });
 
@@ -449,14 +461,13 @@ describe('failure policy', () => {
 
 describe('failure policy: give-backs', () => {
   it("a lease given back while the breaker is open stays counted in Redis (it credited the 'local' fallback, which never counted it)", async () => {
-    const proxy = new DelayProxy(server.port);
-    const port = await proxy.listen();
-    const c = new Redis({ port, host: '127.0.0.1' });
-    await new Promise((r) => c.once('ready', r));
+    const { proxy, client: c, end } = await proxied();
     // Inside one clock-aligned hour, so both stores' fixed windows stay the same.
     const clock = new ManualClock(3_600_000 * 500 + 1000);
     const breaker = { failures: 1, cooldownMs: 3_600_000 };
-    const store = new RedisStore({ client: c, prefix: prefix(), timeoutMs: 100, breaker, lease: { max: 10, ttl: '1m' } });
+    // One late answer opens the breaker for good: a deadline no busy machine's call reaches
+    // (100 ms did, and nothing was leased), and a proxy delay far past it.
+    const store = new RedisStore({ client: c, prefix: prefix(), timeoutMs: 1000, breaker, lease: { max: 10, ttl: '1m' } });
     const a: Rule<unknown> = { name: 'a', algorithm: 'fixed-window', limit: 20, window: '1h', key: () => 'k' };
     const leased = createLimiter({ rules: [a], store, clock });
     // A stack with a dry-run rule is never leased: it decides rule a exactly (here: locally).
@@ -466,7 +477,7 @@ describe('failure policy: give-backs', () => {
       const held = store.leased(leased.rules[0]?.spec as RuleSpec, 'k');
       expect(held).toBeGreaterThanOrEqual(3);
       // Redis too slow: the breaker opens and the local fallback decides rule a, up to its 20.
-      proxy.delayMs = 1000;
+      proxy.delayMs = 5000;
       let local = 0;
       for (let i = 0; i < 25; i++) {
         const d = await exact.consume({});
@@ -482,8 +493,7 @@ describe('failure policy: give-backs', () => {
     } finally {
       proxy.delayMs = 0;
       await store.close();
-      c.disconnect();
-      await proxy.close();
+      await end();
     }
   });
 });
@@ -574,17 +584,15 @@ describe('peek and rules never leased', () => {
 
 describe('slow Redis and clock steps', () => {
   it('decides from a held lease while Redis is slower than timeoutMs; the policy answers when it runs out', async () => {
-    const proxy = new DelayProxy(server.port);
-    const port = await proxy.listen();
-    const c = new Redis({ port, host: '127.0.0.1' });
-    await new Promise((r) => c.once('ready', r));
-    const store = new RedisStore({ client: c, prefix: prefix(), timeoutMs: 100, onStoreError: 'deny', lease: { max: 20, ttl: '5s' } });
+    const { proxy, client: c, end } = await proxied();
+    // A deadline a busy machine's lease calls meet, and a proxy delay far past it.
+    const store = new RedisStore({ client: c, prefix: prefix(), timeoutMs: 400, onStoreError: 'deny', lease: { max: 20, ttl: '5s' } });
     // sliding-log: a lease lasts its ttl, not only to the end of a window's minute (see above).
     const limiter = createLimiter({ rules: [{ name: 'r', algorithm: 'sliding-log', limit: 1000, window: '1m', key: () => 'k' }], store });
     for (let i = 0; i < 30 && store.leased(limiter.rules[0]?.spec as RuleSpec, 'k') < 5; i++) await limiter.consume({});
     const held = store.leased(limiter.rules[0]?.spec as RuleSpec, 'k');
     expect(held).toBeGreaterThanOrEqual(5);
-    proxy.delayMs = 400;
+    proxy.delayMs = 2000;
     for (let i = 0; i < held; i++) {
       const d = await limiter.consume({});
       expect(d.allowed).toBe(true);
@@ -594,15 +602,11 @@ describe('slow Redis and clock steps', () => {
     expect(after.degraded).toBe('deny');
     proxy.delayMs = 0;
     await store.close();
-    c.disconnect();
-    await proxy.close();
+    await end();
   });
 
   it("a lease call answered after its deadline keeps only the request's cost counted: what it leased beyond that goes back", async () => {
-    const proxy = new DelayProxy(server.port);
-    const port = await proxy.listen();
-    const c = new Redis({ port, host: '127.0.0.1' });
-    await new Promise((r) => c.once('ready', r));
+    const { proxy, client: c, end } = await proxied();
     const p = prefix();
     const store = new RedisStore({ client: c, prefix: p, timeoutMs: 1000, onStoreError: 'deny', lease: { max: 20, ttl: '5s' } });
     const exact = new RedisStore({ client, prefix: p, timeoutMs: SLOW });
@@ -628,16 +632,12 @@ describe('slow Redis and clock steps', () => {
     } finally {
       await store.close();
       await exact.close();
-      c.disconnect();
-      await proxy.close();
+      await end();
     }
   });
 
   it("a 'breaker' listener that throws during a lease call leaves no units counted that nobody holds, and the policy's answer stands (the decision rejected with the listener's error, the late call's 19 extra units stayed counted)", async () => {
-    const proxy = new DelayProxy(server.port);
-    const port = await proxy.listen();
-    const c = new Redis({ port, host: '127.0.0.1' });
-    await new Promise((r) => c.once('ready', r));
+    const { proxy, client: c, end } = await proxied();
     const p = prefix();
     const breaker = { failures: 1, cooldownMs: 60_000 };
     const store = new RedisStore({ client: c, prefix: p, timeoutMs: 1000, onStoreError: 'deny', breaker, lease: { max: 20, ttl: '5s' } });
@@ -679,16 +679,12 @@ describe('slow Redis and clock steps', () => {
       process.off('unhandledRejection', onUnhandled);
       await store.close();
       await exact.close();
-      c.disconnect();
-      await proxy.close();
+      await end();
     }
   });
 
   it("a late lease call's surplus goes back at the latest supplied time (at the call's own time it stayed counted once the clock had moved on)", async () => {
-    const proxy = new DelayProxy(server.port);
-    const port = await proxy.listen();
-    const c = new Redis({ port, host: '127.0.0.1' });
-    await new Promise((r) => c.once('ready', r));
+    const { proxy, client: c, end } = await proxied();
     const clock = new ManualClock(9_500_000);
     const p = prefix();
     const store = new RedisStore({
@@ -723,16 +719,12 @@ describe('slow Redis and clock steps', () => {
     } finally {
       await store.close();
       await exact.close();
-      c.disconnect();
-      await proxy.close();
+      await end();
     }
   });
 
   it("a late lease call's surplus does not go back into a key reset meanwhile on this instance (it credited the fresh state)", async () => {
-    const proxy = new DelayProxy(server.port);
-    const port = await proxy.listen();
-    const c = new Redis({ port, host: '127.0.0.1' });
-    await new Promise((r) => c.once('ready', r));
+    const { proxy, client: c, end } = await proxied();
     const clock = new ManualClock(9_600_000);
     const p = prefix();
     const rules: Rule<unknown>[] = [{ name: 'r', algorithm: 'fixed-window', limit: 100, window: '1h', key: () => 'k' }];
@@ -760,8 +752,7 @@ describe('slow Redis and clock steps', () => {
     } finally {
       await store.close();
       await other.close();
-      c.disconnect();
-      await proxy.close();
+      await end();
     }
   });
 
