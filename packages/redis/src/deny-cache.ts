@@ -3,8 +3,8 @@
  * locally until T, without a round trip.
  *
  * Exact with respect to what the store decided: an entry is made only from Redis' own
- * rejection, lives until the earliest time any of its rejecting rules could admit (so
- * every rule that rejected still rejects throughout), and only when skipping Redis has
+ * rejection, lives until the earliest time any of its rejecting rules, dry-run ones
+ * included, could admit (so every rule that rejected still rejects throughout), and only when skipping Redis has
  * no side effect Redis would have had: no rule of the stack counts rejected requests,
  * and every rule with `blockFor` has just started its block (a blocked rule writes
  * nothing, so the entry lives at most until that block ends); a block an operator set on a
@@ -118,7 +118,6 @@ export class DenyCache {
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as StoreOp;
       const o = d.outcomes[i] as Outcome;
-      const rejecting = !o.allowed && !op.rule.dryRun;
       if (op.rule.countRejected) return;
       // A block on a rule without blockFor was set by an operator (limiter.block,
       // `tollgate keys block`): the answer does not say when it ends, and after that the
@@ -131,7 +130,8 @@ export class DenyCache {
         if (o.reason !== 'limit') return;
         until = Math.min(until, d.now + op.rule.blockForMs);
       }
-      if (rejecting && o.retryAfterMs > 0) until = Math.min(until, d.now + o.retryAfterMs);
+      // A dry-run rule's refusal too: replayed past its retry time, it would still say refused.
+      if (!o.allowed && o.retryAfterMs > 0) until = Math.min(until, d.now + o.retryAfterMs);
     }
     if (until === Number.POSITIVE_INFINITY) return;
     until = Math.min(until, d.now + DENY_CACHE_MAX_AGE_MS);

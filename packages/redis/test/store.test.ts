@@ -3,7 +3,7 @@
  * the NOSCRIPT reply code, the breaker's state machine, the local deny cache (SPEC 6.5)
  * answering without a round trip, the instance-scaled local fallback, and close().
  */
-import { createLimiter, ManualClock, TollgateError } from '@tollgate/core';
+import { createLimiter, ManualClock, MemoryStore, type Store, TollgateError } from '@tollgate/core';
 import { RedisStore } from '@tollgate/redis';
 import { Redis, ReplyError } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -230,6 +230,35 @@ describe('local deny cache', () => {
     const again = await l.consume({ n: 3 });
     expect(again.allowed).toBe(false);
     expect(again.rules[0]?.remaining, 'as Redis would answer now').toBe(0);
+    await store.close();
+  });
+
+  it('bug: the deny cache replayed a dry-run rule as refused after its window had ended (found by the equivalence test)', async () => {
+    const start = 1_600_000_000_000;
+    const rules = [
+      { name: 'shadow', key: () => 'k', algorithm: 'fixed-window' as const, limit: 2, window: 1, dryRun: true },
+      { name: 'slow', key: () => 'k', algorithm: 'fixed-window' as const, limit: 2, window: 1000 },
+      { name: 'fast', key: () => 'k', algorithm: 'fixed-window' as const, limit: 1, window: 1 },
+    ];
+    const run = async (store: Store, clock: ManualClock) => {
+      const l = createLimiter<{ n: number }>({
+        rules: rules.map((r) => ({ ...r, cost: (q: { n: number }) => q.n })),
+        store,
+        clock,
+        prefix: `dc${n++}`,
+      });
+      await l.consume({ n: 1 });
+      expect((await l.consume({ n: 2 })).allowed).toBe(false);
+      clock.advance(1);
+      return l.consume({ n: 2 });
+    };
+    const rClock = new ManualClock(start);
+    const store = new RedisStore({ client, timeoutMs: SLOW, prefix: 'unit:', clock: rClock });
+    const mClock = new ManualClock(start);
+    const viaRedis = await run(store, rClock);
+    // The dry-run rule's window is new: it admits the request (still refused by 'slow').
+    expect(viaRedis.rules[0]).toMatchObject({ name: 'shadow', allowed: true, remaining: 2 });
+    expect(viaRedis).toEqual(await run(new MemoryStore({ clock: mClock }), mClock));
     await store.close();
   });
 
