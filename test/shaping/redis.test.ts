@@ -76,7 +76,7 @@ describe('limitRate on a RedisStore shared by two instances', () => {
       expect((await limit.figures({}))?.remaining).toBe(80_000);
       // 5 KB of the 20 KB granted left before the response ended: 15 KB go back.
       g.close(15_000);
-      await until(async () => (await limit.figures({}))?.remaining === 95_000, 'the refund', 3000);
+      await until(async () => (await limit.figures({}))?.remaining === 95_000, 'the refund');
     } finally {
       await limit.close();
       await store.close();
