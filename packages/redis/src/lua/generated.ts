@@ -2074,6 +2074,64 @@ local function long_reply(runs)
   return pack_list(R, k)
 end
 
+-- A call whose ops all have op closures (on Redis time, no key named twice, no settle) is
+-- run straight through: its op closures one after the other (flat, by op of the call), no
+-- stack machinery (general, the stack loop, which begins each call by resetting its state),
+-- and when all admit, their writes. At the first op that does not, general takes over with
+-- the outcomes so far: nothing is decided again.
+local function straight_of(general, flat, K, RF)
+  local nflat = #flat
+  return function(keys, argv, now0, vals0)
+    if HAD_HOT then
+      HOT, CACHE = {}, {}
+      HAD_HOT = false
+    end
+    -- Several keys (one op alone is one.lua's), so MGET, as general reads them.
+    local vals = vals0 or call('MGET', unpack(keys))
+    if now0 == nil then
+      local t = call('TIME')
+      local ts, us = t[1], t[2]
+      if ts ~= last_s then last_s, last_ms = ts, tonumber(ts) * 1000 end
+      local ms, n = 0, #us
+      if n > 3 then
+        local d1, d2, d3 = byte(us, 1, n - 3)
+        ms = d1 - 48
+        if d2 ~= nil then
+          ms = ms * 10 + d2 - 48
+          if d3 ~= nil then ms = ms * 10 + d3 - 48 end
+        end
+      end
+      local now = last_ms + ms
+      now0 = now
+    end
+    local now = now0
+    for k = 1, nflat do
+      local a, v2, v3, v4, v5, v6, v7 = flat[k](vals[k], now)
+      if not a then return general(keys, argv, now, vals, k, a, v2, v3, v4, v5, v6, v7) end
+      OUT[2 * k], OUT[2 * k + 1], SNV[k], SNX[k], SN0[k], SNA[k] = v2, v3, v4, v5, v6, v7
+    end
+    for k = 1, nflat do
+      local nv = SNV[k]
+      if nv then
+        -- x0 and at read where the write needs them (at: a fixed window's writes alone).
+        local key, xn = keys[k], SNX[k]
+        if xn == SN0[k] and xn > now then
+          if pcall_('SETRANGE', key, '0', nv) ~= #nv then call('SET', key, nv, 'KEEPTTL') end
+        elseif SNA[k] or xn <= now then write_packed(key, nv, xn, now, SNA[k])
+        else
+          local dt = now - xn
+          local ms = -(dt - dt % 1)
+          call('SET', key, nv, 'PX', TTL_TEXT[ms] or ttl_text(ms))
+        end
+        SNV[k] = nil
+      end
+    end
+    OUT[1] = now
+    if RF then return pack(RF, unpack(OUT, 1, K)) end
+    return pack_list(OUT, K)
+  end
+end
+
 -- The closure that decides the calls of a decide plan (kept with it, see plan_stack):
 -- called with the call's keys and arguments, and Redis' TIME and the values of its keys
 -- when they were already read (now0, vals0). Stacks are decided one after the other, each
@@ -2105,10 +2163,7 @@ local function stack_of(plan)
   end
   local RF = false
   if K <= 128 then RF = fmt_of(K) end
-  -- A call whose ops all have op closures (on Redis time, no key named twice, no settle)
-  -- is run straight through first: its op closures one after the other (FLAT, by op of the
-  -- call), no stack machinery, and when all admit, their writes. At the first op that does
-  -- not, the stack loop takes over with the outcomes so far: nothing is decided again.
+  -- The op closures of a call run straight through (see straight_of), by op of the call.
   local FLAT = #hotRefs == 0 and not plan.settles and onRedisTime and {}
   if FLAT then
     for ri = 1, nrun do
@@ -2123,8 +2178,7 @@ local function stack_of(plan)
       if not FLAT then break end
     end
   end
-  local NFLAT = FLAT and #FLAT
-  return function(keys, argv, now0, vals0)
+  local general = function(keys, argv, now0, vals0, pre, pa, p2, p3, p4, p5, p6, p7)
     -- begin_call, inlined (a Lua call costs about a dozen arithmetic operations).
     KEYS, ARGV = keys, argv
     MIN_TTL_SUPPLIED = plan.minTtl
@@ -2165,56 +2219,7 @@ local function stack_of(plan)
     end
     UNFINISHED = true
     -- The op the straight run stopped at (0: none) and its op closure's values.
-    local pre, pa, p2, p3, p4, p5, p6, p7 = 0
-    if FLAT then
-      if redis_now == nil then
-        local t = call('TIME')
-        local ts, us = t[1], t[2]
-        if ts ~= last_s then last_s, last_ms = ts, tonumber(ts) * 1000 end
-        local ms, n = 0, #us
-        if n > 3 then
-          local d1, d2, d3 = byte(us, 1, n - 3)
-          ms = d1 - 48
-          if d2 ~= nil then
-            ms = ms * 10 + d2 - 48
-            if d3 ~= nil then ms = ms * 10 + d3 - 48 end
-          end
-        end
-        local now = last_ms + ms
-        redis_now = now
-      end
-      local now = redis_now
-      for k = 1, NFLAT do
-        local a, v2, v3, v4, v5, v6, v7 = FLAT[k](VALS[k], now)
-        if not a then
-          pre, pa, p2, p3, p4, p5, p6, p7 = k, a, v2, v3, v4, v5, v6, v7
-          break
-        end
-        OUT[2 * k], OUT[2 * k + 1], SNV[k], SNX[k], SN0[k], SNA[k] = v2, v3, v4, v5, v6, v7
-      end
-      if pre == 0 then
-        for k = 1, NFLAT do
-          local nv = SNV[k]
-          if nv then
-            local key, xn, x0, at = keys[k], SNX[k], SN0[k], SNA[k]
-            if xn == x0 and xn > now then
-              if pcall_('SETRANGE', key, '0', nv) ~= #nv then call('SET', key, nv, 'KEEPTTL') end
-            elseif at or xn <= now then write_packed(key, nv, xn, now, at)
-            else
-              local dt = now - xn
-              local ms = -(dt - dt % 1)
-              call('SET', key, nv, 'PX', TTL_TEXT[ms] or ttl_text(ms))
-            end
-            SNV[k] = nil
-          end
-        end
-        ONE_VAL[1] = nil
-        UNFINISHED = false
-        OUT[1] = now
-        if RF then return pack(RF, unpack(OUT, 1, K)) end
-        return pack_list(OUT, K)
-      end
-    end
+    pre = pre or 0
     -- Every op so far a plain admission (the short reply).
     local plain = onRedisTime
     -- Ops, stacks and new keys so far; the index of the last time read from ARGV.
@@ -2381,6 +2386,8 @@ local function stack_of(plan)
     if RF then return pack(RF, unpack(OUT, 1, K)) end
     return pack_list(OUT, K)
   end
+  if FLAT then return straight_of(general, FLAT, K, RF) end
+  return general
 end
 
 -- A decide plan's closure (stack_of), kept with the plan.
