@@ -359,12 +359,10 @@ end
 -- the outcomes so far: nothing is decided again.
 local function straight_of(general, flat, K, RF)
   local nflat = #flat
+  -- No key is hot here, so the hot keys' cache is neither read nor reset: every path that
+  -- reads it (general, begin_call's callers) resets it first, as one.lua's closures rely on.
   return function(keys, argv, now0, vals0)
-    if HAD_HOT then
-      HOT, CACHE = {}, {}
-      HAD_HOT = false
-    end
-    -- Several keys (one op alone is one.lua's), so MGET, as general reads them.
+    -- Several keys (a lone op is one.lua's closure), so MGET.
     local vals = vals0 or call('MGET', unpack(keys))
     if now0 == nil then
       --#include inline/time-ms.lua
